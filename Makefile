@@ -1,0 +1,42 @@
+# neuroflow: the two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CORES  ?= all
+# CPU build of PyTorch; a range in pyproject.toml then accepts it as is.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: demo test install lint format bench clean-results
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/snakemake --workflow-profile workflow/profiles/local --cores $(CORES)
+	@echo "Demo finished: results are under results/, report at results/report.html"
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakemake --lint
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python -m bench
+
+clean-results:
+	rm -rf results .snakemake

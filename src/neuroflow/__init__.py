@@ -1,0 +1,2 @@
+"""neuroflow."""
+__version__ = "0.1.0"

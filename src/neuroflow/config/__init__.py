@@ -1,0 +1,11 @@
+"""Configuration: schema loading, validation with helpful messages, defaults."""
+
+from neuroflow.config.validation import (
+    ConfigError,
+    fill_defaults,
+    load_config,
+    load_schema,
+    validate_config,
+)
+
+__all__ = ["ConfigError", "fill_defaults", "load_config", "load_schema", "validate_config"]

@@ -1,0 +1,274 @@
+"""Validate a workflow configuration against the JSON Schema.
+
+The schema lives in ``workflow/schemas/config.schema.yaml`` and references one
+file per section (``$ref: demo.schema.yaml``). :func:`load_schema` inlines
+those references; :func:`validate_config` fills defaults and reports the first
+problems with the key path, what was expected and what was given, suggesting
+the closest valid key for a misspelt one.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+__all__ = ["ConfigError", "fill_defaults", "load_config", "load_schema", "validate_config"]
+
+_JSON_TYPES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true/false)",
+    "null": "null",
+}
+
+
+class ConfigError(ValueError):
+    """Raised when a configuration does not match the schema."""
+
+
+def _resolve_refs(node: Any, base: Path, seen: tuple[Path, ...] = ()) -> Any:
+    """Inline ``$ref`` entries that point at sibling YAML files."""
+    if isinstance(node, list):
+        return [_resolve_refs(item, base, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and not ref.startswith("#"):
+        target = (base / ref).resolve()
+        if target in seen:
+            raise ConfigError(f"Schema reference cycle through {target}.")
+        if not target.exists():
+            raise ConfigError(f"Schema file {target} referenced from {base} does not exist.")
+        loaded = yaml.safe_load(target.read_text()) or {}
+        loaded.pop("$schema", None)
+        loaded.pop("$id", None)
+        merged = {**_resolve_refs(loaded, target.parent, (*seen, target))}
+        merged.update({k: v for k, v in node.items() if k != "$ref"})
+        return merged
+    return {key: _resolve_refs(value, base, seen) for key, value in node.items()}
+
+
+def load_schema(path: str | os.PathLike) -> dict[str, Any]:
+    """Load the config schema and inline its per-section files.
+
+    Parameters
+    ----------
+    path : path-like
+        ``workflow/schemas/config.schema.yaml``.
+
+    Returns
+    -------
+    schema : dict
+        A self-contained JSON Schema.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"Config schema {path} does not exist.")
+    schema = yaml.safe_load(path.read_text())
+    return _resolve_refs(schema, path.parent)
+
+
+def _default_for(schema: Mapping[str, Any]) -> Any:
+    if "default" in schema:
+        return copy.deepcopy(schema["default"])
+    if schema.get("type") == "object":
+        return {}
+    return None
+
+
+def fill_defaults(config: Any, schema: Mapping[str, Any]) -> Any:
+    """Return a copy of ``config`` with schema defaults filled in, recursively.
+
+    Parameters
+    ----------
+    config : object
+        Parsed configuration (usually a dict).
+    schema : dict
+        The (resolved) JSON Schema of ``config``.
+
+    Returns
+    -------
+    filled : object
+        Mappings gain every missing property that has a default; objects
+        without a default become ``{}`` and are filled in turn.
+    """
+    if not isinstance(config, dict) or schema.get("type") != "object":
+        if isinstance(config, list) and isinstance(schema.get("items"), Mapping):
+            return [fill_defaults(item, schema["items"]) for item in config]
+        return config
+    out = dict(config)
+    properties = schema.get("properties", {})
+    for key, sub in properties.items():
+        if key not in out:
+            default = _default_for(sub)
+            if default is None and "default" not in sub:
+                continue
+            out[key] = default
+        out[key] = fill_defaults(out[key], sub)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        for key in out:
+            if key not in properties:
+                out[key] = fill_defaults(out[key], extra)
+    return out
+
+
+def _key_path(path: Any) -> str:
+    parts = []
+    for item in path:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "<top level>"
+
+
+def _schema_at(schema: Mapping[str, Any], path: Any) -> Mapping[str, Any]:
+    node: Mapping[str, Any] = schema
+    for item in path:
+        if isinstance(item, int):
+            node = node.get("items", {})
+        else:
+            props = node.get("properties", {})
+            node = props.get(item, node.get("additionalProperties") or {})
+        if not isinstance(node, Mapping):
+            return {}
+    return node
+
+
+def _describe(error: jsonschema.ValidationError, schema: Mapping[str, Any], source: str) -> str:
+    where = _key_path(error.absolute_path)
+    if error.validator == "additionalProperties":
+        parent = _schema_at(schema, error.absolute_path)
+        allowed = sorted(parent.get("properties", {}))
+        given = sorted(set(error.instance) - set(allowed))
+        messages = []
+        for key in given:
+            full = f"{where}.{key}" if error.absolute_path else key
+            hint = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
+            tip = f" Did you mean '{hint[0]}'?" if hint else ""
+            messages.append(
+                f"Unknown key '{full}' in {source}.{tip} Valid keys here: {', '.join(allowed)}."
+            )
+        return " ".join(messages)
+    if error.validator == "type":
+        expected = error.validator_value
+        names = [expected] if isinstance(expected, str) else list(expected)
+        wanted = " or ".join(_JSON_TYPES.get(n, n) for n in names)
+        return (
+            f"'{where}' in {source} must be {wanted}, got {error.instance!r} "
+            f"({type(error.instance).__name__}) instead."
+        )
+    if error.validator == "enum":
+        options = ", ".join(repr(v) for v in error.validator_value)
+        hint = ""
+        if isinstance(error.instance, str):
+            close = difflib.get_close_matches(
+                error.instance, [str(v) for v in error.validator_value], n=1
+            )
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+        return (
+            f"'{where}' in {source} must be one of {options}, got {error.instance!r} instead.{hint}"
+        )
+    if error.validator == "required":
+        return f"'{where}' in {source} is missing a required key: {error.message}."
+    return f"'{where}' in {source} is invalid: {error.message}."
+
+
+def validate_config(
+    config: Mapping[str, Any],
+    schema: Mapping[str, Any] | str | os.PathLike,
+    *,
+    source: str = "the config",
+) -> dict[str, Any]:
+    """Validate ``config``, fill defaults and return the result.
+
+    Parameters
+    ----------
+    config : dict
+        Parsed configuration.
+    schema : dict | path-like
+        Resolved schema, or the path of ``config.schema.yaml``.
+    source : str
+        How to name the config in messages (usually its file name).
+
+    Returns
+    -------
+    config : dict
+        A new dict with defaults filled in.
+
+    Raises
+    ------
+    ConfigError
+        Naming each offending key path, the expectation and the value given.
+    """
+    if not isinstance(schema, Mapping):
+        schema = load_schema(schema)
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise ConfigError(
+            f"{source} must be a mapping of sections, got {type(config).__name__} instead."
+        )
+    filled = fill_defaults(dict(config), schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(
+        validator.iter_errors(filled), key=lambda e: (len(e.absolute_path), list(e.absolute_path))
+    )
+    if errors:
+        lines = [_describe(err, schema, source) for err in errors[:10]]
+        more = f"\n(and {len(errors) - 10} more)" if len(errors) > 10 else ""
+        raise ConfigError("Invalid configuration:\n- " + "\n- ".join(lines) + more)
+    return filled
+
+
+def load_config(
+    path: str | os.PathLike, schema_path: str | os.PathLike, overrides: Mapping | None = None
+) -> dict[str, Any]:
+    """Read a YAML config file, apply overrides, validate and fill defaults.
+
+    Parameters
+    ----------
+    path : path-like
+        The YAML config.
+    schema_path : path-like
+        ``workflow/schemas/config.schema.yaml``.
+    overrides : dict | None
+        Nested values that replace those from the file.
+
+    Returns
+    -------
+    config : dict
+        The validated config.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"Config file {path} does not exist.")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"Config file {path} is not valid YAML: {err}") from err
+    if overrides:
+        data = deep_update(data, overrides)
+    return validate_config(data, schema_path, source=str(path))
+
+
+def deep_update(base: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``updates`` into a copy of ``base``."""
+    out = copy.deepcopy(dict(base))
+    for key, value in updates.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_update(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

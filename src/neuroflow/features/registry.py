@@ -1,0 +1,220 @@
+"""Registry of stimulus feature extractors.
+
+An extractor is a class registered with :func:`register_extractor`. It declares
+the stimulus modalities it accepts and, once built from a configuration entry,
+the layers it can return. The stage code only talks to extractors through the
+:class:`Extractor` interface, so new models plug in with one decorator::
+
+    @register_extractor("my_model", modalities=("image",))
+    class MyModel(Extractor):
+        def layer_names(self): ...
+        def extract(self, batch): ...
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = [
+    "MODALITIES",
+    "Extractor",
+    "ExtractorInfo",
+    "available_extractors",
+    "check_modality",
+    "get_extractor",
+    "register_extractor",
+]
+
+#: Stimulus modalities an extractor can declare.
+MODALITIES = ("image", "video", "text", "audio")
+
+#: Modules whose import registers the built-in extractors.
+_BUILTIN_MODULES = (
+    "neuroflow.features.hf",
+    "neuroflow.features.sentence",
+    "neuroflow.features.baselines",
+)
+
+
+@dataclass(frozen=True)
+class ExtractorInfo:
+    """What the registry knows about one extractor.
+
+    Attributes
+    ----------
+    name : str
+        Registry key used in configuration entries (``extractor: <name>``).
+    modalities : tuple of str
+        Stimulus modalities the extractor accepts.
+    cls : type
+        The :class:`Extractor` subclass.
+    """
+
+    name: str
+    modalities: tuple[str, ...]
+    cls: type[Extractor]
+
+
+_REGISTRY: dict[str, ExtractorInfo] = {}
+
+
+class Extractor(ABC):
+    """Interface of a feature extractor built from one configuration entry.
+
+    Parameters
+    ----------
+    config : dict
+        The extractor's configuration entry, defaults filled in.
+    modality : str
+        Modality of the stimuli it will receive (one of its ``modalities``).
+
+    Notes
+    -----
+    ``extract`` receives a list of loaded stimuli (see
+    :mod:`neuroflow.features.stimuli` for each modality's type) and returns one
+    ``(n_batch, n_features)`` float array per requested layer.
+    """
+
+    #: Registry name, set by :func:`register_extractor`.
+    name: ClassVar[str] = ""
+    #: Accepted modalities, set by :func:`register_extractor`.
+    modalities: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: Mapping[str, Any], modality: str) -> None:
+        check_modality(self.name, modality)
+        self.config = dict(config)
+        self.modality = modality
+
+    @abstractmethod
+    def layer_names(self) -> list[str]:
+        """Names of the layers ``extract`` returns, in configuration order."""
+
+    @abstractmethod
+    def extract(self, batch: Sequence[Any]) -> dict[str, np.ndarray]:
+        """Features of one batch of stimuli.
+
+        Parameters
+        ----------
+        batch : list
+            Loaded stimuli of the extractor's modality.
+
+        Returns
+        -------
+        features : dict of str to ndarray, shape (n_batch, n_features)
+            One array per layer name.
+        """
+
+    def describe(self) -> dict[str, Any]:
+        """Facts for provenance and store attributes (model id, weights, layers).
+
+        Returns
+        -------
+        info : dict
+            At least ``extractor`` and ``layers``; model extractors add
+            ``model``, ``weights``, ``weights_sha256`` and per-layer details.
+        """
+        return {"extractor": self.name, "layers": {n: {"name": n} for n in self.layer_names()}}
+
+
+def register_extractor(
+    name: str, *, modalities: Sequence[str]
+) -> Callable[[type[Extractor]], type[Extractor]]:
+    """Class decorator that adds an extractor to the registry.
+
+    Parameters
+    ----------
+    name : str
+        Registry key.
+    modalities : sequence of str
+        Accepted modalities, a subset of :data:`MODALITIES`.
+
+    Returns
+    -------
+    decorator : callable
+        Registers the class and returns it unchanged.
+    """
+    bad = [m for m in modalities if m not in MODALITIES]
+    if bad or not modalities:
+        raise ValueError(
+            f"`modalities` must be a non-empty subset of {MODALITIES}, got {list(modalities)} "
+            "instead."
+        )
+
+    def decorator(cls: type[Extractor]) -> type[Extractor]:
+        if not (isinstance(cls, type) and issubclass(cls, Extractor)):
+            raise TypeError(f"{cls!r} must subclass Extractor to be registered.")
+        if name in _REGISTRY and _REGISTRY[name].cls is not cls:
+            raise ValueError(f"An extractor named {name!r} is already registered.")
+        cls.name = name
+        cls.modalities = tuple(modalities)
+        _REGISTRY[name] = ExtractorInfo(name=name, modalities=tuple(modalities), cls=cls)
+        return cls
+
+    return decorator
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def available_extractors() -> dict[str, tuple[str, ...]]:
+    """Registered extractors and the modalities each accepts.
+
+    Returns
+    -------
+    extractors : dict of str to tuple of str
+        Registry name to accepted modalities, sorted by name.
+    """
+    _load_builtins()
+    return {name: _REGISTRY[name].modalities for name in sorted(_REGISTRY)}
+
+
+def get_extractor(name: str) -> ExtractorInfo:
+    """Look up a registered extractor.
+
+    Parameters
+    ----------
+    name : str
+        Registry key.
+
+    Returns
+    -------
+    info : ExtractorInfo
+        Name, modalities and class.
+    """
+    _load_builtins()
+    if name not in _REGISTRY:
+        raise ValueError(
+            f"`extractor` must be one of {sorted(_REGISTRY)}, got {name!r} instead."
+        )
+    return _REGISTRY[name]
+
+
+def check_modality(extractor: str, modality: str, *, source: str = "") -> None:
+    """Fail clearly when an extractor does not accept a modality.
+
+    Parameters
+    ----------
+    extractor : str
+        Registry key.
+    modality : str
+        Stimulus modality.
+    source : str
+        Where the modality came from, appended to the message (e.g. the file
+        extension it was inferred from).
+    """
+    info = get_extractor(extractor)
+    if modality not in info.modalities:
+        where = f" ({source})" if source else ""
+        raise ValueError(
+            f"Extractor {extractor!r} accepts {', '.join(info.modalities)} stimuli, got "
+            f"modality {modality!r}{where} instead. Choose an extractor for {modality} or set "
+            "`modality` to one it accepts (e.g. `modality: text` to use the captions)."
+        )

@@ -1,0 +1,1 @@
+"""Reading datasets: BIDS indexing and per-recording file records."""

@@ -1,0 +1,291 @@
+"""Read the BIDS files that accompany one EEG recording.
+
+Each reader validates its file and names the file and the field in its errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from neuroflow.io.records import EegRecording
+
+__all__ = [
+    "BIDS_TO_MNE_TYPES",
+    "merge_sidecars",
+    "read_channels_tsv",
+    "read_electrodes_tsv",
+    "read_events_tsv",
+    "recording_from_path",
+]
+
+#: BIDS ``_channels.tsv`` types and the MNE channel types they map to.
+BIDS_TO_MNE_TYPES: dict[str, str] = {
+    "EEG": "eeg",
+    "EOG": "eog",
+    "HEOG": "eog",
+    "VEOG": "eog",
+    "ECG": "ecg",
+    "EMG": "emg",
+    "MISC": "misc",
+    "TRIG": "stim",
+    "STIM": "stim",
+    "REF": "misc",
+    "GSR": "gsr",
+    "RESP": "resp",
+    "TEMP": "temperature",
+    "SYSCLOCK": "syst",
+    "EYEGAZE": "eyegaze",
+    "PUPIL": "pupil",
+    "AUDIO": "misc",
+    "PPG": "bio",
+}
+
+_EEG_SUFFIXES = (".vhdr", ".edf", ".bdf", ".set", ".fif")
+_UNIT_SCALE = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
+
+
+def _read_tsv(path: Path) -> pd.DataFrame:
+    """Read a BIDS TSV file with ``n/a`` as missing and every column as text."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist.")
+    try:
+        return pd.read_csv(path, sep="\t", dtype=str, na_values=["n/a"], keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a readable tab-separated file: {err}") from err
+
+
+def _require_columns(table: pd.DataFrame, columns: Sequence[str], path: Path) -> None:
+    """Raise when ``table`` lacks any of ``columns``."""
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"{path} must have the column(s) {missing}, got {list(table.columns)} instead."
+        )
+
+
+def merge_sidecars(paths: Sequence[Path]) -> dict:
+    """Merge ``_eeg.json`` sidecars following BIDS inheritance.
+
+    Parameters
+    ----------
+    paths : sequence of Path
+        Sidecars from the least to the most specific.
+
+    Returns
+    -------
+    sidecar : dict
+        Keys of later files override those of earlier ones.
+    """
+    merged: dict = {}
+    for path in paths:
+        path = Path(path)
+        try:
+            content = json.loads(path.read_text())
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f"{path} does not exist.") from err
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON: {err}") from err
+        if not isinstance(content, dict):
+            raise ValueError(f"{path} must hold a JSON object, got {type(content).__name__}.")
+        merged.update(content)
+    return merged
+
+
+def read_channels_tsv(path: Path) -> pd.DataFrame:
+    """Read ``_channels.tsv``.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+
+    Returns
+    -------
+    channels : DataFrame
+        Columns ``name``, ``mne_type`` (MNE channel type or ``None`` when the file has
+        no ``type``) and ``status`` (``"good"`` or ``"bad"``), one row per channel.
+    """
+    table = _read_tsv(path)
+    _require_columns(table, ["name"], path)
+    if table["name"].isna().any():
+        rows = (np.flatnonzero(table["name"].isna()) + 1).tolist()
+        raise ValueError(f"{path} field 'name' must not be empty, got n/a in row(s) {rows}.")
+    out = pd.DataFrame({"name": table["name"].astype(str)})
+    if "type" in table.columns:
+        types = table["type"].fillna("MISC").str.upper()
+        unknown = sorted(set(types) - set(BIDS_TO_MNE_TYPES))
+        if unknown:
+            raise ValueError(
+                f"{path} field 'type' must be one of {sorted(BIDS_TO_MNE_TYPES)}, "
+                f"got {unknown} instead."
+            )
+        out["mne_type"] = types.map(BIDS_TO_MNE_TYPES)
+    else:
+        out["mne_type"] = None
+    status = table["status"].fillna("good").str.lower() if "status" in table else "good"
+    out["status"] = status
+    bad_status = sorted(set(out["status"]) - {"good", "bad"})
+    if bad_status:
+        raise ValueError(
+            f"{path} field 'status' must be 'good', 'bad' or n/a, got {bad_status} instead."
+        )
+    return out
+
+
+def _coordinate_scale(electrodes: Path, xyz: np.ndarray) -> float:
+    """Metres per unit of an ``_electrodes.tsv``, from its ``_coordsystem.json``.
+
+    Without a coordinate-system file the unit is inferred from the head radius:
+    medians above 20 are taken as millimetres, above 2 as centimetres.
+    """
+    stem = electrodes.name.removesuffix("_electrodes.tsv")
+    candidates = sorted(electrodes.parent.glob(f"{stem}*_coordsystem.json")) + sorted(
+        electrodes.parent.glob("*_coordsystem.json")
+    )
+    for candidate in candidates:
+        unit = merge_sidecars([candidate]).get("EEGCoordinateUnits")
+        if unit is None:
+            continue
+        if unit not in _UNIT_SCALE:
+            raise ValueError(
+                f"{candidate} field 'EEGCoordinateUnits' must be one of "
+                f"{sorted(_UNIT_SCALE)}, got {unit!r} instead."
+            )
+        return _UNIT_SCALE[unit]
+    radius = np.nanmedian(np.linalg.norm(xyz, axis=1)) if len(xyz) else 0.0
+    return 1e-3 if radius > 20 else 1e-2 if radius > 2 else 1.0
+
+
+def read_electrodes_tsv(path: Path) -> dict[str, np.ndarray]:
+    """Read electrode positions from ``_electrodes.tsv``.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+
+    Returns
+    -------
+    positions : dict of str to ndarray, shape (3,)
+        Position in metres of every electrode with known coordinates.
+    """
+    table = _read_tsv(path)
+    _require_columns(table, ["name", "x", "y", "z"], path)
+    try:
+        xyz = table[["x", "y", "z"]].astype(float).to_numpy()
+    except ValueError as err:
+        raise ValueError(f"{path} fields 'x', 'y', 'z' must be numbers or n/a: {err}") from err
+    known = np.isfinite(xyz).all(axis=1)
+    scale = _coordinate_scale(path, xyz[known])
+    return {
+        str(name): pos * scale
+        for name, pos, ok in zip(table["name"], xyz, known, strict=True)
+        if ok
+    }
+
+
+def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -> pd.DataFrame:
+    """Read ``_events.tsv`` into onsets, event names and stimulus ids.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    event_column : str
+        Column naming the event (e.g. ``"trial_type"``); ``"value"`` is used when it
+        is absent.
+    stim_column : str | None
+        Column holding stimulus ids (e.g. ``"stim_file"``).
+
+    Returns
+    -------
+    events : DataFrame
+        Columns ``row`` (1-based data row in the file), ``onset`` (s), ``sample``
+        (float, NaN when the file has no ``sample`` column), ``name`` and ``stimulus``
+        (``None`` when absent); rows without onset or name are left out.
+    """
+    table = _read_tsv(path)
+    _require_columns(table, ["onset"], path)
+    column = event_column if event_column in table.columns else "value"
+    if column not in table.columns:
+        raise ValueError(
+            f"{path} must have the column {event_column!r} (or 'value') naming the events, "
+            f"got {list(table.columns)} instead."
+        )
+    try:
+        onset = table["onset"].astype(float)
+        sample = table["sample"].astype(float) if "sample" in table else np.nan
+    except ValueError as err:
+        raise ValueError(f"{path} fields 'onset' and 'sample' must be numbers: {err}") from err
+    stimulus = (
+        table[stim_column].where(table[stim_column].notna(), None)
+        if stim_column and stim_column in table.columns
+        else None
+    )
+    events = pd.DataFrame(
+        {
+            "row": np.arange(1, len(table) + 1),
+            "onset": onset,
+            "sample": sample,
+            "name": table[column],
+            "stimulus": stimulus,
+        }
+    )
+    return events[events["onset"].notna() & events["name"].notna()].reset_index(drop=True)
+
+
+def _sibling(eeg: Path, stem: str, suffix: str) -> Path | None:
+    """Most specific sibling ``<entities>_<suffix>`` of ``eeg`` that exists."""
+    parts = stem.split("_")
+    for n in range(len(parts), 0, -1):
+        candidate = eeg.parent / f"{'_'.join(parts[:n])}_{suffix}"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def recording_from_path(eeg: str | Path) -> EegRecording:
+    """Describe a BIDS EEG file and the sidecars found next to it.
+
+    Parameters
+    ----------
+    eeg : path-like
+        ``sub-<label>[_ses-<label>]_task-<label>[_run-<label>]_eeg.<ext>``, or any raw
+        EEG file (entities then default to the file stem as subject).
+
+    Returns
+    -------
+    recording : EegRecording
+        With ``events``, ``channels``, ``electrodes`` and ``sidecars`` filled in where
+        the files exist (the most specific match of each).
+    """
+    from mne_bids import get_entities_from_fname
+
+    eeg = Path(eeg)
+    if eeg.suffix.lower() not in _EEG_SUFFIXES:
+        raise ValueError(
+            f"`eeg` must end with one of {list(_EEG_SUFFIXES)}, got {eeg.name!r} instead."
+        )
+    stem = re.sub(r"_eeg$", "", eeg.name[: -len(eeg.suffix)])
+    if eeg.suffix.lower() == ".fif":
+        stem = re.sub(r"_(raw|eeg)$", "", stem)
+    entities = get_entities_from_fname(eeg.name, on_error="ignore")
+    subject = entities.get("subject") or stem
+    sidecar = _sibling(eeg, stem, "eeg.json")
+    return EegRecording(
+        subject=subject,
+        session=entities.get("session"),
+        task=entities.get("task"),
+        run=entities.get("run"),
+        eeg=eeg,
+        events=_sibling(eeg, stem, "events.tsv"),
+        channels=_sibling(eeg, stem, "channels.tsv"),
+        electrodes=_sibling(eeg, stem, "electrodes.tsv"),
+        sidecars=(sidecar,) if sidecar is not None else (),
+    )

@@ -1,0 +1,224 @@
+"""What the workflow will compute, and where each artifact lives.
+
+:class:`WorkflowPlan` is built once per Snakemake invocation from the validated
+config: it indexes the dataset once (or predicts the demo's files before the
+demo exists), computes every stage's version id and builds result paths.
+The rules in ``rules/*.smk`` only ask it for paths.
+
+Layout of ``results/``::
+
+    demo/<v>/                                         the generated BIDS dataset
+    preprocess_fmri/<v>/sub-XX/<key>_desc-clean_bold.zarr
+    preprocess_eeg/<v>/sub-XX/<key>_epo.zarr, <key>_raw.zarr
+    features/<extractor>-<v>/layer-<layer>.zarr
+    align_features/<extractor>-<v>/sub-XX/<key>_layer-<layer>.zarr
+    encoding/<model>-<v>/sub-XX_encoding.zarr
+    evaluation/<model>-<v>/sub-XX_scores.zarr
+    summary/<v>/scores.tsv, summary.zarr, plots/
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuroflow.io.records import EegRecording, FmriRun
+from neuroflow.workflow.versions import stage_versions
+
+__all__ = ["WorkflowPlan", "layer_label"]
+
+
+def layer_label(layer: Any) -> str:
+    """File-name-safe label of a layer spec (``0.5`` -> ``"0p5"``, ``-1`` -> ``"m1"``).
+
+    Parameters
+    ----------
+    layer : int | float | str
+        Layer index, fraction of depth or name.
+
+    Returns
+    -------
+    label : str
+        Letters, digits and dashes only.
+    """
+    text = str(layer).replace(".", "p").replace("-", "m")
+    return re.sub(r"[^A-Za-z0-9]+", "", text) or "all"
+
+
+def _keep(value: str | None, allowed: list[str] | None) -> bool:
+    return not allowed or (value is not None and value in [str(a) for a in allowed])
+
+
+@dataclass
+class WorkflowPlan:
+    """Versions, recordings and result paths for one config.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+    """
+
+    config: Mapping[str, Any]
+    versions: dict[str, str] = field(init=False)
+    results: Path = field(init=False)
+    fmri_runs: list[FmriRun] = field(init=False)
+    eeg_recordings: list[EegRecording] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.results = Path(self.config["results_dir"])
+        self.versions = stage_versions(self.config)
+        fmri, eeg = self._index()
+        self.fmri_runs = self._filter(fmri)
+        self.eeg_recordings = self._filter(eeg)
+
+    # ------------------------------------------------------------------ dataset
+    @property
+    def is_demo(self) -> bool:
+        """Whether the input is the embedded demo dataset."""
+        return self.config["dataset"]["source"] == "demo"
+
+    @property
+    def bids_root(self) -> Path:
+        """Root of the BIDS dataset (the demo's output folder for the demo)."""
+        if self.is_demo:
+            return self.results / "demo" / self.versions["demo"]
+        return Path(self.config["dataset"]["bids_root"])
+
+    def _index(self) -> tuple[list[FmriRun], list[EegRecording]]:
+        ds = self.config["dataset"]
+        if self.is_demo:
+            from neuroflow.demo import demo_layout
+
+            layout = demo_layout(self.config["demo"], self.bids_root)
+            return list(layout.fmri_runs), list(layout.eeg_recordings)
+        from neuroflow.io.bids import index_eeg_recordings, index_fmri_runs
+
+        fmri = index_fmri_runs(
+            ds["bids_root"],
+            fmriprep_dir=ds.get("fmriprep_dir") if ds["source"] == "fmriprep" else None,
+            space=ds.get("space"),
+        )
+        eeg = index_eeg_recordings(ds["bids_root"])
+        return fmri, eeg
+
+    def _filter(self, records: list[Any]) -> list[Any]:
+        ds = self.config["dataset"]
+        return [
+            r
+            for r in records
+            if _keep(r.subject, ds.get("subjects"))
+            and _keep(r.session, ds.get("sessions"))
+            and _keep(r.task, ds.get("tasks"))
+            and _keep(r.run, ds.get("runs"))
+        ]
+
+    @property
+    def subjects(self) -> list[str]:
+        """Subjects with at least one fMRI run, sorted."""
+        return sorted({r.subject for r in self.fmri_runs})
+
+    def fmri_run(self, key: str) -> FmriRun:
+        """The fMRI run record with entity key ``key``."""
+        for run in self.fmri_runs:
+            if run.key == key:
+                return run
+        raise KeyError(f"No fMRI run with key {key!r} in the dataset.")
+
+    def eeg_recording(self, key: str) -> EegRecording:
+        """The EEG recording record with entity key ``key``."""
+        for rec in self.eeg_recordings:
+            if rec.key == key:
+                return rec
+        raise KeyError(f"No EEG recording with key {key!r} in the dataset.")
+
+    def runs_of(self, subject: str) -> list[FmriRun]:
+        """fMRI runs of one subject, in key order."""
+        return sorted((r for r in self.fmri_runs if r.subject == subject), key=lambda r: r.key)
+
+    # ------------------------------------------------------------------ paths
+    def stage_dir(self, stage: str, name: str | None = None) -> Path:
+        """Folder of one stage version: ``results/<stage>/[<name>-]<version>``."""
+        key = f"{stage}/{name}" if name else stage
+        version = self.versions[key]
+        return self.results / stage / (f"{name}-{version}" if name else version)
+
+    def fmri_store(self, key: str) -> Path:
+        """Cleaned (time, voxel) store of one fMRI run."""
+        run = self.fmri_run(key)
+        return (
+            self.stage_dir("preprocess_fmri")
+            / f"sub-{run.subject}"
+            / (f"{key}_desc-clean_bold.zarr")
+        )
+
+    def eeg_epochs_store(self, key: str) -> Path:
+        """(epoch, channel, time) store of one EEG recording."""
+        rec = self.eeg_recording(key)
+        return self.stage_dir("preprocess_eeg") / f"sub-{rec.subject}" / f"{key}_epo.zarr"
+
+    def eeg_continuous_store(self, key: str) -> Path:
+        """(channel, time) store of one EEG recording."""
+        rec = self.eeg_recording(key)
+        return self.stage_dir("preprocess_eeg") / f"sub-{rec.subject}" / f"{key}_raw.zarr"
+
+    def extractor_layers(self, name: str) -> list[Any]:
+        """Layers configured for one extractor."""
+        entry = self.config["features"]["extractors"][name]
+        layers = entry.get("layers")
+        return list(layers) if layers else ["output"]
+
+    def feature_store(self, name: str, layer: Any) -> Path:
+        """(stimulus, feature) store of one extractor layer."""
+        return self.stage_dir("features", name) / f"layer-{layer_label(layer)}.zarr"
+
+    def aligned_store(self, name: str, layer: Any, key: str) -> Path:
+        """(time, feature) store of one extractor layer on one fMRI run's TR grid."""
+        run = self.fmri_run(key)
+        return (
+            self.stage_dir("align_features", name)
+            / f"sub-{run.subject}"
+            / f"{key}_layer-{layer_label(layer)}.zarr"
+        )
+
+    def feature_space(self, space: str) -> tuple[str, Any]:
+        """Split ``"extractor:layer"`` (or ``"extractor"``) into its parts."""
+        name, _, layer = space.partition(":")
+        if name not in self.config["features"]["extractors"]:
+            raise KeyError(f"Feature space {space!r} names no configured extractor.")
+        layers = self.extractor_layers(name)
+        if not layer:
+            return name, layers[-1]
+        for candidate in layers:
+            if layer_label(candidate) == layer_label(layer):
+                return name, candidate
+        raise KeyError(f"Feature space {space!r}: extractor {name!r} has no layer {layer!r}.")
+
+    def encoding_models(self) -> list[str]:
+        """Names of the configured encoding models."""
+        return list(self.config["encoding"]["models"])
+
+    def encoding_store(self, model: str, subject: str) -> Path:
+        """Fitted encoding model and test predictions of one subject."""
+        return self.stage_dir("encoding", model) / f"sub-{subject}_encoding.zarr"
+
+    def scores_store(self, model: str, subject: str) -> Path:
+        """Per-target scores of one subject's encoding model."""
+        return self.stage_dir("evaluation", model) / f"sub-{subject}_scores.zarr"
+
+    def summary_dir(self) -> Path:
+        """Folder of the cross-model, cross-subject summary."""
+        return self.stage_dir("summary")
+
+    def all_version_dirs(self) -> list[Path]:
+        """Every stage-version folder the current config reaches."""
+        out = []
+        for key in self.versions:
+            stage, _, name = key.partition("/")
+            if stage == "dataset":
+                continue
+            out.append(self.stage_dir(stage, name or None))
+        return out

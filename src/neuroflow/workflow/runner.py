@@ -1,0 +1,110 @@
+"""Run one package function as a Snakemake job.
+
+Scripts in ``scripts/`` stay thin: they unpack ``snakemake.input/output`` and
+call :func:`run_job` with one package function. This module routes logging and
+warnings to the rule's log file, builds the provenance record from the rule's
+params (``stage``, ``version``, ``cfg``) and passes it on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from neuroflow.artifacts import build_provenance
+from neuroflow.workflow.versions import FORMAT_VERSIONS
+
+__all__ = ["job_logging", "run_job"]
+
+logger = logging.getLogger("neuroflow")
+
+
+@contextlib.contextmanager
+def job_logging(log_path: str | Path | None) -> Iterator[logging.Logger]:
+    """Send ``neuroflow``, MNE and Python warnings to a log file.
+
+    Parameters
+    ----------
+    log_path : path-like | None
+        The rule's log file; ``None`` logs to standard error.
+
+    Yields
+    ------
+    logger : logging.Logger
+        The ``neuroflow`` logger.
+    """
+    if log_path is not None:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = logging.FileHandler(log_path, mode="w")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    names = ("neuroflow", "mne", "py.warnings")
+    loggers = [logging.getLogger(n) for n in names]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+    logging.captureWarnings(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            yield logger
+    except BaseException:
+        logger.exception("Job failed.")
+        raise
+    finally:
+        logging.captureWarnings(False)
+        for lg in loggers:
+            lg.removeHandler(handler)
+        handler.close()
+
+
+def _paths(value: Any) -> list[str]:
+    if isinstance(value, str | Path):
+        return [str(value)]
+    if isinstance(value, Sequence):
+        return [str(v) for v in value]
+    return []
+
+
+def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
+    """Call ``func`` for a Snakemake job with config and provenance.
+
+    Parameters
+    ----------
+    smk : snakemake.script.Snakemake
+        The ``snakemake`` object of a ``script:`` directive. Its params must
+        hold ``stage``, ``version`` and ``cfg`` (the stage's config section).
+    func : callable
+        Package function; called as ``func(**kwargs, config=cfg,
+        provenance=record)``.
+    **kwargs
+        Input and output paths for ``func``.
+
+    Returns
+    -------
+    result : object
+        Whatever ``func`` returns.
+    """
+    params = smk.params
+    stage = params.stage
+    log = smk.log[0] if len(smk.log) else None
+    with job_logging(log) as log_:
+        provenance = build_provenance(
+            stage=stage,
+            version=params.version,
+            config=params.cfg,
+            inputs=_paths(list(smk.input)),
+            format_version=FORMAT_VERSIONS.get(stage.split("/")[0], 1),
+        )
+        log_.info("%s %s: %s", stage, params.version, func.__qualname__)
+        start = time.perf_counter()
+        result = func(**kwargs, config=params.cfg, provenance=provenance)
+        log_.info("done in %.1f s", time.perf_counter() - start)
+    return result

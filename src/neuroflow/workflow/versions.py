@@ -1,0 +1,143 @@
+"""The stage graph and the version id of every stage output.
+
+A version id is a short hash of the stage's own config section, the version
+ids of its inputs and the stage's format version (see
+:func:`neuroflow.artifacts.version_id`). Everything here is computed from the
+config alone, before any job runs, so Snakemake's output paths carry it.
+
+Bump a stage's entry in :data:`FORMAT_VERSIONS` when a code change alters the
+meaning or values of that stage's output: its version and every downstream
+version change, and the next run recomputes them. Cosmetic code changes leave
+the versions, and so the results, as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from neuroflow.artifacts import version_id
+
+__all__ = ["FORMAT_VERSIONS", "STAGES", "dataset_identity", "stage_versions"]
+
+#: Format version of each stage's output.
+FORMAT_VERSIONS: dict[str, int] = {
+    "demo": 1,
+    "preprocess_fmri": 1,
+    "preprocess_eeg": 1,
+    "features": 1,
+    "align_features": 1,
+    "encoding": 1,
+    "evaluation": 1,
+    "summary": 1,
+}
+
+#: Stage name -> upstream stages, in execution order.
+STAGES: dict[str, tuple[str, ...]] = {
+    "demo": (),
+    "preprocess_fmri": ("demo",),
+    "preprocess_eeg": ("demo",),
+    "features": ("demo",),
+    "align_features": ("features", "preprocess_fmri"),
+    "encoding": ("align_features", "preprocess_fmri"),
+    "evaluation": ("encoding",),
+    "summary": ("evaluation",),
+}
+
+
+def dataset_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What identifies the input dataset (filters excluded: they select jobs).
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+
+    Returns
+    -------
+    identity : dict
+        For the demo, its config section; for a real dataset, its paths and
+        the derivatives space.
+    """
+    ds = config["dataset"]
+    if ds["source"] == "demo":
+        return {"source": "demo", "demo": config["demo"]}
+    return {
+        "source": ds["source"],
+        "bids_root": str(ds.get("bids_root")),
+        "fmriprep_dir": str(ds.get("fmriprep_dir")),
+        "space": ds.get("space"),
+    }
+
+
+def _v(stage: str, section: Any, inputs: Mapping[str, str]) -> str:
+    return version_id(
+        stage=stage, config=section, inputs=inputs, format_version=FORMAT_VERSIONS[stage]
+    )
+
+
+def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
+    """Version id of every stage output that the config reaches.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+
+    Returns
+    -------
+    versions : dict of str to str
+        Keys are ``"demo"`` (or ``"dataset"``), ``"preprocess_fmri"``,
+        ``"preprocess_eeg"``, ``"features/<name>"``, ``"align_features/<name>"``,
+        ``"encoding/<model>"``, ``"evaluation/<model>"`` and ``"summary"``.
+    """
+    identity = dataset_identity(config)
+    data_key = "demo" if identity["source"] == "demo" else "dataset"
+    versions: dict[str, str] = {
+        data_key: version_id(
+            stage=data_key, config=identity, format_version=FORMAT_VERSIONS["demo"]
+        )
+    }
+    data_v = {"dataset": versions[data_key]}
+    versions["preprocess_fmri"] = _v("preprocess_fmri", config["preprocess_fmri"], data_v)
+    versions["preprocess_eeg"] = _v("preprocess_eeg", config["preprocess_eeg"], data_v)
+
+    features = config["features"]
+    split = config["split"]
+    for name, entry in features["extractors"].items():
+        section = {"name": name, **entry}
+        if _uses_training_split(entry):
+            section["split"] = split
+        versions[f"features/{name}"] = _v("features", section, data_v)
+        versions[f"align_features/{name}"] = _v(
+            "align_features",
+            features["align"],
+            {
+                "features": versions[f"features/{name}"],
+                "preprocess_fmri": versions["preprocess_fmri"],
+            },
+        )
+
+    encoding = config["encoding"]
+    shared = {k: v for k, v in encoding.items() if k != "models"}
+    for model, spaces in encoding["models"].items():
+        inputs = {"preprocess_fmri": versions["preprocess_fmri"]}
+        for space in spaces["feature_spaces"]:
+            extractor = space.split(":")[0]
+            inputs[f"align_features/{space}"] = versions[f"align_features/{extractor}"]
+        section = {**shared, "model": model, **spaces, "split": split}
+        versions[f"encoding/{model}"] = _v("encoding", section, inputs)
+        versions[f"evaluation/{model}"] = _v(
+            "evaluation", config["evaluation"], {"encoding": versions[f"encoding/{model}"]}
+        )
+    evaluation_inputs = {k: v for k, v in versions.items() if k.startswith("evaluation/")}
+    versions["summary"] = _v("summary", config["evaluation"], evaluation_inputs)
+    return versions
+
+
+def _uses_training_split(entry: Mapping[str, Any]) -> bool:
+    """Whether an extractor fits anything on training stimuli (e.g. PCA)."""
+    reduction = entry.get("reduction") or {}
+    if isinstance(reduction, Mapping):
+        return str(reduction.get("method", "none")).lower() == "pca"
+    return str(reduction).lower() == "pca"
