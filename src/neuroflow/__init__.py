@@ -1,2 +1,3 @@
 """neuroflow."""
+
 __version__ = "0.1.0"

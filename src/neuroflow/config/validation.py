@@ -36,6 +36,24 @@ class ConfigError(ValueError):
     """Raised when a configuration does not match the schema."""
 
 
+def _inline_local_refs(node: Any, document: Mapping[str, Any], depth: int = 0) -> Any:
+    """Replace ``#/...`` references by the part of ``document`` they point to."""
+    if depth > 50:
+        raise ConfigError("Schema references nest too deeply (a cycle?).")
+    if isinstance(node, list):
+        return [_inline_local_refs(item, document, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = document
+        for part in ref[2:].split("/"):
+            target = target[part]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _inline_local_refs(merged, document, depth + 1)
+    return {key: _inline_local_refs(value, document, depth) for key, value in node.items()}
+
+
 def _resolve_refs(node: Any, base: Path, seen: tuple[Path, ...] = ()) -> Any:
     """Inline ``$ref`` entries that point at sibling YAML files."""
     if isinstance(node, list):
@@ -50,8 +68,10 @@ def _resolve_refs(node: Any, base: Path, seen: tuple[Path, ...] = ()) -> Any:
         if not target.exists():
             raise ConfigError(f"Schema file {target} referenced from {base} does not exist.")
         loaded = yaml.safe_load(target.read_text()) or {}
+        loaded = _inline_local_refs(loaded, loaded)
         loaded.pop("$schema", None)
         loaded.pop("$id", None)
+        loaded.pop("$defs", None)
         merged = {**_resolve_refs(loaded, target.parent, (*seen, target))}
         merged.update({k: v for k, v in node.items() if k != "$ref"})
         return merged

@@ -38,8 +38,7 @@ def check_time_target(name: str, array: np.ndarray, *, min_times: int = 2) -> np
         )
     if array.shape[-2] < min_times:
         raise ValueError(
-            f"`{name}` must have at least {min_times} time points, "
-            f"got {array.shape[-2]} instead."
+            f"`{name}` must have at least {min_times} time points, got {array.shape[-2]} instead."
         )
     if array.dtype.kind not in "fc":
         array = array.astype(np.float64)

@@ -119,7 +119,7 @@ def split_half_reliability(
         Observed responses to each repeated presentation, ``n_repeats >= 2``.
     n_splits : int
         Number of random halvings averaged; when the repeats admit fewer
-        distinct halvings, all of them are used (a single one for 2 or 3 repeats).
+        distinct halvings, all of them are used (a single one for 2 repeats).
     seed : int | None
         Seed of the random halvings.
 

@@ -85,6 +85,10 @@ class Extractor(ABC):
     name: ClassVar[str] = ""
     #: Accepted modalities, set by :func:`register_extractor`.
     modalities: ClassVar[tuple[str, ...]] = ()
+    #: Layers used when the entry leaves ``layers`` unset.
+    default_layers: ClassVar[tuple[int | float | str, ...]] = (1.0,)
+    #: The only layers a weight-free extractor has (empty for models).
+    fixed_layers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         check_modality(self.name, modality)
@@ -191,9 +195,7 @@ def get_extractor(name: str) -> ExtractorInfo:
     """
     _load_builtins()
     if name not in _REGISTRY:
-        raise ValueError(
-            f"`extractor` must be one of {sorted(_REGISTRY)}, got {name!r} instead."
-        )
+        raise ValueError(f"`extractor` must be one of {sorted(_REGISTRY)}, got {name!r} instead.")
     return _REGISTRY[name]
 
 

@@ -10,8 +10,8 @@ Layout of ``results/``::
     demo/<v>/                                         the generated BIDS dataset
     preprocess_fmri/<v>/sub-XX/<key>_desc-clean_bold.zarr
     preprocess_eeg/<v>/sub-XX/<key>_epo.zarr, <key>_raw.zarr
-    features/<extractor>-<v>/layer-<layer>.zarr
-    align_features/<extractor>-<v>/sub-XX/<key>_layer-<layer>.zarr
+    features/<extractor>-<v>/<layer>.zarr
+    align_features/<extractor>-<v>/sub-XX/<key>_<layer>.zarr
     encoding/<model>-<v>/sub-XX_encoding.zarr
     evaluation/<model>-<v>/sub-XX_scores.zarr
     summary/<v>/scores.tsv, summary.zarr, plots/
@@ -19,33 +19,15 @@ Layout of ``results/``::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from neuroflow.io.records import EegRecording, FmriRun
-from neuroflow.workflow.versions import stage_versions
+from neuroflow.workflow.versions import encoding_config, stage_versions
 
-__all__ = ["WorkflowPlan", "layer_label"]
-
-
-def layer_label(layer: Any) -> str:
-    """File-name-safe label of a layer spec (``0.5`` -> ``"0p5"``, ``-1`` -> ``"m1"``).
-
-    Parameters
-    ----------
-    layer : int | float | str
-        Layer index, fraction of depth or name.
-
-    Returns
-    -------
-    label : str
-        Letters, digits and dashes only.
-    """
-    text = str(layer).replace(".", "p").replace("-", "m")
-    return re.sub(r"[^A-Za-z0-9]+", "", text) or "all"
+__all__ = ["WorkflowPlan"]
 
 
 def _keep(value: str | None, allowed: list[str] | None) -> bool:
@@ -139,6 +121,31 @@ class WorkflowPlan:
         """fMRI runs of one subject, in key order."""
         return sorted((r for r in self.fmri_runs if r.subject == subject), key=lambda r: r.key)
 
+    def roi_files(self, run: FmriRun) -> tuple[Path | None, Path | None]:
+        """ROI label image and labels table for a run (the demo's ground truth by default).
+
+        Parameters
+        ----------
+        run : FmriRun
+            The run.
+
+        Returns
+        -------
+        atlas, labels : Path | None
+            From ``preprocess_fmri.rois`` when set; for the demo, its planted ROIs.
+        """
+        rois = self.config["preprocess_fmri"].get("rois") or {}
+        if rois.get("atlas"):
+            labels = rois.get("labels")
+            return Path(rois["atlas"]), Path(labels) if labels else None
+        if self.is_demo:
+            truth = self.bids_root / "derivatives" / "groundtruth"
+            return (
+                truth / f"sub-{run.subject}" / f"sub-{run.subject}_desc-rois_dseg.nii.gz",
+                truth / "rois.tsv",
+            )
+        return None, None
+
     # ------------------------------------------------------------------ paths
     def stage_dir(self, stage: str, name: str | None = None) -> Path:
         """Folder of one stage version: ``results/<stage>/[<name>-]<version>``."""
@@ -165,41 +172,48 @@ class WorkflowPlan:
         rec = self.eeg_recording(key)
         return self.stage_dir("preprocess_eeg") / f"sub-{rec.subject}" / f"{key}_raw.zarr"
 
-    def extractor_layers(self, name: str) -> list[Any]:
-        """Layers configured for one extractor."""
-        entry = self.config["features"]["extractors"][name]
-        layers = entry.get("layers")
-        return list(layers) if layers else ["output"]
+    def extractor_layers(self, name: str) -> list[str]:
+        """Names of the layer stores of one extractor (known before any model loads)."""
+        from neuroflow.features.config import layer_names
 
-    def feature_store(self, name: str, layer: Any) -> Path:
+        return layer_names(self.extractor(name))
+
+    def extractor(self, name: str) -> dict[str, Any]:
+        """Config entry of the extractor called ``name``."""
+        for entry in self.config["features"]["extractors"]:
+            if entry["name"] == name:
+                return dict(entry)
+        raise KeyError(f"No feature extractor named {name!r} in the config.")
+
+    def feature_store(self, name: str, layer: str) -> Path:
         """(stimulus, feature) store of one extractor layer."""
-        return self.stage_dir("features", name) / f"layer-{layer_label(layer)}.zarr"
+        return self.stage_dir("features", name) / f"{layer}.zarr"
 
-    def aligned_store(self, name: str, layer: Any, key: str) -> Path:
+    def aligned_store(self, name: str, layer: str, key: str) -> Path:
         """(time, feature) store of one extractor layer on one fMRI run's TR grid."""
         run = self.fmri_run(key)
-        return (
-            self.stage_dir("align_features", name)
-            / f"sub-{run.subject}"
-            / f"{key}_layer-{layer_label(layer)}.zarr"
-        )
+        return self.stage_dir("align_features", name) / f"sub-{run.subject}" / f"{key}_{layer}.zarr"
 
-    def feature_space(self, space: str) -> tuple[str, Any]:
-        """Split ``"extractor:layer"`` (or ``"extractor"``) into its parts."""
+    def feature_space(self, space: str) -> tuple[str, str]:
+        """Split ``"extractor:layer"`` (or ``"extractor"``: its last layer) into its parts."""
         name, _, layer = space.partition(":")
-        if name not in self.config["features"]["extractors"]:
-            raise KeyError(f"Feature space {space!r} names no configured extractor.")
         layers = self.extractor_layers(name)
         if not layer:
             return name, layers[-1]
-        for candidate in layers:
-            if layer_label(candidate) == layer_label(layer):
-                return name, candidate
-        raise KeyError(f"Feature space {space!r}: extractor {name!r} has no layer {layer!r}.")
+        if layer not in layers:
+            raise KeyError(
+                f"Feature space {space!r}: extractor {name!r} has no layer {layer!r}; "
+                f"its layers are {layers}."
+            )
+        return name, layer
 
     def encoding_models(self) -> list[str]:
         """Names of the configured encoding models."""
         return list(self.config["encoding"]["models"])
+
+    def encoding_config(self, model: str) -> dict[str, Any]:
+        """What the encoding stage receives for ``model``."""
+        return encoding_config(self.config, model)
 
     def encoding_store(self, model: str, subject: str) -> Path:
         """Fitted encoding model and test predictions of one subject."""

@@ -18,7 +18,13 @@ from typing import Any
 
 from neuroflow.artifacts import version_id
 
-__all__ = ["FORMAT_VERSIONS", "STAGES", "dataset_identity", "stage_versions"]
+__all__ = [
+    "FORMAT_VERSIONS",
+    "STAGES",
+    "dataset_identity",
+    "encoding_config",
+    "stage_versions",
+]
 
 #: Format version of each stage's output.
 FORMAT_VERSIONS: dict[str, int] = {
@@ -103,29 +109,28 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     versions["preprocess_eeg"] = _v("preprocess_eeg", config["preprocess_eeg"], data_v)
 
     features = config["features"]
-    split = config["split"]
-    for name, entry in features["extractors"].items():
-        section = {"name": name, **entry}
+    split = config["encoding"]["split"]
+    for entry in features["extractors"]:
+        name = entry["name"]
+        section = dict(entry)
         if _uses_training_split(entry):
             section["split"] = split
         versions[f"features/{name}"] = _v("features", section, data_v)
         versions[f"align_features/{name}"] = _v(
             "align_features",
-            features["align"],
+            features["alignment"],
             {
                 "features": versions[f"features/{name}"],
                 "preprocess_fmri": versions["preprocess_fmri"],
             },
         )
 
-    encoding = config["encoding"]
-    shared = {k: v for k, v in encoding.items() if k != "models"}
-    for model, spaces in encoding["models"].items():
+    for model in config["encoding"]["models"]:
+        section = encoding_config(config, model)
         inputs = {"preprocess_fmri": versions["preprocess_fmri"]}
-        for space in spaces["feature_spaces"]:
+        for space in section["feature_spaces"]:
             extractor = space.split(":")[0]
             inputs[f"align_features/{space}"] = versions[f"align_features/{extractor}"]
-        section = {**shared, "model": model, **spaces, "split": split}
         versions[f"encoding/{model}"] = _v("encoding", section, inputs)
         versions[f"evaluation/{model}"] = _v(
             "evaluation", config["evaluation"], {"encoding": versions[f"encoding/{model}"]}
@@ -133,6 +138,30 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     evaluation_inputs = {k: v for k, v in versions.items() if k.startswith("evaluation/")}
     versions["summary"] = _v("summary", config["evaluation"], evaluation_inputs)
     return versions
+
+
+def encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """Settings of one encoding model: the shared settings plus the model's entry.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+    model : str
+        A key of ``encoding.models``.
+
+    Returns
+    -------
+    section : dict
+        What the encoding stage receives for this model.
+    """
+    encoding = config["encoding"]
+    if model not in encoding["models"]:
+        raise KeyError(
+            f"No encoding model named {model!r}; configured: {list(encoding['models'])}."
+        )
+    shared = {k: v for k, v in encoding.items() if k != "models"}
+    return {**shared, **encoding["models"][model], "name": model}
 
 
 def _uses_training_split(entry: Mapping[str, Any]) -> bool:

@@ -1,0 +1,46 @@
+# neuroflow: BIDS fMRI/EEG -> preprocessing -> stimulus features -> encoding -> evaluation.
+#
+#   snakemake --cores all            run everything the config reaches
+#   snakemake -n                     show what would run
+#   snakemake --report report.html   build the report after a run
+#
+# All logic lives in the `neuroflow` package; rules only wire paths together.
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from neuroflow.config import validate_config
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+# Validate before any job runs: unknown keys fail with a "did you mean" hint,
+# defaults from the schema are filled in.
+config.update(
+    validate_config(
+        config,
+        Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
+        source="the config (config/config.yaml and --config overrides)",
+    )
+)
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/demo.smk"
+include: "rules/preprocess_fmri.smk"
+include: "rules/preprocess_eeg.smk"
+include: "rules/features.smk"
+include: "rules/encoding.smk"
+include: "rules/evaluation.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

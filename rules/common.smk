@@ -1,0 +1,48 @@
+# Shared by every rule: the workflow plan (dataset index, version ids, result
+# paths) built once per invocation, and small input/param helpers.
+from neuroflow.workflow.plan import WorkflowPlan
+
+PLAN = WorkflowPlan(config)
+V = PLAN.versions
+LOGS = Path("logs")
+
+
+wildcard_constraints:
+    key=r"sub-[A-Za-z0-9]+(_ses-[A-Za-z0-9]+)?(_task-[A-Za-z0-9]+)?(_acq-[A-Za-z0-9]+)?(_run-[A-Za-z0-9]+)?",
+    subject=r"[A-Za-z0-9]+",
+    layer=r"[A-Za-z0-9][A-Za-z0-9.\-]*",
+    version=r"[0-9a-f]{10}",
+    model=r"[A-Za-z0-9_]+",
+    extractor=r"[A-Za-z0-9_]+",
+
+
+def stage_params(stage, section, name=None):
+    """Params every job gets: its stage, version id and own config section."""
+    key = f"{stage}/{name}" if name else stage
+    return {"stage": key, "version": V[key], "cfg": section}
+
+
+def dataset_input(paths):
+    """Inputs that live in the dataset: the demo folder itself, or the real files."""
+    if PLAN.is_demo:
+        return [str(PLAN.bids_root)]
+    return [str(p) for p in paths if p is not None]
+
+
+def log_path(stage, *parts):
+    """Log file of one job, beside the others of its stage version."""
+    return str(LOGS.joinpath(stage, *map(str, parts)).with_suffix(".log"))
+
+
+def all_targets():
+    """Every final artifact the config reaches."""
+    targets = []
+    targets += [str(PLAN.fmri_store(r.key)) for r in PLAN.fmri_runs]
+    if config["preprocess_eeg"].get("enabled", True):
+        for rec in PLAN.eeg_recordings:
+            targets += [str(PLAN.eeg_epochs_store(rec.key)), str(PLAN.eeg_continuous_store(rec.key))]
+    for name in (e["name"] for e in config["features"]["extractors"]):
+        targets += [str(PLAN.feature_store(name, layer)) for layer in PLAN.extractor_layers(name)]
+    if PLAN.encoding_models() and PLAN.subjects:
+        targets.append(str(PLAN.summary_dir() / "scores.tsv"))
+    return targets

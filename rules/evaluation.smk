@@ -1,0 +1,46 @@
+# Evaluation: per-target scores of each subject's model on held-out data, then one
+# table, one summary store and the plots across subjects and models.
+
+
+rule evaluate_encoding:
+    input:
+        lambda wc: str(PLAN.encoding_store(wc.model, wc.subject)),
+    output:
+        directory(str(PLAN.results / "evaluation" / "{model}-{version}" / "sub-{subject}_scores.zarr")),
+    params:
+        stage=lambda wc: f"evaluation/{wc.model}",
+        version=lambda wc: wc.version,
+        cfg=config["evaluation"],
+    log:
+        log_path("evaluation", "{model}-{version}", "sub-{subject}"),
+    script:
+        "../scripts/evaluate_encoding.py"
+
+
+rule summarize_scores:
+    input:
+        [
+            str(PLAN.scores_store(model, subject))
+            for model in PLAN.encoding_models()
+            for subject in PLAN.subjects
+        ],
+    output:
+        table=report(
+            str(PLAN.summary_dir() / "scores.tsv"),
+            caption="../workflow/report/scores_table.rst",
+            category="Scores",
+        ),
+        store=directory(str(PLAN.summary_dir() / "scores.zarr")),
+        plots=report(
+            directory(str(PLAN.summary_dir() / "plots")),
+            patterns=["{name}.png"],
+            caption="../workflow/report/roi_scores.rst",
+            category="Scores",
+        ),
+    params:
+        **stage_params("summary", config["evaluation"]),
+    log:
+        log_path("summary", V["summary"]),
+    localrule: True
+    script:
+        "../scripts/summarize_scores.py"

@@ -1,0 +1,69 @@
+# Stimulus features: one store per (extractor, layer) over every stimulus the
+# selected recordings show, then per fMRI run an alignment onto its TR grid.
+
+
+def stimulus_tables():
+    """Events tables that list the stimuli (fMRI runs, then EEG recordings)."""
+    tables = [r.events for r in PLAN.fmri_runs] + [r.events for r in PLAN.eeg_recordings]
+    return [p for p in tables if p is not None]
+
+
+def training_tables():
+    """Events tables of the training runs (stimuli that reductions may be fitted on)."""
+    test = {str(r).lstrip("0") for r in config["encoding"]["split"]["test_runs"]}
+    return [r.events for r in PLAN.fmri_runs if str(r.run).lstrip("0") not in test and r.events]
+
+
+def stimuli_inputs(wildcards):
+    return dataset_input([*stimulus_tables(), PLAN.bids_root / "stimuli"])
+
+
+for _entry in config["features"]["extractors"]:
+
+    rule:
+        name:
+            f"extract_features_{_entry['name']}"
+        input:
+            stimuli_inputs,
+        output:
+            **{
+                layer: directory(str(PLAN.feature_store(_entry["name"], layer)))
+                for layer in PLAN.extractor_layers(_entry["name"])
+            },
+        params:
+            **stage_params("features", _entry, _entry["name"]),
+            stimuli_dir=str(PLAN.bids_root / "stimuli"),
+            stimulus_tables=stimulus_tables(),
+            captions=str(PLAN.bids_root / "stimuli" / "captions.tsv"),
+            train_tables=training_tables(),
+        log:
+            log_path("features", f"{_entry['name']}-{V['features/' + _entry['name']]}"),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 6000 * attempt,
+        script:
+            "../scripts/extract_features.py"
+
+
+rule align_features:
+    input:
+        features=lambda wc: str(PLAN.feature_store(wc.extractor, wc.layer)),
+        brain=lambda wc: str(PLAN.fmri_store(wc.key)),
+    output:
+        directory(
+            str(
+                PLAN.results
+                / "align_features"
+                / "{extractor}-{version}"
+                / "sub-{subject}"
+                / "{key}_{layer}.zarr"
+            )
+        ),
+    params:
+        stage=lambda wc: f"align_features/{wc.extractor}",
+        version=lambda wc: wc.version,
+        cfg=config["features"]["alignment"],
+    log:
+        log_path("align_features", "{extractor}-{version}", "sub-{subject}", "{key}_{layer}"),
+    script:
+        "../scripts/align_features.py"

@@ -1,0 +1,92 @@
+"""The embedded demo dataset: a small simulated BIDS dataset with planted ground truth.
+
+:func:`generate_demo_dataset` writes, offline and deterministically for a seed (same
+seed, same bytes), fMRI of a naturalistic "movie" and EEG of flashed images, whose
+responses are simulated from two feature spaces of the stimuli:
+
+- *visual*: :func:`neuroflow.features.image_statistics.image_statistics` of each
+  stimulus PNG (luminance, contrast, colour, oriented and spatial-frequency energy);
+- *semantic*: the 384-d MiniLM sentence embedding (``all-MiniLM-L6-v2``, unit norm) of
+  each stimulus caption.
+
+Both are standardised over all stimuli before use (means and standard deviations are
+stored). :func:`demo_layout` lists every file before anything is written.
+
+Stimuli
+-------
+Each stimulus is a square crop of a photograph bundled with scikit-image (astronaut,
+cat, coffee, rocket, cameraman, galaxies, ...), centred on a described region at one of
+three framings (wide shot, medium shot, close-up), resized to ``image_size`` pixels and
+saved as ``stimuli/shots/shot-NNNN.png`` (fMRI movie shots) or
+``stimuli/images/image-NNNN.png`` (EEG images). ``stimuli/captions.tsv`` has
+``stim_file`` and ``caption``, e.g. ``"a close-up of the green eyes of a tabby cat"``.
+
+fMRI (task ``movie``)
+---------------------
+Per subject, ``n_train_runs`` runs each show a distinct movie (shots of 3-6 s tiling
+the run), then ``n_test_repeats`` runs show one test movie with identical events.
+``_events.tsv``: onset, duration, trial_type (``shot``), stim_file. BOLD is int16 on a
+``grid_shape`` grid of ``voxel_size`` mm voxels, TR in the header and in
+``task-movie_bold.json``. ``sub-XX/anat`` holds the brain mask (an ellipsoid, on the
+BOLD grid) and a synthetic T1w. Motion parameters and framewise displacement are in
+``derivatives/confounds/`` (fMRIPrep column names). The response model is described
+in :mod:`neuroflow.demo.fmri`.
+
+EEG (task ``images``)
+---------------------
+One BrainVision recording per subject (standard 10-20 names, FCz reference), with
+``_events.tsv`` (onset, duration, trial_type ``train``/``test``, value 1/2, sample,
+stim_file), ``_channels.tsv``, ``_electrodes.tsv`` + ``_coordsystem.json`` and
+``_eeg.json``. ``n_test_images`` images are each shown ``n_repeats`` times, the rest
+once. The response model is described in :mod:`neuroflow.demo.eeg`.
+
+Ground truth (``derivatives/groundtruth/``)
+-------------------------------------------
+``groundtruth.json``
+    Seed, resolved config, run table (``runs``: run, movie, split), ``train_runs``,
+    ``test_runs``, ``repeat_groups`` (runs showing the same movie), ROI names, HRF,
+    noise settings, EEG latencies (s), widths and topography centres.
+``rois.tsv``
+    ``index``, ``name``: 0 other (brain), 1 early_visual, 2 semantic, 3 noise.
+``stimuli.tsv``
+    stim_file, split, photo, region, zoom, pan_row, pan_col, caption.
+``features.npz``
+    ``stimulus`` (n_stimuli,) ids; ``visual`` (n_stimuli, 24) raw image statistics with
+    ``visual_names``, ``visual_mean``, ``visual_std``; ``semantic`` (n_stimuli, 384)
+    raw embeddings with ``semantic_mean``, ``semantic_std``. ``features_visual.tsv``
+    repeats the visual features as a table.
+``sub-XX/sub-XX_desc-rois_dseg.nii.gz``
+    ROI labels on the BOLD grid (outside the brain is 0 too; use the brain mask).
+``sub-XX/sub-XX_fmri.npz``
+    Over the brain-mask voxels in C order: ``voxel_ijk`` (n_brain, 3), ``roi``,
+    ``weights_visual`` (n_brain, 24), ``weights_semantic`` (n_brain, 384) in percent
+    signal change per standardised feature unit, ``snr`` (signal variance over noise
+    variance), ``ceiling_single`` (expected correlation between the noiseless signal
+    and one test run's signal plus AR noise), ``ceiling_mean`` (same against the mean
+    of the test repeats), ``ceiling_realized`` (the drawn single-run value), ``signal``
+    (n_runs, n_volumes, n_brain) noiseless response in percent signal change, plus
+    ``run`` labels and the ``affine``. Ceilings assume drift and motion are removed.
+``sub-XX/sub-XX_eeg.npz``
+    ``ch_names``, ``onsets`` (samples), ``stimulus`` per trial, ``topographies_visual``
+    and ``topographies_semantic`` (n_components, n_channels), ``weights_*``
+    (n_features, n_components), ``amplitudes_*`` (n_trials, n_components) in µV,
+    ``latencies`` and ``widths`` (visual, semantic) in s, ``topography_generic``.
+
+Use :func:`load_ground_truth` to read all of it.
+"""
+
+from __future__ import annotations
+
+from ._config import DEFAULT_CONFIG, resolve_config
+from .generate import FORMAT_VERSION, generate_demo_dataset, load_ground_truth
+from .layout import DemoLayout, demo_layout
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "FORMAT_VERSION",
+    "DemoLayout",
+    "demo_layout",
+    "generate_demo_dataset",
+    "load_ground_truth",
+    "resolve_config",
+]

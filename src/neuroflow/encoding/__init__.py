@@ -1,0 +1,5 @@
+"""Encoding stage: stimulus features to brain responses."""
+
+from .stage import DEFAULT_CONFIG, fit_encoding, group_repeats, make_alphas, with_defaults
+
+__all__ = ["DEFAULT_CONFIG", "fit_encoding", "group_repeats", "make_alphas", "with_defaults"]

@@ -1,0 +1,491 @@
+"""Encoding stage: fit voxel-wise (banded) ridge models from stimulus features to BOLD.
+
+One subject at a time. Runs named in ``split.test_runs`` are held out entirely: feature
+standardisation, cross-validation, alpha choice and the final fit use the training runs
+only. Predictions are made for the test stimulus sequence; test runs that presented the
+same stimuli are kept as separate repeats of the observed responses.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.io.records import entity_key
+from neuroflow.models import (
+    banded_ridge_cv,
+    parse_cv,
+    r2_split,
+    resolve_device,
+    ridge_cv,
+    run_splits,
+)
+from neuroflow.models.delays import apply_delays
+
+__all__ = ["DEFAULT_CONFIG", "fit_encoding", "make_alphas", "with_defaults"]
+
+#: Defaults of the ``encoding`` configuration section (mirrors its JSON schema).
+DEFAULT_CONFIG: dict[str, Any] = {
+    "feature_spaces": ["image_statistics", "minilm"],
+    "model": "auto",
+    "alphas": {"start": 0.0, "stop": 6.0, "num": 13},
+    "cv": "leave-one-run-out",
+    "scoring": "r2",
+    "delays": {"method": "fir", "lags": [1, 2, 3, 4], "hrf_model": "glover"},
+    "split": {"test_runs": ["4", "5"]},
+    "standardize": True,
+    "banded": {"n_iter": 100, "concentration": [0.1, 1.0], "random_state": 0},
+    "target_batch_size": 10000,
+    "device": "auto",
+    "dtype": "float32",
+}
+
+
+def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fill missing keys of an ``encoding`` section with :data:`DEFAULT_CONFIG`."""
+
+    def merge(base: dict, over: Mapping) -> dict:
+        out = copy.deepcopy(base)
+        for key, value in over.items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = merge(out[key], value)
+            else:
+                out[key] = copy.deepcopy(value)
+        return out
+
+    return merge(DEFAULT_CONFIG, config or {})
+
+
+def make_alphas(spec: Mapping[str, Any]) -> np.ndarray:
+    """Candidate penalties ``10 ** linspace(start, stop, num)``.
+
+    Parameters
+    ----------
+    spec : dict
+        ``{"start": float, "stop": float, "num": int}`` (base-10 exponents).
+
+    Returns
+    -------
+    alphas : ndarray, shape (num,)
+    """
+    num = spec.get("num")
+    if not isinstance(num, int) or isinstance(num, bool) or num < 1:
+        raise ValueError(f"`alphas.num` must be a positive int, got {num!r} instead.")
+    start, stop = float(spec["start"]), float(spec["stop"])
+    if stop < start:
+        raise ValueError(f"`alphas.stop` must be >= `alphas.start`, got {stop} < {start} instead.")
+    return np.logspace(start, stop, num)
+
+
+@dataclass
+class _Run:
+    """One run's arrays and identity."""
+
+    path: Path
+    key: str
+    entities: dict[str, Any]
+    bold: np.ndarray  # (n_times, n_voxels)
+    time: np.ndarray  # (n_times,)
+    features: dict[str, np.ndarray] = field(default_factory=dict)  # space -> (n_times, n_feat)
+    stimuli: Any = None
+
+
+def _load_brain(path: Path) -> tuple[_Run, xr.Dataset]:
+    ds = open_dataset(path)
+    if "bold" not in ds:
+        raise ValueError(f"{path}: variable `bold` is missing.")
+    if ds["bold"].dims != ("time", "voxel"):
+        raise ValueError(f"{path}: `bold` must have dims (time, voxel), got {ds['bold'].dims}.")
+    entities = dict(ds.attrs.get("entities") or {})
+    if not entities.get("subject"):
+        raise ValueError(f"{path}: attribute `entities` must name the subject.")
+    bold = np.asarray(ds["bold"].values, dtype=np.float32)
+    if not np.all(np.isfinite(bold)):
+        raise ValueError(f"{path}: `bold` holds non-finite values.")
+    names = ("subject", "session", "task", "run")
+    key = entity_key(*(entities.get(n) for n in names))
+    run = _Run(path, key, entities, bold, np.asarray(ds["time"].values))
+    run.stimuli = ds.attrs.get("stim_files")
+    return run, ds
+
+
+def _load_features(path: Path, run: _Run) -> tuple[np.ndarray, Any]:
+    ds = open_dataset(path)
+    if "features" not in ds:
+        raise ValueError(f"{path}: variable `features` is missing.")
+    if ds["features"].dims != ("time", "feature"):
+        raise ValueError(
+            f"{path}: `features` must have dims (time, feature), got {ds['features'].dims}."
+        )
+    time = np.asarray(ds["time"].values)
+    if time.shape != run.time.shape or not np.allclose(time, run.time, rtol=0, atol=1e-6):
+        raise ValueError(
+            f"{path}: field `time` does not match the brain run {run.path} "
+            f"({time.shape[0]} vs {run.time.shape[0]} samples)."
+        )
+    X = np.asarray(ds["features"].values, dtype=np.float64)
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{path}: `features` holds non-finite values.")
+    return X, ds.attrs.get("stim_files")
+
+
+def _layer_of(path: Path) -> str:
+    """Layer name recorded in an aligned feature store (``"n/a"`` when absent)."""
+    source = open_dataset(path).attrs.get("source") or {}
+    return str(source.get("layer", "n/a")) if isinstance(source, Mapping) else "n/a"
+
+
+def _normalise_label(label: Any) -> str:
+    text = str(label)
+    return text.lstrip("0") or "0" if text.isdigit() else text
+
+
+def _is_test(entities: Mapping[str, Any], labels: Sequence[Any]) -> bool:
+    """Whether a run is named by ``split.test_runs`` (run label, or ``ses-X_run-Y``)."""
+    run = entities.get("run")
+    wanted = {_normalise_label(lab) for lab in labels}
+    if run is not None and _normalise_label(run) in wanted:
+        return True
+    for lab in labels:
+        m = re.fullmatch(r"ses-([^_]+)_run-(.+)", str(lab))
+        if (
+            m
+            and str(entities.get("session")) == m[1]
+            and _normalise_label(run) == _normalise_label(m[2])
+        ):
+            return True
+    return False
+
+
+def _same_stimuli(a: _Run, b: _Run) -> bool:
+    """Two test runs are repeats when they presented the same stimulus sequence."""
+    if a.stimuli is not None and b.stimuli is not None:
+        return list(a.stimuli) == list(b.stimuli)
+    if a.bold.shape[0] != b.bold.shape[0]:
+        return False
+    return all(np.allclose(a.features[s], b.features[s], rtol=1e-5, atol=1e-6) for s in a.features)
+
+
+def group_repeats(runs: Sequence[_Run]) -> list[list[int]]:
+    """Group test runs by stimulus sequence, in order of first appearance.
+
+    Returns
+    -------
+    groups : list of list of int
+        Indices into ``runs``; every group holds the repeats of one sequence.
+    """
+    groups: list[list[int]] = []
+    for i, run in enumerate(runs):
+        for grp in groups:
+            if _same_stimuli(runs[grp[0]], run):
+                grp.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def _standardizer(
+    train: Sequence[_Run], spaces: Sequence[str], enabled: bool
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Mean and standard deviation of each space over the training runs."""
+    stats = {}
+    for s in spaces:
+        X = np.concatenate([r.features[s] for r in train])
+        mean = X.mean(0)
+        std = X.std(0) if enabled else np.ones_like(mean)
+        stats[s] = (mean, np.where(std > 0, std, 1.0))
+    return stats
+
+
+def _design(
+    run: _Run,
+    spaces: Sequence[str],
+    stats: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    delays: Mapping[str, Any],
+    tr: float,
+) -> list[np.ndarray]:
+    """Standardised, delayed features of one run, one array per space."""
+    out = []
+    for s in spaces:
+        mean, std = stats[s]
+        out.append(
+            apply_delays((run.features[s] - mean) / std, dict(delays), tr).astype(np.float32)
+        )
+    return out
+
+
+def _check_config(cfg: Mapping[str, Any], spaces: Sequence[str]) -> str:
+    model = cfg["model"]
+    if model not in ("auto", "ridge", "banded_ridge"):
+        raise ValueError(
+            f"`model` must be 'auto', 'ridge' or 'banded_ridge', got {model!r} instead."
+        )
+    if model == "auto":
+        return "banded_ridge" if len(spaces) > 1 else "ridge"
+    return model
+
+
+def fit_encoding(
+    *,
+    brain: list[Path],
+    features: dict[str, list[Path]],
+    output: Path,
+    config: dict,
+    provenance: dict,
+) -> Path:
+    """Fit an encoding model of one subject and predict the held-out test runs.
+
+    Parameters
+    ----------
+    brain : list of Path
+        Preprocessed fMRI run stores of ONE subject: variable ``bold`` (time, voxel),
+        voxel coordinates (``roi``, ``i/j/k``, ``x/y/z``), attributes ``tr``, ``affine``,
+        ``mask_shape`` and ``entities``.
+    features : dict of str to list of Path
+        For every feature space, aligned feature stores (variable ``features``,
+        dims (time, feature)) in the order of ``brain``.
+    output : Path
+        Output store.
+    config : dict
+        The ``encoding`` configuration section (shared settings plus one model's
+        ``feature_spaces`` and ``model``); an optional ``name`` labels the model
+        in the output (attribute ``model``; the solver goes to ``solver``).
+    provenance : dict
+        Record from :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+        The written store: ``y_pred`` (time, voxel), ``y_test`` (repeat, time, voxel),
+        ``best_alpha`` (voxel) or (space, voxel), ``cv_score`` (voxel) and, for banded
+        ridge, ``variance_split`` (space, voxel).
+    """
+    cfg = with_defaults(config)
+    brain = [Path(p) for p in brain]
+    if not brain:
+        raise ValueError("`brain` must list at least one run store, got none instead.")
+    spaces = list(cfg["feature_spaces"] or list(features))
+    missing = [s for s in spaces if s not in features]
+    if missing:
+        raise ValueError(
+            f"`feature_spaces` names {missing} but `features` only has {sorted(features)}."
+        )
+    if not spaces:
+        raise ValueError("At least one feature space is needed, got none instead.")
+    model = _check_config(cfg, spaces)
+    for s in spaces:
+        if len(features[s]) != len(brain):
+            raise ValueError(
+                f"Feature space {s!r} has {len(features[s])} stores for {len(brain)} brain runs."
+            )
+
+    runs, first = _load_all(brain, features, spaces)
+    tr = float(first.attrs["tr"])
+    is_test = [_is_test(r.entities, cfg["split"]["test_runs"]) for r in runs]
+    train = [r for r, t in zip(runs, is_test, strict=True) if not t]
+    test = [r for r, t in zip(runs, is_test, strict=True) if t]
+    if not test:
+        raise ValueError(
+            f"`split.test_runs` {cfg['split']['test_runs']} matches none of the runs "
+            f"{[r.key for r in runs]}."
+        )
+    if len(train) < 2:
+        raise ValueError(f"At least 2 training runs are needed, got {len(train)} instead.")
+
+    stats = _standardizer(train, spaces, bool(cfg["standardize"]))
+    delays = cfg["delays"]
+    Xs_train = [
+        np.concatenate(b)
+        for b in zip(*(_design(r, spaces, stats, delays, tr) for r in train), strict=True)
+    ]
+    Y_train = np.concatenate([r.bold for r in train])
+    y_mean = Y_train.mean(0)
+    Y_train = Y_train - y_mean
+    x_means = [X.mean(0) for X in Xs_train]
+    Xs_train = [X - m for X, m in zip(Xs_train, x_means, strict=True)]
+    groups = np.concatenate([np.full(r.bold.shape[0], i) for i, r in enumerate(train)])
+    splits = run_splits(groups, parse_cv(cfg["cv"]))
+
+    device = resolve_device(cfg["device"])
+    common = {
+        "alphas": make_alphas(cfg["alphas"]),
+        "splits": splits,
+        "scoring": cfg["scoring"],
+        "target_batch_size": int(cfg["target_batch_size"]),
+        "device": device,
+        "dtype": cfg["dtype"],
+    }
+    if model == "ridge":
+        result = ridge_cv(np.concatenate(Xs_train, axis=1), Y_train, **common)
+        slices = [slice(0, result.coef.shape[0])]
+    else:
+        band = cfg["banded"]
+        result = banded_ridge_cv(
+            Xs_train,
+            Y_train,
+            n_iter=int(band["n_iter"]),
+            concentration=band["concentration"],
+            random_state=int(band["random_state"]),
+            **common,
+        )
+        slices = result.slices
+
+    groups_test = group_repeats(test)
+    n_rep = {len(g) for g in groups_test}
+    if len(n_rep) != 1:
+        raise ValueError(
+            "Test stimulus sequences must be repeated equally often, got "
+            f"{[[test[i].key for i in g] for g in groups_test]}."
+        )
+    preds, obs, times, split_parts = [], [], [], []
+    for grp in groups_test:
+        Xs = [
+            X - m
+            for X, m in zip(_design(test[grp[0]], spaces, stats, delays, tr), x_means, strict=True)
+        ]
+        parts = (
+            np.stack([X @ result.coef[sl] for X, sl in zip(Xs, slices, strict=True)])
+            if model != "ridge"
+            else None
+        )
+        pred = (parts.sum(0) if parts is not None else np.concatenate(Xs, 1) @ result.coef) + y_mean
+        preds.append(pred.astype(np.float32))
+        obs.append(np.stack([test[i].bold for i in grp]))
+        times.append(test[grp[0]].time)
+        if parts is not None:
+            split_parts.append((parts, [test[i].bold for i in grp]))
+    y_pred = np.concatenate(preds, axis=0)
+    y_test = np.concatenate(obs, axis=1)
+
+    ds = _output_dataset(first, y_pred, y_test, np.concatenate(times), result, model, spaces)
+    if model == "banded_ridge":
+        ds["variance_split"] = _variance_split(split_parts, spaces)
+    ds.attrs.update(
+        subject=str(runs[0].entities["subject"]),
+        feature_spaces=list(spaces),
+        layer="+".join(_layer_of(features[space][0]) for space in spaces),
+        model=str(cfg.get("name") or model),
+        solver=model,
+        scoring=cfg["scoring"],
+        tr=tr,
+        affine=np.asarray(first.attrs.get("affine")).tolist(),
+        mask_shape=list(first.attrs.get("mask_shape", [])),
+        n_train_samples=int(Y_train.shape[0]),
+        train_runs=[r.key for r in train],
+        test_runs=[r.key for r in test],
+        repeat_runs=[[test[i].key for i in g] for g in groups_test],
+        device=str(device),
+        dtype=cfg["dtype"],
+    )
+    return write_dataset(ds, output, provenance=provenance)
+
+
+def _load_all(
+    brain: Sequence[Path], features: Mapping[str, Sequence[Path]], spaces: Sequence[str]
+) -> tuple[list[_Run], xr.Dataset]:
+    runs: list[_Run] = []
+    first: xr.Dataset | None = None
+    for i, path in enumerate(brain):
+        run, ds = _load_brain(path)
+        if first is None:
+            first = ds
+        else:
+            _check_same_voxels(first, ds, brain[0], path)
+        for s in spaces:
+            run.features[s], stim = _load_features(Path(features[s][i]), run)
+            run.stimuli = run.stimuli if run.stimuli is not None else stim
+        runs.append(run)
+    subjects = {str(r.entities["subject"]) for r in runs}
+    if len(subjects) > 1:
+        raise ValueError(f"`brain` must hold runs of one subject, got subjects {sorted(subjects)}.")
+    keys = [r.key for r in runs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"`brain` lists the same run twice: {keys}.")
+    assert first is not None
+    if "tr" not in first.attrs:
+        raise ValueError(f"{brain[0]}: attribute `tr` is missing.")
+    return runs, first
+
+
+def _check_same_voxels(ref: xr.Dataset, ds: xr.Dataset, ref_path: Path, path: Path) -> None:
+    if ds.sizes["voxel"] != ref.sizes["voxel"]:
+        raise ValueError(
+            f"{path}: field `voxel` has {ds.sizes['voxel']} voxels, {ref_path} has "
+            f"{ref.sizes['voxel']}."
+        )
+    for name in ("i", "j", "k"):
+        both = name in ref.coords and name in ds.coords
+        if both and not np.array_equal(ref[name].values, ds[name].values):
+            raise ValueError(f"{path}: field `{name}` differs from {ref_path}.")
+
+
+def _voxel_coords(ref: xr.Dataset) -> dict[str, Any]:
+    def values(coord: xr.DataArray) -> np.ndarray:
+        arr = np.asarray(coord.values)
+        return arr.astype(object) if arr.dtype.kind == "U" else arr  # variable-length strings
+
+    return {
+        name: (("voxel",), values(coord), dict(coord.attrs))
+        for name, coord in ref.coords.items()
+        if coord.dims == ("voxel",)
+    }
+
+
+def _output_dataset(
+    ref: xr.Dataset,
+    y_pred: np.ndarray,
+    y_test: np.ndarray,
+    time: np.ndarray,
+    result: Any,
+    model: str,
+    spaces: Sequence[str],
+) -> xr.Dataset:
+    units = ref["bold"].attrs.get("units", "")
+    coords: dict[str, Any] = {**_voxel_coords(ref), "time": ("time", time, {"units": "s"})}
+    data = {
+        "y_pred": (("time", "voxel"), y_pred, {"units": units, "long_name": "predicted BOLD"}),
+        "y_test": (
+            ("repeat", "time", "voxel"),
+            y_test.astype(np.float32),
+            {"units": units, "long_name": "observed test BOLD, per repeat"},
+        ),
+        "cv_score": (
+            ("voxel",),
+            np.asarray(result.cv_score, dtype=np.float32),
+            {"units": "1", "long_name": "cross-validated score at the chosen penalty"},
+        ),
+    }
+    if model == "ridge":
+        data["best_alpha"] = (("voxel",), result.best_alpha, {"units": "1"})
+    else:
+        coords["space"] = ("space", np.array(list(spaces), dtype=object))
+        data["best_alpha"] = (("space", "voxel"), result.best_alpha, {"units": "1"})
+    coords["repeat"] = ("repeat", np.arange(y_test.shape[0]))
+    return xr.Dataset(data, coords=coords)
+
+
+def _variance_split(
+    parts: Sequence[tuple[np.ndarray, list[np.ndarray]]], spaces: Sequence[str]
+) -> xr.DataArray:
+    """Product-measure split of test R² per space, averaged over repeats."""
+    n_rep = len(parts[0][1])
+    preds = np.concatenate([p for p, _ in parts], axis=1)
+    per_rep = [r2_split(np.concatenate([obs[r] for _, obs in parts]), preds) for r in range(n_rep)]
+    return xr.DataArray(
+        np.mean(per_rep, axis=0).astype(np.float32),
+        dims=("space", "voxel"),
+        attrs={
+            "units": "1",
+            "long_name": "share of test-set R² per feature space (product measure), "
+            "mean over repeats",
+        },
+    )

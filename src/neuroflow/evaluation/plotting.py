@@ -1,0 +1,362 @@
+"""Figures of evaluation scores: brain maps, ROI bars, channel time courses, topomaps.
+
+Every function draws on a :class:`matplotlib.figure.Figure` bound to the
+non-interactive Agg canvas, without touching pyplot's global state or backend,
+so it is safe in batch jobs and threads. Inputs may be tiny and scores NaN (NaN
+targets are drawn as empty).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = [
+    "BRAIN_MAP_KINDS",
+    "plot_brain_map",
+    "plot_roi_bars",
+    "plot_score_timecourse",
+    "plot_topomap",
+    "save_figure",
+    "scores_to_nifti",
+]
+
+#: Accepted values of ``kind`` in :func:`plot_brain_map`.
+BRAIN_MAP_KINDS = ("glass_brain", "stat_map")
+
+
+def _new_figure(size: tuple[float, float]) -> Figure:
+    """A figure on the Agg canvas, outside pyplot's figure manager."""
+    fig = Figure(figsize=size)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def scores_to_nifti(
+    values: np.ndarray,
+    ijk: np.ndarray,
+    *,
+    affine: np.ndarray,
+    mask_shape: Sequence[int],
+) -> nib.Nifti1Image:
+    """Place per-voxel scores back on their volume grid.
+
+    Parameters
+    ----------
+    values : array-like, shape (n_voxels,)
+        Score per voxel.
+    ijk : array-like of int, shape (n_voxels, 3)
+        Voxel indices on the grid.
+    affine : array-like, shape (4, 4)
+        Voxel-to-world affine of the grid.
+    mask_shape : sequence of 3 int
+        Grid shape.
+
+    Returns
+    -------
+    img : nibabel.Nifti1Image, shape mask_shape
+        float32 image, 0 outside the voxels and where a score is NaN.
+    """
+    values = np.asarray(values, dtype=np.float32)
+    ijk = np.asarray(ijk)
+    shape = tuple(int(s) for s in mask_shape)
+    affine = np.asarray(affine, dtype=np.float64)
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(f"`mask_shape` must be 3 positive ints, got {list(mask_shape)} instead.")
+    if affine.shape != (4, 4):
+        raise ValueError(f"`affine` must have shape (4, 4), got {affine.shape} instead.")
+    if ijk.shape != (values.size, 3) or ijk.dtype.kind not in "iu":
+        raise ValueError(
+            f"`ijk` must be integers of shape ({values.size}, 3), "
+            f"got {ijk.dtype} of shape {ijk.shape} instead."
+        )
+    if ijk.size and ((ijk < 0).any() or (ijk >= np.array(shape)).any()):
+        raise ValueError(f"`ijk` must index the grid of shape {shape}, got indices outside it.")
+    data = np.zeros(shape, dtype=np.float32)
+    data[ijk[:, 0], ijk[:, 1], ijk[:, 2]] = np.nan_to_num(values, nan=0.0)
+    return nib.Nifti1Image(data, affine)
+
+
+def plot_brain_map(
+    img: nib.Nifti1Image,
+    *,
+    kind: str = "glass_brain",
+    title: str | None = None,
+    vmax: float | None = None,
+) -> Figure:
+    """Draw a score map with nilearn.
+
+    Parameters
+    ----------
+    img : nibabel.Nifti1Image
+        3-D score image (see :func:`scores_to_nifti`).
+    kind : ``"glass_brain"`` | ``"stat_map"``
+        :func:`nilearn.plotting.plot_glass_brain` or
+        :func:`nilearn.plotting.plot_stat_map` (on the image's own grid, no
+        template background).
+    title : str | None
+        Figure title.
+    vmax : float | None
+        Colour scale limit; by default the largest absolute finite score.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure.
+    """
+    from nilearn import plotting
+
+    if kind not in BRAIN_MAP_KINDS:
+        raise ValueError(
+            f"`kind` must be one of {', '.join(BRAIN_MAP_KINDS)}, got {kind!r} instead."
+        )
+    data = np.asarray(img.dataobj, dtype=np.float64)
+    if vmax is None or not np.isfinite(vmax) or vmax <= 0:
+        finite = np.abs(data[np.isfinite(data)])
+        vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    fig = _new_figure((8, 3))
+    common = {"figure": fig, "title": title, "vmax": vmax, "colorbar": True, "cmap": "RdBu_r"}
+    with warnings.catch_warnings():
+        # an all-zero map is drawn empty; nilearn's "empty image" notices add nothing
+        warnings.filterwarnings("ignore", message=".*empty.*", category=UserWarning)
+        if kind == "glass_brain":
+            plotting.plot_glass_brain(img, plot_abs=False, **common)
+        else:
+            plotting.plot_stat_map(img, bg_img=None, draw_cross=False, **common)
+    return fig
+
+
+def plot_roi_bars(
+    subjects: pd.DataFrame,
+    *,
+    metric: str = "mean_r",
+    ceiling: str | None = "noise_ceiling_r",
+    title: str | None = None,
+) -> Figure:
+    """Bar per ROI and model (across-subject mean), one dot per subject.
+
+    Parameters
+    ----------
+    subjects : pandas.DataFrame
+        Per-subject summary rows with columns ``subject``, ``model``, ``roi`` and
+        ``metric`` (``model`` may be a combined model label).
+    metric : str
+        Column drawn as bars (mean across subjects) and dots (subjects).
+    ceiling : str | None
+        Column drawn as a horizontal tick per bar (mean across subjects); skipped
+        when absent or all NaN.
+    title : str | None
+        Axes title.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure.
+    """
+    for column in ("subject", "model", "roi", metric):
+        if column not in subjects.columns:
+            raise ValueError(
+                f"`subjects` must have a {column!r} column, got {list(subjects.columns)} instead."
+            )
+    rois = sorted(subjects["roi"].unique().tolist())
+    models = sorted(subjects["model"].unique().tolist())
+    width = 0.8 / max(len(models), 1)
+    fig = _new_figure((max(4.0, 1.2 * len(rois) * max(len(models), 1)), 3.5))
+    ax = fig.add_subplot()
+    rng = np.random.default_rng(0)  # fixed jitter keeps figures reproducible
+    for m, model in enumerate(models):
+        part = subjects[subjects["model"] == model]
+        x0 = np.arange(len(rois)) - 0.4 + width * (m + 0.5)
+        means, ceilings = [], []
+        for x, roi in zip(x0, rois, strict=True):
+            vals = part.loc[part["roi"] == roi, metric].astype(float).to_numpy()
+            finite = vals[np.isfinite(vals)]
+            means.append(finite.mean() if finite.size else np.nan)
+            jitter = rng.uniform(-0.25, 0.25, finite.size) * width
+            ax.plot(x + jitter, finite, "o", ms=3, color="k", alpha=0.7, zorder=3)
+            if ceiling is not None and ceiling in part.columns:
+                c = part.loc[part["roi"] == roi, ceiling].astype(float).to_numpy()
+                c = c[np.isfinite(c)]
+                ceilings.append(c.mean() if c.size else np.nan)
+        ax.bar(x0, np.nan_to_num(means), width=width * 0.9, label=model, alpha=0.8)
+        if ceilings and np.isfinite(ceilings).any():
+            ax.hlines(ceilings, x0 - width * 0.45, x0 + width * 0.45, colors="0.3", linestyles="--")
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set_xticks(np.arange(len(rois)), rois, rotation=30, ha="right")
+    ax.set_ylabel(metric)
+    if title:
+        ax.set_title(title)
+    if models:
+        ax.legend(fontsize="small", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_score_timecourse(
+    scores: np.ndarray,
+    times: np.ndarray,
+    *,
+    names: Sequence[str] | None = None,
+    significant: np.ndarray | None = None,
+    ceiling: np.ndarray | None = None,
+    ylabel: str = "r",
+    ax: Axes | None = None,
+) -> Figure:
+    """Scores over time (e.g. EEG decoding or encoding r per time point).
+
+    Parameters
+    ----------
+    scores : array-like, shape (n_times,) or (n_lines, n_times)
+        One line per channel, ROI or model.
+    times : array-like, shape (n_times,)
+        Time of each score, in seconds.
+    names : sequence of str | None
+        Legend label per line.
+    significant : array-like of bool, shape like ``scores`` | None
+        Significant points, marked under each line.
+    ceiling : array-like, shape like ``scores`` | None
+        Noise ceiling, drawn dashed.
+    ylabel : str
+        Y-axis label.
+    ax : matplotlib.axes.Axes | None
+        Axes to draw in; a new figure when None.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure holding the axes.
+    """
+    scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))
+    times = np.asarray(times, dtype=np.float64)
+    if scores.ndim != 2 or times.shape != scores.shape[-1:]:
+        raise ValueError(
+            f"`times` must have shape ({scores.shape[-1]},) like the last axis of `scores`, "
+            f"got {times.shape} instead."
+        )
+    if names is not None and len(names) != scores.shape[0]:
+        raise ValueError(f"`names` must have {scores.shape[0]} entries, got {len(names)} instead.")
+    extras = {}
+    for name, value in (("significant", significant), ("ceiling", ceiling)):
+        if value is not None:
+            value = np.atleast_2d(np.asarray(value))
+            if value.shape != scores.shape:
+                raise ValueError(
+                    f"`{name}` must have shape {scores.shape} like `scores`, "
+                    f"got {value.shape} instead."
+                )
+            extras[name] = value
+    if ax is None:
+        fig = _new_figure((6, 3))
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    finite = scores[np.isfinite(scores)]
+    floor = finite.min() if finite.size else 0.0
+    span = np.ptp(finite) if finite.size else 1.0
+    for i, line in enumerate(scores):
+        (handle,) = ax.plot(times, line, label=None if names is None else names[i])
+        if "ceiling" in extras:
+            ax.plot(times, extras["ceiling"][i], "--", color=handle.get_color(), lw=0.8)
+        if "significant" in extras:
+            mask = extras["significant"][i].astype(bool)
+            level = floor - (0.05 + 0.03 * i) * (span or 1.0)
+            ax.plot(times[mask], np.full(mask.sum(), level), "s", ms=2, color=handle.get_color())
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set_xlabel("Time (s)")
+    ax.set_ylabel(ylabel)
+    if names is not None:
+        ax.legend(fontsize="small", frameon=False)
+    return fig
+
+
+def plot_topomap(
+    scores: np.ndarray,
+    info,
+    *,
+    significant: np.ndarray | None = None,
+    title: str | None = None,
+    axes: Axes | None = None,
+) -> Figure:
+    """Channel scores on a scalp map with :func:`mne.viz.plot_topomap`.
+
+    Parameters
+    ----------
+    scores : array-like, shape (n_channels,)
+        Score per channel, in the channel order of ``info``.
+    info : mne.Info
+        Measurement info with channel positions (a montage).
+    significant : array-like of bool, shape (n_channels,) | None
+        Channels marked on the map.
+    title : str | None
+        Axes title.
+    axes : matplotlib.axes.Axes | None
+        Axes to draw in; a new figure when None.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure holding the map.
+    """
+    import mne
+
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != (len(info["ch_names"]),):
+        raise ValueError(
+            f"`scores` must have shape ({len(info['ch_names'])},) like the channels of `info`, "
+            f"got {scores.shape} instead."
+        )
+    if axes is None:
+        fig = _new_figure((3, 3))
+        axes = fig.add_subplot()
+    else:
+        fig = axes.figure
+    finite = np.abs(scores[np.isfinite(scores)])
+    lim = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    mask = None if significant is None else np.asarray(significant, dtype=bool)
+    mne.viz.plot_topomap(
+        np.nan_to_num(scores),
+        info,
+        axes=axes,
+        show=False,
+        cmap="RdBu_r",
+        vlim=(-lim, lim),
+        mask=mask,
+    )
+    if title:
+        axes.set_title(title)
+    return fig
+
+
+def save_figure(fig: Figure, stem: Path, formats: Sequence[str], *, dpi: int = 100) -> list[Path]:
+    """Save a figure in several formats.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        Figure to save.
+    stem : Path
+        Output path without suffix.
+    formats : sequence of str
+        File formats, e.g. ``["png", "svg"]``.
+    dpi : int
+        Resolution of raster formats.
+
+    Returns
+    -------
+    paths : list of Path
+        The files written.
+    """
+    paths = []
+    for fmt in formats:
+        path = Path(f"{stem}.{fmt}")
+        fig.savefig(path, dpi=dpi, format=fmt)
+        paths.append(path)
+    return paths

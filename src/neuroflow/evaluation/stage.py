@@ -1,0 +1,467 @@
+"""Entry points of the evaluation stage.
+
+:func:`evaluate_model` scores one prediction store (one subject × model) per
+target; :func:`summarize_scores` gathers score stores into ROI summaries per
+subject and across subjects, with figures.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from neuroflow.artifacts import PROVENANCE_KEY, atomic_directory, open_dataset, write_dataset
+from neuroflow.evaluation.metrics import pearson_r, r2_score
+from neuroflow.evaluation.noise_ceiling import noise_ceiling_r, normalize_score
+from neuroflow.evaluation.permutation import fdr_correction, permutation_test
+from neuroflow.evaluation.plotting import (
+    plot_brain_map,
+    plot_roi_bars,
+    save_figure,
+    scores_to_nifti,
+)
+from neuroflow.evaluation.summary import (
+    GROUP_SUBJECT,
+    METRIC_COLUMNS,
+    SUMMARY_COLUMNS,
+    group_summary,
+    roi_summary,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "FORMAT_VERSION",
+    "block_length_samples",
+    "evaluate_model",
+    "summarize_scores",
+]
+
+#: Bumped when the meaning of the stage's outputs changes.
+FORMAT_VERSION = 1
+#: Defaults of the ``evaluation`` config section (mirrors the JSON Schema).
+DEFAULT_CONFIG: dict[str, Any] = {
+    "metrics": ["r_per_repeat"],
+    "noise_ceiling": {"method": "split_half", "n_splits": 20, "seed": 0},
+    "permutation": {
+        "n_permutations": 1000,
+        "method": "block",
+        "block_length_s": 20.0,
+        "block_length_trs": None,
+        "seed": 0,
+        "alternative": "greater",
+    },
+    "fdr": {"alpha": 0.05, "method": "bh"},
+    "topk_percent": 10.0,
+    "plots": {
+        "enabled": True,
+        "formats": ["png"],
+        "brain_map": "glass_brain",
+        "mask_nonsignificant": True,
+        "dpi": 100,
+    },
+}
+_REQUIRED_ATTRS = ("subject", "model", "feature_spaces", "tr")
+_NA = "n/a"
+
+
+def _with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The section with missing keys filled from :data:`DEFAULT_CONFIG`."""
+    merged = copy.deepcopy(DEFAULT_CONFIG)
+    for key, value in dict(config or {}).items():
+        if key not in merged:
+            raise ValueError(
+                f"`config` must only hold keys {sorted(DEFAULT_CONFIG)}, got {key!r} instead."
+            )
+        if isinstance(merged[key], dict) and isinstance(value, Mapping):
+            merged[key].update(value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def block_length_samples(permutation: Mapping[str, Any], tr: float, n_times: int) -> int:
+    """Permutation block length in samples, from seconds or TRs.
+
+    Parameters
+    ----------
+    permutation : dict
+        The ``permutation`` sub-section (``block_length_trs`` wins when set).
+    tr : float
+        Sampling interval of the time axis, in seconds.
+    n_times : int
+        Number of test time points.
+
+    Returns
+    -------
+    block_length : int
+        At least 1; reduced (with a warning) so that at least 2 blocks fit.
+    """
+    if permutation.get("block_length_trs") is not None:
+        length = int(permutation["block_length_trs"])
+    else:
+        if not tr > 0:
+            raise ValueError(f"`tr` must be a positive float, got {tr!r} instead.")
+        length = max(1, round(float(permutation["block_length_s"]) / tr))
+    longest = max(1, n_times // 2)
+    if length > longest:
+        warnings.warn(
+            f"A permutation block of {length} samples leaves fewer than 2 blocks in "
+            f"{n_times} test time points; using {longest} samples instead.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        length = longest
+    return length
+
+
+def _load_prediction(path: Path) -> tuple[xr.Dataset, str, str]:
+    """Open and check a prediction store; return it with its time and target dims."""
+    ds = open_dataset(path)
+    for name in ("y_pred", "y_test"):
+        if name not in ds:
+            raise ValueError(f"{path}: variable `{name}` is missing from the prediction store.")
+    y_pred, y_test = ds["y_pred"], ds["y_test"]
+    if y_pred.ndim != 2:
+        raise ValueError(
+            f"{path}: `y_pred` must have dims (time, voxel), got {y_pred.dims} instead."
+        )
+    time_dim, target_dim = y_pred.dims
+    if y_test.dims != ("repeat", time_dim, target_dim):
+        raise ValueError(
+            f"{path}: `y_test` must have dims ('repeat', {time_dim!r}, {target_dim!r}), "
+            f"got {y_test.dims} instead."
+        )
+    if y_test.shape[1:] != y_pred.shape:
+        raise ValueError(
+            f"{path}: `y_test` must have shape (n_repeats, {y_pred.shape[0]}, "
+            f"{y_pred.shape[1]}) like `y_pred`, got {y_test.shape} instead."
+        )
+    if y_test.shape[0] < 1:
+        raise ValueError(f"{path}: `y_test` must hold at least 1 repeat, got 0 instead.")
+    missing = [a for a in _REQUIRED_ATTRS if a not in ds.attrs]
+    if missing:
+        raise ValueError(f"{path}: attribute(s) {missing} missing from the prediction store.")
+    if "roi" not in ds.coords:
+        raise ValueError(f"{path}: coordinate `roi` is missing from the prediction store.")
+    return ds, time_dim, target_dim
+
+
+def evaluate_model(
+    *,
+    prediction: Path,
+    output: Path,
+    config: dict,
+    provenance: dict,
+) -> Path:
+    """Score one model's test-set predictions per target.
+
+    Parameters
+    ----------
+    prediction : Path
+        Store from the encoding stage with ``y_pred`` (time, voxel), ``y_test``
+        (repeat, time, voxel), coords ``roi`` (and ``i/j/k``, ``x/y/z``) on
+        ``voxel``, attrs ``subject``, ``model``, ``feature_spaces``, ``tr``
+        (plus ``affine`` and ``mask_shape`` for brain maps).
+    output : Path
+        Score store to write.
+    config : dict
+        The ``evaluation`` config section.
+    provenance : dict
+        Record from :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+        The score store, with on dim ``voxel`` (and the input's voxel coords):
+        ``r``, ``r2`` (against the repeat mean), ``noise_ceiling_r`` (ceiling on
+        r), ``noise_ceiling_r2`` (explainable variance fraction),
+        ``r_normalized`` (r / ceiling), ``r2_normalized`` (R² / explainable
+        fraction), ``p_value`` (permutation, +1 corrected), ``p_fdr`` and
+        ``significant`` (FDR); optional ``r_per_repeat`` / ``r2_per_repeat`` on
+        (repeat, voxel). Attributes are copied from the input and record the
+        test settings.
+    """
+    cfg = _with_defaults(config)
+    prediction = Path(prediction)
+    ds, _, target_dim = _load_prediction(prediction)
+    y_pred = np.asarray(ds["y_pred"].values, dtype=np.float64)
+    y_test = np.asarray(ds["y_test"].values, dtype=np.float64)
+    n_repeats, n_times, _ = y_test.shape
+    y_mean = y_test.mean(axis=0)
+
+    r = pearson_r(y_mean, y_pred)
+    r2 = r2_score(y_mean, y_pred)
+    nc = cfg["noise_ceiling"]
+    ceiling_r = noise_ceiling_r(
+        y_test, method=nc["method"], n_splits=nc["n_splits"], seed=nc["seed"]
+    )
+    ceiling_r2 = ceiling_r**2
+
+    perm = cfg["permutation"]
+    block = block_length_samples(perm, float(ds.attrs["tr"]), n_times)
+    if perm["n_permutations"] > 0:
+        _, p_value = permutation_test(
+            y_mean,
+            y_pred,
+            n_permutations=perm["n_permutations"],
+            method=perm["method"],
+            block_length=block,
+            seed=perm["seed"],
+            alternative=perm["alternative"],
+        )
+    else:
+        p_value = np.full(r.shape, np.nan)
+    p_fdr, significant = fdr_correction(
+        p_value, alpha=cfg["fdr"]["alpha"], method=cfg["fdr"]["method"]
+    )
+
+    one = {"units": "1"}
+    variables = {
+        "r": (r, {**one, "long_name": "Pearson r against the repeat mean"}),
+        "r2": (r2, {**one, "long_name": "R² against the repeat mean"}),
+        "noise_ceiling_r": (ceiling_r, {**one, "method": nc["method"]}),
+        "noise_ceiling_r2": (ceiling_r2, {**one, "long_name": "explainable variance fraction"}),
+        "r_normalized": (normalize_score(r, ceiling_r), one),
+        "r2_normalized": (normalize_score(r2, ceiling_r2), one),
+        "p_value": (p_value, {**one, "alternative": perm["alternative"]}),
+        "p_fdr": (p_fdr, {**one, "method": cfg["fdr"]["method"]}),
+    }
+    data_vars = {
+        name: xr.Variable((target_dim,), values.astype(np.float32), attrs)
+        for name, (values, attrs) in variables.items()
+    }
+    data_vars["significant"] = xr.Variable(
+        (target_dim,), significant, {"alpha": float(cfg["fdr"]["alpha"])}
+    )
+    if "r_per_repeat" in cfg["metrics"]:
+        values = pearson_r(y_test, y_pred[None]).astype(np.float32)
+        data_vars["r_per_repeat"] = xr.Variable(("repeat", target_dim), values, one)
+    if "r2_per_repeat" in cfg["metrics"]:
+        values = r2_score(y_test, y_pred[None]).astype(np.float32)
+        data_vars["r2_per_repeat"] = xr.Variable(("repeat", target_dim), values, one)
+
+    coords = {
+        name: coord.variable.load()
+        for name, coord in ds.coords.items()
+        if set(coord.dims) <= {target_dim}
+    }
+    if any(v.dims[0] == "repeat" for v in data_vars.values()):
+        coords["repeat"] = np.arange(n_repeats)
+    attrs = {k: v for k, v in ds.attrs.items() if k != PROVENANCE_KEY}
+    attrs.update(
+        n_repeats=int(n_repeats),
+        n_test_times=int(n_times),
+        noise_ceiling_method=nc["method"],
+        permutation_method=perm["method"],
+        permutation_block_samples=int(block),
+        n_permutations=int(perm["n_permutations"]),
+        fdr_alpha=float(cfg["fdr"]["alpha"]),
+    )
+    out = xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    return write_dataset(out, output, provenance=provenance)
+
+
+def _label(value: Any) -> str:
+    if value is None:
+        return _NA
+    if isinstance(value, list | tuple | np.ndarray):
+        return "+".join(str(v) for v in value) or _NA
+    return str(value) or _NA
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "x"
+
+
+def _store_summary(path: Path, ds: xr.Dataset, topk_percent: float) -> pd.DataFrame:
+    for name in ("r", "r_normalized", "significant", "noise_ceiling_r"):
+        if name not in ds:
+            raise ValueError(f"{path}: variable `{name}` is missing from the score store.")
+    if "roi" not in ds.coords:
+        raise ValueError(f"{path}: coordinate `roi` is missing from the score store.")
+    for attr in ("subject", "model"):
+        if attr not in ds.attrs:
+            raise ValueError(f"{path}: attribute `{attr}` is missing from the score store.")
+    table = roi_summary(
+        r=ds["r"].values,
+        r_normalized=ds["r_normalized"].values,
+        significant=ds["significant"].values,
+        noise_ceiling_r=ds["noise_ceiling_r"].values,
+        roi=np.asarray(ds["roi"].values, dtype=object).astype(str),
+        topk_percent=topk_percent,
+    )
+    table.insert(0, "subject", _label(ds.attrs["subject"]))
+    table.insert(1, "model", _label(ds.attrs["model"]))
+    table.insert(2, "feature_space", _label(ds.attrs.get("feature_spaces")))
+    table.insert(3, "layer", _label(ds.attrs.get("layer")))
+    table["statistic"] = "value"
+    table["n_subjects"] = 1
+    return table[list(SUMMARY_COLUMNS)]
+
+
+def _model_labels(table: pd.DataFrame) -> pd.Series:
+    """One label per model × feature space × layer; the model name alone when unambiguous."""
+    combos = table[["model", "feature_space", "layer"]].drop_duplicates()
+    ambiguous = set(combos["model"][combos["model"].duplicated()])
+    return table.apply(
+        lambda row: (
+            f"{row['model']}|{row['feature_space']}|{row['layer']}"
+            if row["model"] in ambiguous
+            else row["model"]
+        ),
+        axis=1,
+    )
+
+
+def _group_dataset(group: pd.DataFrame) -> xr.Dataset:
+    """Across-subject summary with dims (roi, model)."""
+    group = group.assign(model_label=_model_labels(group))
+    rois = sorted(group["roi"].unique().tolist())
+    models = sorted(group["model_label"].unique().tolist())
+    data_vars = {}
+    for stat, suffix in (("mean", ""), ("sd", "_sd"), ("sem", "_sem")):
+        part = group[group["statistic"] == stat]
+        for metric in METRIC_COLUMNS:
+            grid = part.pivot(index="roi", columns="model_label", values=metric)
+            grid = grid.reindex(index=rois, columns=models).astype(float)
+            data_vars[f"{metric}{suffix}"] = (("roi", "model"), grid.to_numpy(np.float32))
+    means = group[group["statistic"] == "mean"]
+    n = means.pivot(index="roi", columns="model_label", values="n_subjects")
+    data_vars["n_subjects"] = (
+        ("roi", "model"),
+        n.reindex(index=rois, columns=models).fillna(0).to_numpy(np.int64),
+    )
+    first = group.drop_duplicates("model_label").set_index("model_label").loc[models]
+    coords = {
+        "roi": rois,
+        "model": models,
+        "model_name": ("model", first["model"].astype(str).tolist()),
+        "feature_space": ("model", first["feature_space"].astype(str).tolist()),
+        "layer": ("model", first["layer"].astype(str).tolist()),
+    }
+    attrs = {"description": "across-subject mean (no suffix), SD (_sd) and SEM (_sem)"}
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+
+
+def _write_table(table: pd.DataFrame, path: Path) -> None:
+    """Write a TSV atomically (``n/a`` for missing values)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
+    try:
+        table.to_csv(tmp, sep="\t", index=False, na_rep=_NA, float_format="%.6g")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _brain_maps(
+    stores: Sequence[tuple[Path, xr.Dataset]], plots: Mapping[str, Any], out_dir: Path
+) -> None:
+    for path, ds in stores:
+        if "affine" not in ds.attrs or "mask_shape" not in ds.attrs:
+            warnings.warn(
+                f"{path}: attributes `affine`/`mask_shape` missing; no brain map drawn.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            continue
+        missing = [c for c in ("i", "j", "k") if c not in ds.coords]
+        if missing:
+            raise ValueError(f"{path}: coordinate(s) {missing} missing from the score store.")
+        ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1).astype(np.int64)
+        name = (
+            f"sub-{_safe(_label(ds.attrs['subject']))}_model-{_safe(_label(ds.attrs['model']))}"
+            f"_fs-{_safe(_label(ds.attrs.get('feature_spaces')))}"
+        )
+        if ds.attrs.get("layer") is not None:
+            name += f"_layer-{_safe(_label(ds.attrs['layer']))}"
+        for metric in ("r", "r_normalized"):
+            values = ds[metric].values.astype(np.float64)
+            if plots["mask_nonsignificant"]:
+                values = np.where(ds["significant"].values, values, 0.0)
+            img = scores_to_nifti(
+                values,
+                ijk,
+                affine=np.asarray(ds.attrs["affine"]),
+                mask_shape=ds.attrs["mask_shape"],
+            )
+            title = f"{_label(ds.attrs['subject'])} {_label(ds.attrs['model'])} {metric}"
+            fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
+            save_figure(fig, out_dir / f"{name}_{metric}", plots["formats"], dpi=plots["dpi"])
+
+
+def summarize_scores(
+    *,
+    scores: list[Path],
+    table: Path,
+    plots_dir: Path,
+    config: dict,
+    provenance: dict,
+) -> Path:
+    """ROI summaries per subject and across subjects, with figures.
+
+    Parameters
+    ----------
+    scores : list of Path
+        Score stores written by :func:`evaluate_model` (any subjects × models).
+    table : Path
+        Tidy TSV to write, with the columns of
+        :data:`~neuroflow.evaluation.summary.SUMMARY_COLUMNS`: per-subject rows
+        (``statistic == "value"``) and ``subject == "group"`` rows with the
+        across-subject ``mean``, ``sd`` and ``sem`` (``n_subjects`` gives n).
+        ROI ``"all"`` summarises every target.
+    plots_dir : Path
+        Directory (replaced atomically) receiving, in each configured format,
+        brain maps ``sub-<s>_model-<m>_fs-<f>[_layer-<l>]_{r,r_normalized}``
+        and ROI bar charts ``roi_{mean_r,mean_r_normalized}`` (bars: subject
+        mean, dots: subjects, dashes: noise ceiling). Empty when plots are off.
+    config : dict
+        The ``evaluation`` config section.
+    provenance : dict
+        Record from :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    table : Path
+        The TSV. Beside it, ``table`` with suffix ``.zarr`` holds the
+        across-subject summary with dims
+        (roi, model), one variable per metric column (mean) plus ``<metric>_sd``,
+        ``<metric>_sem`` and ``n_subjects``; coords ``model_name``,
+        ``feature_space`` and ``layer`` on ``model``.
+    """
+    cfg = _with_defaults(config)
+    if not scores:
+        raise ValueError("`scores` must list at least one score store, got an empty list instead.")
+    table, plots_dir = Path(table), Path(plots_dir)
+    stores = [(Path(p), open_dataset(p)) for p in scores]
+    per_subject = pd.concat(
+        [_store_summary(path, ds, cfg["topk_percent"]) for path, ds in stores], ignore_index=True
+    )
+    group = group_summary(per_subject)
+    full = pd.concat([per_subject, group], ignore_index=True)[list(SUMMARY_COLUMNS)]
+    write_dataset(_group_dataset(group), table.with_suffix(".zarr"), provenance=provenance)
+    plots = cfg["plots"]
+    with atomic_directory(plots_dir) as tmp:
+        if plots["enabled"]:
+            _brain_maps(stores, plots, tmp)
+            bars = per_subject.assign(model=_model_labels(per_subject))
+            for metric in ("mean_r", "mean_r_normalized"):
+                fig = plot_roi_bars(
+                    bars,
+                    metric=metric,
+                    ceiling="noise_ceiling_r" if metric == "mean_r" else None,
+                    title=f"{metric} per ROI ({GROUP_SUBJECT} mean, dots: subjects)",
+                )
+                save_figure(fig, tmp / f"roi_{metric}", plots["formats"], dpi=plots["dpi"])
+    _write_table(full, table)
+    return table

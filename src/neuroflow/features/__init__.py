@@ -1,0 +1,1 @@
+"""Stimulus feature extraction and alignment to brain sampling."""

@@ -1,0 +1,247 @@
+"""Defaults and checks of a feature-extraction configuration entry.
+
+The ``features`` section of the workflow configuration holds a list of
+extractor entries (``features.extractors``) and the alignment settings
+(``features.alignment``). :func:`extract_features` receives one entry and
+:func:`align_features` the alignment settings; both fill missing keys from the
+defaults below, which mirror ``workflow/schemas/features.schema.yaml``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from neuroflow.features.registry import MODALITIES, check_modality, get_extractor
+
+__all__ = [
+    "DEFAULT_ALIGNMENT",
+    "DEFAULT_ENTRY",
+    "fill_alignment",
+    "fill_entry",
+    "layer_name",
+    "layer_names",
+]
+
+#: Default extractor entry (the packaged offline MiniLM on the captions).
+DEFAULT_ENTRY: dict[str, Any] = {
+    "name": "minilm",
+    "extractor": "sentence_transformer",
+    "modality": "auto",
+    "model": "all-MiniLM-L6-v2",
+    "weights": "pretrained",
+    "seed": 0,
+    "model_config": {},
+    "tokenizer": None,
+    "layers": None,
+    "pooling": "mean",
+    "batch_size": 16,
+    "device": "auto",
+    "dtype": "auto",
+    "max_length": 256,
+    "context_words": 0,
+    "frames_per_video": 8,
+    "transforms": {"resize": None, "center_crop": None, "blur_sigma": 0.0},
+    "gabor": {
+        "size": [64, 64],
+        "spatial_frequencies": [0, 2, 4, 8],
+        "directions": [0, 45, 90, 135, 180, 225, 270, 315],
+        "temporal_frequencies": [0, 2, 4],
+        "fps": 24,
+    },
+    "audio": {"sampling_rate": 16000, "n_mels": 64, "window_s": 0.025, "hop_s": 0.01},
+    "storage_dtype": "float32",
+    "reduction": {"method": "none", "n_components": 64, "seed": 0},
+}
+
+#: Default alignment settings.
+DEFAULT_ALIGNMENT: dict[str, Any] = {
+    "method": "average",
+    "aggregation": "mean",
+    "delays": [0],
+    "tr_reference": "start",
+    "lanczos_window": 3,
+    "missing": "error",
+}
+
+_CHOICES = {
+    "weights": ("pretrained", "random"),
+    "pooling": ("cls", "mean", "patch_mean", "last"),
+    "device": ("auto", "cpu", "cuda", "mps"),
+    "dtype": ("auto", "float32", "float16", "bfloat16"),
+    "storage_dtype": ("float32", "float16"),
+}
+
+
+def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(
+            f"`{where}` has unknown keys {unknown}; allowed keys are {sorted(defaults)}."
+        )
+    out = copy.deepcopy(dict(defaults))
+    for key, value in given.items():
+        if isinstance(defaults.get(key), dict) and key != "model_config" and value is not None:
+            out[key] = _merge(defaults[key], value, f"{where}.{key}")
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def layer_name(spec: int | float | str) -> str:
+    """Deterministic name of a layer specification, used in output paths.
+
+    Parameters
+    ----------
+    spec : int | float | str
+        Block index (int; 0 is the embedding output, negative counts from the
+        end), fraction of depth (float), or a named layer (str).
+
+    Returns
+    -------
+    name : str
+        ``"layer-<i>"`` (``"layer-minus<k>"`` for negative indices),
+        ``"depth-<f>"`` for fractions, or the string itself.
+    """
+    if isinstance(spec, bool):
+        raise TypeError(f"`layers` entries must be int, float or str, got {spec!r} instead.")
+    if isinstance(spec, int):
+        return f"layer-{spec}" if spec >= 0 else f"layer-minus{-spec}"
+    if isinstance(spec, float):
+        return f"depth-{spec:g}"
+    if isinstance(spec, str) and spec:
+        return spec
+    raise TypeError(f"`layers` entries must be int, float or str, got {spec!r} instead.")
+
+
+def layer_names(config: Mapping[str, Any]) -> list[str]:
+    """Names of the stores an entry produces, known before any model is loaded.
+
+    Parameters
+    ----------
+    config : dict
+        One extractor entry.
+
+    Returns
+    -------
+    names : list of str
+        One name per entry of ``layers`` (see :func:`layer_name`).
+    """
+    entry = fill_entry(config)
+    return [layer_name(spec) for spec in entry["layers"]]
+
+
+def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill an extractor entry's missing keys with defaults and check it.
+
+    Parameters
+    ----------
+    config : dict
+        One extractor entry (possibly partial).
+
+    Returns
+    -------
+    entry : dict
+        A complete copy.
+    """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
+    entry = _merge(DEFAULT_ENTRY, config, "features.extractors[]")
+    for key, choices in _CHOICES.items():
+        if entry[key] not in choices:
+            raise ValueError(f"`{key}` must be one of {choices}, got {entry[key]!r} instead.")
+    info = get_extractor(entry["extractor"])
+    modality = entry["modality"]
+    if modality != "auto":
+        if modality not in MODALITIES:
+            raise ValueError(
+                f"`modality` must be 'auto' or one of {MODALITIES}, got {modality!r} instead."
+            )
+        check_modality(info.name, modality, source="set in the configuration")
+    if entry["layers"] is None:
+        entry["layers"] = list(info.cls.default_layers)
+    fixed = info.cls.fixed_layers
+    if fixed and list(entry["layers"]) != list(fixed):
+        raise ValueError(
+            f"`layers` of {info.name!r} must be {list(fixed)} (or left unset), got "
+            f"{entry['layers']!r} instead."
+        )
+    layers = entry["layers"]
+    if not isinstance(layers, list | tuple) or not layers:
+        raise ValueError(f"`layers` must be a non-empty list, got {layers!r} instead.")
+    names = [layer_name(spec) for spec in layers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"`layers` must name each layer once, got {list(layers)} instead.")
+    for spec in layers:
+        if isinstance(spec, float) and not 0.0 <= spec <= 1.0:
+            raise ValueError(
+                f"A fraction of depth in `layers` must lie in [0, 1], got {spec} instead."
+            )
+    if not isinstance(entry["batch_size"], int) or entry["batch_size"] < 1:
+        raise ValueError(
+            f"`batch_size` must be a positive int, got {entry['batch_size']!r} instead."
+        )
+    if not isinstance(entry["context_words"], int) or entry["context_words"] < 0:
+        raise ValueError(
+            f"`context_words` must be a non-negative int, got {entry['context_words']!r} instead."
+        )
+    method = entry["reduction"]["method"]
+    if method not in ("none", "pca", "random_projection"):
+        raise ValueError(
+            "`reduction.method` must be one of ('none', 'pca', 'random_projection'), got "
+            f"{method!r} instead."
+        )
+    n_comp = entry["reduction"]["n_components"]
+    if not isinstance(n_comp, int) or n_comp < 1:
+        raise ValueError(
+            f"`reduction.n_components` must be a positive int, got {n_comp!r} instead."
+        )
+    if entry["weights"] == "random" and not entry["model_config"] and not entry["model"]:
+        raise ValueError(
+            "`weights: random` needs `model_config` (a dict with `model_type`) or `model` "
+            "(a folder with config.json), got neither."
+        )
+    return entry
+
+
+def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill the alignment settings' missing keys with defaults and check them.
+
+    Parameters
+    ----------
+    config : dict
+        The ``features.alignment`` section (possibly partial).
+
+    Returns
+    -------
+    alignment : dict
+        A complete copy.
+    """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
+    cfg = _merge(DEFAULT_ALIGNMENT, config, "features.alignment")
+    choices = {
+        "method": ("average", "lanczos"),
+        "aggregation": ("mean", "sum"),
+        "tr_reference": ("start", "center"),
+        "missing": ("error", "skip"),
+    }
+    for key, allowed in choices.items():
+        if cfg[key] not in allowed:
+            raise ValueError(f"`{key}` must be one of {allowed}, got {cfg[key]!r} instead.")
+    delays = cfg["delays"]
+    if (
+        not isinstance(delays, list | tuple)
+        or not delays
+        or not all(isinstance(d, int) and not isinstance(d, bool) for d in delays)
+        or len(set(delays)) != len(delays)
+    ):
+        raise ValueError(
+            f"`delays` must be a non-empty list of distinct ints (TR lags), got {delays!r} instead."
+        )
+    if not isinstance(cfg["lanczos_window"], int) or cfg["lanczos_window"] < 1:
+        raise ValueError(
+            f"`lanczos_window` must be a positive int, got {cfg['lanczos_window']!r} instead."
+        )
+    return cfg

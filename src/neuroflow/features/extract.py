@@ -1,0 +1,449 @@
+"""Stage entry point: extract stimulus features into one zarr store per layer.
+
+Features are streamed: each batch is written into the store's ``features``
+array inside the store's hidden temporary directory (see
+:func:`neuroflow.artifacts.atomic_directory`), chunk by chunk, so memory does
+not grow with the number of stimuli. The stores are renamed into place only
+when every layer is complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from neuroflow.artifacts import PROVENANCE_KEY, _jsonable, atomic_directory
+from neuroflow.features.config import fill_entry, layer_names
+from neuroflow.features.registry import check_modality, get_extractor
+from neuroflow.features.stimuli import (
+    infer_modality,
+    iter_batches,
+    load_stimulus,
+    read_captions,
+    read_stimulus_ids,
+    stimulus_texts,
+)
+
+__all__ = ["extract_features", "output_paths"]
+
+#: Target size of one chunk of the features array, in bytes.
+CHUNK_BYTES = 4 * 2**20
+#: Text stimuli are sorted by length within windows of this many batches.
+TEXT_WINDOW_BATCHES = 16
+
+
+def output_paths(output: Mapping[str, Any] | str | os.PathLike, names: Sequence[str]) -> dict:
+    """Store path of each layer.
+
+    Parameters
+    ----------
+    output : dict of str to path-like | path-like
+        Layer name to store path, or a directory that receives ``<layer>.zarr``.
+    names : sequence of str
+        Layer names (see :func:`neuroflow.features.config.layer_names`).
+
+    Returns
+    -------
+    paths : dict of str to Path
+        One store path per layer, in ``names`` order.
+    """
+    if isinstance(output, Mapping):
+        if set(output) != set(names):
+            raise ValueError(
+                f"`output` must have one path per layer {list(names)}, got keys {sorted(output)} "
+                "instead."
+            )
+        return {name: Path(output[name]) for name in names}
+    folder = Path(output)
+    return {name: folder / f"{name}.zarr" for name in names}
+
+
+def _choose_modality(entry: Mapping[str, Any], ids: Sequence[str], has_captions: bool) -> str:
+    info = get_extractor(entry["extractor"])
+    if entry["modality"] != "auto":
+        check_modality(info.name, entry["modality"], source="set in the configuration")
+        return entry["modality"]
+    if info.modalities == ("text",) and has_captions:
+        return "text"
+    modality = infer_modality(ids)
+    ext = Path(ids[0]).suffix
+    check_modality(info.name, modality, source=f"inferred from the stimulus extension {ext!r}")
+    return modality
+
+
+class _RowWriter:
+    """Write rows of a 2-D float array in order, one whole chunk at a time.
+
+    Parameters
+    ----------
+    path : Path
+        Zarr store (created at the first write with the ``stimulus`` and
+        ``feature`` coordinates).
+    ids : sequence of str
+        Stimulus ids (the rows).
+    dtype : str
+        Storage dtype.
+    """
+
+    def __init__(self, path: Path, ids: Sequence[str], dtype: str) -> None:
+        self.path = path
+        self.ids = list(ids)
+        self.dtype = np.dtype(dtype)
+        self.array: Any = None
+        self.buffer: list[np.ndarray] = []
+        self.buffered = 0
+        self.written = 0
+        self.chunk_rows = 0
+
+    def _create(self, n_features: int) -> None:
+        import zarr
+        from zarr.codecs import BloscCodec
+
+        coords = xr.Dataset(
+            coords={
+                "stimulus": ("stimulus", np.array(self.ids, dtype=object)),
+                "feature": ("feature", np.arange(n_features)),
+            }
+        )
+        coords.to_zarr(str(self.path), mode="w", zarr_format=3, consolidated=False)
+        per_row = max(n_features * self.dtype.itemsize, 1)
+        self.chunk_rows = int(min(len(self.ids), max(1, CHUNK_BYTES // per_row)))
+        group = zarr.open_group(str(self.path), mode="a")
+        self.array = group.create_array(
+            "features",
+            shape=(len(self.ids), n_features),
+            chunks=(self.chunk_rows, n_features),
+            dtype=self.dtype,
+            dimension_names=["stimulus", "feature"],
+            fill_value=np.nan,
+            compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
+        )
+
+    def write(self, rows: np.ndarray) -> None:
+        rows = np.asarray(rows)
+        if rows.ndim != 2:
+            raise ValueError(f"Feature rows must be 2-D, got shape {rows.shape} instead.")
+        if self.array is None:
+            self._create(rows.shape[1])
+        if rows.shape[1] != self.array.shape[1]:
+            raise ValueError(
+                f"Every batch must have {self.array.shape[1]} features, got {rows.shape[1]}."
+            )
+        self.buffer.append(rows.astype(self.dtype, copy=False))
+        self.buffered += rows.shape[0]
+        if self.buffered >= self.chunk_rows:
+            self._flush(final=False)
+
+    def _flush(self, *, final: bool) -> None:
+        if not self.buffer:
+            return
+        block = np.concatenate(self.buffer) if len(self.buffer) > 1 else self.buffer[0]
+        n = block.shape[0] if final else (block.shape[0] // self.chunk_rows) * self.chunk_rows
+        if n:
+            self.array[self.written : self.written + n] = block[:n]
+            self.written += n
+        rest = block[n:]
+        self.buffer = [rest] if rest.shape[0] else []
+        self.buffered = rest.shape[0]
+
+    def close(self) -> None:
+        self._flush(final=True)
+        if self.array is None or self.written != len(self.ids):
+            raise RuntimeError(
+                f"{self.path}: wrote {self.written} of {len(self.ids)} stimulus rows."
+            )
+
+
+def _row_blocks(n_rows: int, block: int, minimum: int) -> list[tuple[int, int]]:
+    edges = [*list(range(0, n_rows, block)), n_rows]
+    blocks = list(itertools.pairwise(edges))
+    if len(blocks) > 1 and blocks[-1][1] - blocks[-1][0] < minimum:
+        blocks[-2] = (blocks[-2][0], blocks[-1][1])
+        blocks.pop()
+    return blocks
+
+
+def _fit_reducer(raw: Any, train_rows: np.ndarray, spec: Mapping[str, Any]) -> tuple[Any, dict]:
+    n_comp = int(spec["n_components"])
+    n_features = raw.shape[1]
+    if spec["method"] == "random_projection":
+        from sklearn.random_projection import SparseRandomProjection
+
+        reducer = SparseRandomProjection(
+            n_components=n_comp, dense_output=True, random_state=int(spec["seed"])
+        )
+        reducer.fit(np.zeros((1, n_features), dtype=np.float32))
+        return reducer, {}
+    from sklearn.decomposition import IncrementalPCA
+
+    if n_comp > min(len(train_rows), n_features):
+        raise ValueError(
+            f"`reduction.n_components` must be at most min(n_train, n_features) = "
+            f"{min(len(train_rows), n_features)}, got {n_comp} instead."
+        )
+    reducer = IncrementalPCA(n_components=n_comp)
+    block = max(4 * n_comp, CHUNK_BYTES // max(4 * n_features, 1))
+    for start, stop in _row_blocks(len(train_rows), block, n_comp):
+        rows = np.sort(train_rows[start:stop])
+        reducer.partial_fit(np.asarray(raw.get_orthogonal_selection((rows, slice(None)))))
+    info = {"explained_variance_ratio": reducer.explained_variance_ratio_.tolist()}
+    return reducer, info
+
+
+def _train_rows(
+    ids: Sequence[str], train_ids: Sequence[str] | Sequence[os.PathLike] | None
+) -> np.ndarray:
+    if train_ids is None:
+        raise ValueError(
+            "`train_ids` must list the training stimuli when `reduction.method` is 'pca' (the PCA "
+            "is fitted on them only), got None instead."
+        )
+    if train_ids and all(isinstance(t, os.PathLike) for t in train_ids):
+        # Events tables of the training runs: their stimuli are the training ids.
+        train_ids = read_stimulus_ids(list(train_ids))
+    position = {stim: i for i, stim in enumerate(ids)}
+    missing = [t for t in train_ids if t not in position]
+    if missing:
+        raise ValueError(
+            f"`train_ids` must be among the extracted stimuli, got unknown ids {missing[:5]} "
+            "instead."
+        )
+    rows = np.unique([position[t] for t in train_ids])
+    if rows.size == 0:
+        raise ValueError("`train_ids` must name at least one stimulus, got none.")
+    return rows
+
+
+def _finalize(path: Path, attrs: Mapping[str, Any], var_attrs: Mapping[str, Any]) -> None:
+    import zarr
+
+    group = zarr.open_group(str(path), mode="a")
+    group.attrs.update(_jsonable(dict(attrs)))
+    group["features"].attrs.update(_jsonable(dict(var_attrs)))
+    zarr.consolidate_metadata(str(path))
+
+
+def extract_features(
+    *,
+    stimuli_dir: str | os.PathLike,
+    stimulus_ids: Sequence[str] | str | os.PathLike | Sequence[os.PathLike],
+    captions: str | os.PathLike | Mapping[str, str] | None = None,
+    output: Mapping[str, str | os.PathLike] | str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    train_ids: Sequence[str] | Sequence[os.PathLike] | None = None,
+) -> dict[str, Path]:
+    """Extract one extractor's features for every stimulus, one store per layer.
+
+    Parameters
+    ----------
+    stimuli_dir : path-like
+        The dataset's ``stimuli/`` folder; stimulus ids are paths relative to it.
+    stimulus_ids : list of str | path-like | list of path-like
+        The ids, or TSV file(s) with a ``stim_file`` column (e.g. BIDS
+        ``_events.tsv``); see :func:`neuroflow.features.stimuli.read_stimulus_ids`.
+        Their order is the store's row order (and the word order for context
+        windows).
+    captions : path-like | dict of str to str | None
+        ``captions.tsv`` (columns ``stim_file``, ``caption``) or a mapping; the
+        text of each stimulus for text extractors.
+    output : dict of str to path-like | path-like
+        Layer name to store path, or a directory receiving ``<layer>.zarr``.
+        Layer names come from :func:`neuroflow.features.config.layer_names`.
+    config : dict
+        One entry of ``features.extractors`` (missing keys take defaults).
+    provenance : dict
+        Record from :func:`neuroflow.artifacts.build_provenance`; the model
+        weights' SHA-256, seed, transforms and reduction are added under
+        ``extra.features``.
+    train_ids : list of str | list of path-like | None
+        Training stimuli, or the events tables of the training runs; required
+        for ``reduction.method: pca``, which is fitted on them only.
+
+    Returns
+    -------
+    paths : dict of str to Path
+        Layer name to store. Each store has variable ``features`` with dims
+        ``(stimulus, feature)`` (coordinate ``stimulus``: the ids), and attrs
+        ``extractor``, ``model``, ``layer``, ``layer_index``, ``pooling``,
+        ``weights``, ``seed``, ``weights_sha256``, ``dtype``, ``modality``,
+        ``transforms``, ``reduction`` and the provenance under ``"neuroflow"``.
+    """
+    entry = fill_entry(config)
+    ids = read_stimulus_ids(stimulus_ids)
+    caption_map = read_captions(captions) if isinstance(captions, str | os.PathLike) else captions
+    modality = _choose_modality(entry, ids, bool(caption_map))
+    names = layer_names(entry)
+    paths = output_paths(output, names)
+    reduction = dict(entry["reduction"])
+    reduce = reduction["method"] != "none"
+    rows_train = _train_rows(ids, train_ids) if reduction["method"] == "pca" else None
+
+    extractor = get_extractor(entry["extractor"]).cls(entry, modality)
+    if modality == "text":
+        texts = stimulus_texts(
+            ids,
+            stimuli_dir=stimuli_dir,
+            captions=caption_map,
+            context_words=entry["context_words"],
+        )
+    with ExitStack() as stack:
+        tmps = {name: stack.enter_context(atomic_directory(paths[name])) for name in names}
+        targets = dict(tmps)
+        if reduce:
+            for name in names:
+                scratch = stack.enter_context(
+                    tempfile.TemporaryDirectory(dir=paths[name].parent, prefix=f".{name}.scratch-")
+                )
+                targets[name] = Path(scratch) / "raw.zarr"
+        dtype = "float32" if reduce else entry["storage_dtype"]
+        writers = {name: _RowWriter(targets[name], ids, dtype) for name in names}
+        if modality == "text":
+            blocks = _text_blocks(extractor, texts, entry["batch_size"])
+        else:
+            blocks = _file_blocks(extractor, ids, entry, modality, stimuli_dir)
+        for features in blocks:
+            for name in names:
+                writers[name].write(features[name])
+        for writer in writers.values():
+            writer.close()
+        info = extractor.describe()
+        reduction_info: dict[str, dict[str, Any]] = {name: {} for name in names}
+        if reduce:
+            for name in names:
+                reduction_info[name] = _reduce(
+                    writers[name].array, tmps[name], ids, rows_train, reduction, entry
+                )
+        for name in names:
+            _finalize(
+                tmps[name],
+                _store_attrs(
+                    entry,
+                    info,
+                    name,
+                    modality,
+                    reduction,
+                    reduction_info[name],
+                    train_ids,
+                    provenance,
+                ),
+                {"units": "a.u.", "long_name": f"{entry['name']} {name} features"},
+            )
+    return paths
+
+
+def _file_blocks(
+    extractor: Any,
+    ids: Sequence[str],
+    entry: Mapping[str, Any],
+    modality: str,
+    stimuli_dir: str | os.PathLike,
+) -> Iterator[dict[str, np.ndarray]]:
+    """Features of consecutive batches of file stimuli, loaded batch by batch."""
+    for _, batch_ids in iter_batches(ids, entry["batch_size"]):
+        batch = [
+            load_stimulus(
+                stim,
+                modality=modality,
+                stimuli_dir=stimuli_dir,
+                transforms=entry["transforms"],
+                fps=float(entry["gabor"]["fps"]),
+            )
+            for stim in batch_ids
+        ]
+        yield extractor.extract(batch)
+
+
+def _text_blocks(
+    extractor: Any, texts: Sequence[tuple[str, str]], batch_size: int
+) -> Iterator[dict[str, np.ndarray]]:
+    """Features of consecutive windows of texts, batched by length inside each window.
+
+    Sorting a window of ``TEXT_WINDOW_BATCHES`` batches by length before batching
+    (as sentence-transformers' ``encode`` does for its whole input) cuts padding;
+    rows are put back in input order before they are yielded.
+    """
+    window = batch_size * TEXT_WINDOW_BATCHES
+    for w_start in range(0, len(texts), window):
+        chunk = texts[w_start : w_start + window]
+        order = np.argsort([-(len(c) + len(t)) for c, t in chunk], kind="stable")
+        parts: dict[str, list[np.ndarray]] = {}
+        for b_start in range(0, len(order), batch_size):
+            picked = order[b_start : b_start + batch_size]
+            for name, rows in extractor.extract([chunk[i] for i in picked]).items():
+                parts.setdefault(name, []).append(np.asarray(rows))
+        inverse = np.argsort(order, kind="stable")
+        yield {name: np.concatenate(rows)[inverse] for name, rows in parts.items()}
+
+
+def _reduce(
+    raw: Any,
+    path: Path,
+    ids: Sequence[str],
+    rows_train: np.ndarray | None,
+    reduction: Mapping[str, Any],
+    entry: Mapping[str, Any],
+) -> dict[str, Any]:
+    rows_fit = rows_train if rows_train is not None else np.arange(raw.shape[0])
+    reducer, info = _fit_reducer(raw, rows_fit, reduction)
+    writer = _RowWriter(path, ids, entry["storage_dtype"])
+    block = max(1, CHUNK_BYTES // max(4 * raw.shape[1], 1))
+    for start in range(0, raw.shape[0], block):
+        chunk = np.asarray(raw[start : start + block], dtype=np.float32)
+        writer.write(reducer.transform(chunk).astype(np.float32))
+    writer.close()
+    return {"n_features_in": int(raw.shape[1]), **info}
+
+
+def _store_attrs(
+    entry: Mapping[str, Any],
+    info: Mapping[str, Any],
+    name: str,
+    modality: str,
+    reduction: Mapping[str, Any],
+    reduction_info: Mapping[str, Any],
+    train_ids: Sequence[str] | None,
+    provenance: Mapping[str, Any],
+) -> dict[str, Any]:
+    layer = dict(info["layers"][name])
+    red = dict(reduction)
+    if red["method"] != "none":
+        red.update(reduction_info)
+        if red["method"] == "pca":
+            joined = "\n".join(sorted(train_ids or []))
+            red["fit_on"] = "train_ids"
+            red["n_train"] = len(set(train_ids or []))
+            red["train_ids_sha256"] = hashlib.sha256(joined.encode()).hexdigest()
+    facts = {
+        "feature_set": entry["name"],
+        "extractor": info["extractor"],
+        "model": info.get("model"),
+        "model_path": info.get("model_path"),
+        "weights": info.get("weights"),
+        "seed": info.get("seed"),
+        "weights_sha256": info.get("weights_sha256"),
+        "layer": name,
+        "layer_index": layer.get("index"),
+        "n_blocks": layer.get("n_blocks"),
+        "pooling": layer.get("pooling", info.get("pooling")),
+        "compute_dtype": info.get("compute_dtype"),
+        "dtype": entry["storage_dtype"],
+        "modality": modality,
+        "context_words": entry["context_words"] if modality == "text" else None,
+        "transforms": dict(entry["transforms"]) if modality in ("image", "video") else None,
+        "reduction": red,
+    }
+    record = dict(provenance)
+    extra = dict(record.get("extra") or {})
+    extra["features"] = {**facts, "describe": dict(info)}
+    record["extra"] = extra
+    return {**facts, PROVENANCE_KEY: record}

@@ -1,0 +1,27 @@
+"""Ridge and banded-ridge solvers, hemodynamic delays and run-wise cross-validation."""
+
+from ._device import ComputeContext, compute_context, resolve_device, resolve_dtype
+from .banded import BandedRidgeCVResult, banded_ridge_cv, dirichlet_gammas, r2_split
+from .cv import check_splits, parse_cv, run_splits
+from .delays import apply_delays, fir_delays, hrf_convolve
+from .ridge import RidgeCVResult, ridge_cv, ridge_fit
+
+__all__ = [
+    "BandedRidgeCVResult",
+    "ComputeContext",
+    "RidgeCVResult",
+    "apply_delays",
+    "banded_ridge_cv",
+    "check_splits",
+    "compute_context",
+    "dirichlet_gammas",
+    "fir_delays",
+    "hrf_convolve",
+    "parse_cv",
+    "r2_split",
+    "resolve_device",
+    "resolve_dtype",
+    "ridge_cv",
+    "ridge_fit",
+    "run_splits",
+]

@@ -1,0 +1,125 @@
+"""Hemodynamic delays applied to stimulus features, one run at a time.
+
+Both functions are pure: an array of shape (n_times, n_features) for ONE run goes in,
+a delayed array comes out. Samples before the start of the run are zeros, so nothing
+leaks across run boundaries; apply them per run and concatenate afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.signal import lfilter
+
+__all__ = ["apply_delays", "fir_delays", "hrf_convolve"]
+
+_HRF_MODELS = ("glover", "spm")
+
+
+def fir_delays(X: np.ndarray, lags: Sequence[int]) -> np.ndarray:
+    """Stack time-shifted copies of the features (finite impulse response model).
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_times, n_features)
+        Features of one run.
+    lags : sequence of int
+        Shifts in samples (TRs); a positive lag ``d`` makes row ``t`` of the copy hold
+        ``X[t - d]``. Missing rows are zeros.
+
+    Returns
+    -------
+    X_delayed : ndarray, shape (n_times, n_features * len(lags))
+        Copies in the order of ``lags``: columns ``[i * n_features, (i + 1) * n_features)``
+        hold the copy shifted by ``lags[i]``.
+    """
+    X = _check_2d(X)
+    lags = [int(d) for d in lags]
+    if not lags:
+        raise ValueError("`lags` must hold at least one int, got an empty sequence instead.")
+    if len(set(lags)) != len(lags):
+        raise ValueError(f"`lags` must not repeat values, got {lags} instead.")
+    n_times, n_features = X.shape
+    out = np.zeros((n_times, n_features * len(lags)), dtype=X.dtype)
+    for i, lag in enumerate(lags):
+        block = out[:, i * n_features : (i + 1) * n_features]
+        if abs(lag) >= n_times:
+            continue
+        if lag >= 0:
+            block[lag:] = X[: n_times - lag]
+        else:
+            block[:lag] = X[-lag:]
+    return out
+
+
+def hrf_convolve(
+    X: np.ndarray, tr: float, *, hrf_model: str = "glover", time_length: float = 32.0
+) -> np.ndarray:
+    """Convolve the features with a canonical hemodynamic response function.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_times, n_features)
+        Features of one run, sampled once per TR.
+    tr : float
+        Repetition time in seconds.
+    hrf_model : {"glover", "spm"}
+        Canonical HRF from :mod:`nilearn.glm.first_level`.
+    time_length : float
+        Length of the HRF kernel in seconds.
+
+    Returns
+    -------
+    X_conv : ndarray, shape (n_times, n_features)
+        Causal convolution, truncated to the run (samples before onset are zeros).
+    """
+    from nilearn.glm.first_level import glover_hrf, spm_hrf
+
+    X = _check_2d(X)
+    if not (isinstance(tr, int | float) and tr > 0):
+        raise ValueError(f"`tr` must be a positive float, got {tr!r} instead.")
+    if hrf_model not in _HRF_MODELS:
+        raise ValueError(f"`hrf_model` must be one of {_HRF_MODELS}, got {hrf_model!r} instead.")
+    make = glover_hrf if hrf_model == "glover" else spm_hrf
+    kernel = make(float(tr), oversampling=1, time_length=time_length, onset=0.0)
+    kernel = kernel / kernel.sum()
+    if X.shape[0] == 0:
+        return X.copy()
+    conv = lfilter(kernel, [1.0], X.astype(np.float64), axis=0)  # causal, zero initial state
+    return conv.astype(X.dtype, copy=False)
+
+
+def apply_delays(X: np.ndarray, spec: dict, tr: float) -> np.ndarray:
+    """Apply the ``delays`` configuration to the features of one run.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_times, n_features)
+        Features of one run.
+    spec : dict
+        ``{"method": "fir", "lags": [...]}``, ``{"method": "hrf", "hrf_model": ...}`` or
+        ``{"method": "none"}``.
+    tr : float
+        Repetition time in seconds (used by ``"hrf"``).
+
+    Returns
+    -------
+    X_delayed : ndarray, shape (n_times, n_out)
+        ``n_out`` is ``n_features * len(lags)`` for FIR, else ``n_features``.
+    """
+    method = spec.get("method", "fir")
+    if method == "fir":
+        return fir_delays(X, spec.get("lags", [1, 2, 3, 4]))
+    if method == "hrf":
+        return hrf_convolve(X, tr, hrf_model=spec.get("hrf_model", "glover"))
+    if method == "none":
+        return _check_2d(X).copy()
+    raise ValueError(f"`delays.method` must be 'fir', 'hrf' or 'none', got {method!r} instead.")
+
+
+def _check_2d(X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"`X` must be 2-D (n_times, n_features), got shape {X.shape} instead.")
+    return X

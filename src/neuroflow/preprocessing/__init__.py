@@ -1,0 +1,1 @@
+"""Preprocessing of brain recordings (fMRI cleaning, EEG cleaning and epoching)."""

@@ -1,0 +1,172 @@
+"""Events of one EEG recording: from ``_events.tsv``, annotations or a stim channel."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import mne
+import numpy as np
+import pandas as pd
+
+from .sidecars import read_events_tsv
+
+__all__ = ["check_events_within", "find_events", "select_conditions"]
+
+_NOT_BAD = r"^(?![Bb][Aa][Dd]|[Ee][Dd][Gg][Ee]).*$"
+
+
+def _from_annotations(raw: mne.io.BaseRaw) -> pd.DataFrame:
+    """Events from annotations whose description does not start with BAD or EDGE."""
+    if not len(raw.annotations):
+        return pd.DataFrame(columns=["row", "onset", "sample", "name", "stimulus"])
+    events, event_id = mne.events_from_annotations(raw, regexp=_NOT_BAD, verbose="error")
+    names = {code: name for name, code in event_id.items()}
+    sample = events[:, 0] - raw.first_samp
+    return pd.DataFrame(
+        {
+            "row": np.arange(1, len(events) + 1),
+            "onset": sample / raw.info["sfreq"],
+            "sample": sample.astype(float),
+            "name": [names[c] for c in events[:, 2]],
+            "stimulus": None,
+        }
+    )
+
+
+def _from_stim_channel(raw: mne.io.BaseRaw, stim_channel: str | None) -> pd.DataFrame:
+    """Events from the onsets of non-zero values of a stim channel."""
+    events = mne.find_events(
+        raw, stim_channel=stim_channel, shortest_event=1, initial_event=True, verbose="error"
+    )
+    sample = events[:, 0] - raw.first_samp
+    return pd.DataFrame(
+        {
+            "row": np.arange(1, len(events) + 1),
+            "onset": sample / raw.info["sfreq"],
+            "sample": sample.astype(float),
+            "name": events[:, 2].astype(str),
+            "stimulus": None,
+        }
+    )
+
+
+def find_events(
+    raw: mne.io.BaseRaw,
+    *,
+    events_tsv: Path | None,
+    source: str,
+    event_column: str,
+    stim_column: str | None,
+    stim_channel: str | None,
+) -> tuple[pd.DataFrame, str]:
+    """Collect the events of a recording.
+
+    Parameters
+    ----------
+    raw : mne.io.BaseRaw
+        The recording, before any resampling.
+    events_tsv : Path | None
+        The recording's ``_events.tsv``.
+    source : str
+        ``"events_tsv"``, ``"annotations"``, ``"stim_channel"`` or ``"auto"`` (the first
+        of these that yields events).
+    event_column, stim_column : str | None
+        Columns of ``_events.tsv`` naming the event and the stimulus.
+    stim_channel : str | None
+        Stim channel name; ``None`` lets MNE choose.
+
+    Returns
+    -------
+    events : DataFrame
+        Columns ``row``, ``onset`` (s from the first sample), ``sample``, ``name``,
+        ``stimulus`` (see :func:`read_events_tsv`).
+    source : str
+        The source used.
+    """
+    if source in ("events_tsv", "auto") and events_tsv is not None:
+        return read_events_tsv(events_tsv, event_column=event_column, stim_column=stim_column), (
+            "events_tsv"
+        )
+    if source == "events_tsv":
+        raise ValueError(
+            "`event_source` is 'events_tsv' but the recording has no _events.tsv. "
+            "Add one, or set `event_source` to 'annotations' or 'stim_channel'."
+        )
+    if source in ("annotations", "auto"):
+        events = _from_annotations(raw)
+        if len(events) or source == "annotations":
+            return events, "annotations"
+    has_stim = "stim" in raw.get_channel_types() or stim_channel is not None
+    if source == "stim_channel" or has_stim:
+        if stim_channel is not None and stim_channel not in raw.ch_names:
+            raise ValueError(
+                f"`stim_channel` must be a channel of the recording, got {stim_channel!r} instead."
+            )
+        return _from_stim_channel(raw, stim_channel), "stim_channel"
+    return _from_annotations(raw), "annotations"
+
+
+def check_events_within(
+    events: pd.DataFrame, *, n_times: int, sfreq: float, where: Path, eeg_file: Path
+) -> None:
+    """Raise when an event lies at or past the end of the data.
+
+    Parameters
+    ----------
+    events : DataFrame
+        From :func:`find_events`.
+    n_times : int
+        Samples in the recording.
+    sfreq : float
+        Sampling rate (Hz).
+    where : Path
+        File the events came from, for the message.
+    eeg_file : Path
+        Data file, for the message.
+    """
+    duration = n_times / sfreq
+    past = (events["onset"] >= duration) | (events["onset"] < 0)
+    if "sample" in events:
+        past |= (events["sample"] >= n_times) | (events["sample"] < 0)
+    if past.any():
+        first = events[past].iloc[0]
+        raise ValueError(
+            f"{where} row {int(first['row'])}: field 'onset' {first['onset']} s (sample "
+            f"{first['sample']}) lies outside {eeg_file}, which holds {n_times} samples "
+            f"({duration:.3f} s); {int(past.sum())} event(s) do. Check that the events "
+            "belong to this recording and that the data file is complete."
+        )
+
+
+def select_conditions(
+    events: pd.DataFrame, conditions: Mapping[str, str] | Sequence[str] | None
+) -> pd.DataFrame:
+    """Keep the events of the wanted conditions and name their condition.
+
+    Parameters
+    ----------
+    events : DataFrame
+        From :func:`find_events`.
+    conditions : dict of str to str | list of str | None
+        Event name to condition label; a list keeps those events under their own names;
+        ``None`` keeps every event.
+
+    Returns
+    -------
+    selected : DataFrame
+        The kept rows with an added ``condition`` column and ``stimulus`` filled with the
+        event name where the events carry no stimulus id.
+    """
+    if conditions is None:
+        mapping = {name: name for name in events["name"].unique()}
+    elif isinstance(conditions, Mapping):
+        mapping = {str(k): str(v) for k, v in conditions.items()}
+    else:
+        mapping = {str(c): str(c) for c in conditions}
+    names = events["name"].astype(str)
+    kept = events[names.isin(mapping)].copy()
+    kept["condition"] = kept["name"].astype(str).map(mapping)
+    stimulus = kept["stimulus"].where(kept["stimulus"].notna(), kept["name"].astype(str))
+    kept["stimulus"] = stimulus.astype(str)
+    return kept.reset_index(drop=True)

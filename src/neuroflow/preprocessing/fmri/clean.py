@@ -1,0 +1,380 @@
+"""Temporal cleaning of (time, voxel) fMRI signals as one orthogonal projection.
+
+Detrending, cosine high-pass filtering and confound regression are all linear
+regressions on the time axis. Rather than applying them one after the other
+(nilearn's :func:`nilearn.signal.clean` detrends voxel by voxel, then projects
+confounds through a time × time matrix), :func:`clean_signals` stacks every
+nuisance regressor into one design ``X = [polynomials, cosines, confounds]``,
+takes an orthonormal basis ``Q`` of its column space (pivoted QR) and computes
+``Y - Q (Qᵀ Y)`` in voxel blocks, in place, with two thin matrix products.
+
+Equivalence with nilearn
+------------------------
+With ``detrend_order=1``, ``high_pass`` set and ``filter="cosine"`` the result
+equals ``nilearn.signal.clean(Y, detrend=True, filter="cosine", high_pass=...,
+t_r=..., confounds=C, standardize="zscore_sample")``:
+
+* nilearn appends the DCT-II drifts of
+  :func:`nilearn.signal.create_cosine_drift` (without its constant) to the
+  confounds, removes the mean and linear trend of signals *and* confounds,
+  then projects the signals on the orthogonal complement of the (z-scored)
+  confounds. Since detrending the confounds only moves them within
+  ``span{1, t, C, cosines}``, the residual is the projection of ``Y`` on the
+  orthogonal complement of that span, which is what ``Q`` spans here. The
+  confounds are therefore "filtered the same way" as the signals, as
+  orthogonality with the temporal filters requires (Lindquist et al., 2018).
+* z-scoring uses ``ddof=1`` and leaves constant series (std below float64
+  eps) at zero, as nilearn's ``"zscore_sample"``.
+* nilearn skips its own cosines when a confound correlates above 0.9 with one
+  of them; both give the same span in that case only approximately, so the
+  results may then differ slightly.
+
+Differences, by design:
+
+* ``detrend_order`` may exceed 1 (Legendre polynomials of time); nilearn only
+  removes a linear trend.
+* With censored volumes (``sample_mask``) the polynomials are evaluated at the
+  real acquisition times of the kept volumes; nilearn detrends against the
+  index of the kept samples, as if the gaps were not there, which misfits a
+  drift that is linear in time. The cosine drifts are computed on the full run
+  and then censored in both. (Scrubbing by spike regressors, the default of
+  the stage, keeps every volume and matches nilearn exactly.)
+* The Butterworth path (``filter="butterworth"``) detrends by projection, then
+  calls :func:`nilearn.signal.butterworth` on signals and confounds alike, then
+  projects out the filtered confounds and the constant: nilearn's order of
+  operations, and equal to its result (the filter is not a projection, so this
+  path cannot be folded into the single projection).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import numpy as np
+from nilearn.signal import butterworth, create_cosine_drift
+from scipy import linalg
+
+__all__ = [
+    "clean_signals",
+    "cosine_drifts",
+    "orthonormal_basis",
+    "polynomial_drifts",
+    "project_out",
+    "zscore",
+]
+
+#: Voxels per block in the in-place products (bounded temporaries).
+BLOCK_VOXELS = 8192
+
+
+def polynomial_drifts(frame_times: np.ndarray, order: int) -> np.ndarray:
+    """Legendre polynomials of time up to ``order`` (constant included).
+
+    Parameters
+    ----------
+    frame_times : ndarray, shape (n_times,)
+        Acquisition times in seconds.
+    order : int
+        Highest polynomial degree (0 = constant only).
+
+    Returns
+    -------
+    drifts : ndarray, shape (n_times, order + 1)
+        Column ``d`` is the Legendre polynomial of degree ``d`` on the run's
+        time span mapped to [-1, 1].
+    """
+    if not isinstance(order, int | np.integer) or order < 0:
+        raise ValueError(f"`order` must be a non-negative int, got {order!r} instead.")
+    t = np.asarray(frame_times, dtype=np.float64)
+    span = t[-1] - t[0] if t.size > 1 else 1.0
+    x = 2.0 * (t - t[0]) / (span if span > 0 else 1.0) - 1.0
+    return np.polynomial.legendre.legvander(x, int(order))
+
+
+def cosine_drifts(frame_times: np.ndarray, high_pass: float) -> np.ndarray:
+    """DCT-II drift regressors of a cosine high-pass filter (no constant).
+
+    Parameters
+    ----------
+    frame_times : ndarray, shape (n_times,)
+        Evenly spaced acquisition times in seconds.
+    high_pass : float
+        Cutoff frequency in Hz; cosines of lower frequency are returned.
+
+    Returns
+    -------
+    drifts : ndarray, shape (n_times, n_cosines)
+        The regressors of :func:`nilearn.signal.create_cosine_drift`.
+    """
+    if not high_pass > 0:
+        raise ValueError(f"`high_pass` must be a positive float, got {high_pass!r} instead.")
+    return create_cosine_drift(float(high_pass), np.asarray(frame_times, float))[:, :-1]
+
+
+def orthonormal_basis(regressors: np.ndarray, *, rtol: float = 1e-10) -> np.ndarray:
+    """Orthonormal basis of the column space of ``regressors``.
+
+    Parameters
+    ----------
+    regressors : ndarray, shape (n_times, n_regressors)
+        Nuisance design; columns may be collinear or constant.
+    rtol : float
+        Columns whose pivoted-QR diagonal falls below ``rtol`` times the
+        largest are dropped as linearly dependent.
+
+    Returns
+    -------
+    q : ndarray, shape (n_times, rank)
+        Orthonormal columns (float64) spanning the same space.
+    """
+    x = np.asarray(regressors, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"`regressors` must be 2-D, got shape {x.shape} instead.")
+    if x.shape[1] == 0:
+        return np.zeros((x.shape[0], 0))
+    if not np.isfinite(x).all():
+        raise ValueError("`regressors` must be finite, got NaN or infinite values instead.")
+    norms = np.linalg.norm(x, axis=0)
+    keep = norms > 0
+    x = x[:, keep] / norms[keep]
+    q, r, _ = linalg.qr(x, mode="economic", pivoting=True)
+    diag = np.abs(np.diag(r))
+    if diag.size == 0:
+        return q[:, :0]
+    return q[:, diag > rtol * diag[0]]
+
+
+def project_out(signals: np.ndarray, basis: np.ndarray, *, block: int = BLOCK_VOXELS) -> None:
+    """Remove the span of ``basis`` from every column of ``signals``, in place.
+
+    Parameters
+    ----------
+    signals : ndarray, shape (n_times, n_voxels)
+        Float array, modified in place: ``signals -= basis @ (basis.T @ signals)``.
+    basis : ndarray, shape (n_times, rank)
+        Orthonormal columns.
+    block : int
+        Voxels per block, bounding the temporary arrays.
+    """
+    if basis.shape[1] == 0:
+        return
+    q = basis.astype(signals.dtype, copy=False)
+    qt = np.ascontiguousarray(q.T)
+    for start in range(0, signals.shape[1], block):
+        part = signals[:, start : start + block]
+        part -= q @ (qt @ part)
+
+
+def zscore(signals: np.ndarray, *, ddof: int = 1, block: int = BLOCK_VOXELS) -> None:
+    """Z-score every column of ``signals`` in place.
+
+    Parameters
+    ----------
+    signals : ndarray, shape (n_times, n_voxels)
+        Float array, modified in place.
+    ddof : int
+        Delta degrees of freedom of the standard deviation (1, as nilearn's
+        ``"zscore_sample"``). Columns with a standard deviation below float64
+        eps are centred but not scaled.
+    block : int
+        Voxels per block.
+    """
+    n = signals.shape[0]
+    if n - ddof <= 0:
+        raise ValueError(f"z-scoring needs more than {ddof} time points, got {n} instead.")
+    eps = np.finfo(np.float64).eps
+    for start in range(0, signals.shape[1], block):
+        part = signals[:, start : start + block]
+        part -= part.mean(axis=0, dtype=np.float64).astype(part.dtype)
+        std = np.sqrt(np.einsum("ij,ij->j", part, part, dtype=np.float64) / (n - ddof))
+        std[std < eps] = 1.0
+        part /= std.astype(part.dtype)
+
+
+def _center(signals: np.ndarray, *, block: int = BLOCK_VOXELS) -> None:
+    """Subtract each column's mean in place.
+
+    Only used before a projection whose basis holds the constant, to shrink a
+    large baseline (raw BOLD ~1e3) before float32 products; the projection
+    removes whatever rounding leaves, so float32 means suffice.
+    """
+    for start in range(0, signals.shape[1], block):
+        part = signals[:, start : start + block]
+        part -= part.mean(axis=0)
+
+
+def _clean_blocks(
+    signals: np.ndarray, basis: np.ndarray, *, center: bool, standardize: bool
+) -> None:
+    """Centre, project out ``basis`` and z-score ``signals`` (time × voxel) in place.
+
+    Works on whichever memory layout ``signals`` has: ``Qᵀ Y`` is one matrix
+    product over the whole array (its result is small), and ``Q (Qᵀ Y)`` is
+    subtracted in slabs that are contiguous in memory, so the only temporary
+    of the size of the data is never made.
+    """
+    if not (signals.flags.c_contiguous or signals.flags.f_contiguous):
+        raise ValueError("`signals` must be contiguous in memory.")
+    # w: time along axis 0 (C layout) or axis 1 (w = signals.T, C layout)
+    by_voxel = signals.flags.f_contiguous and not signals.flags.c_contiguous
+    w = signals.T if by_voxel else signals
+    ax = 1 if by_voxel else 0
+    n = signals.shape[0]
+    q = basis.astype(signals.dtype, copy=False)
+    qt = np.ascontiguousarray(q.T)
+    if center:
+        w -= w.mean(axis=ax, keepdims=True)
+    if q.shape[1]:
+        coef = w @ q if by_voxel else qt @ w
+        slab = max(1, 2**23 // max(w.shape[1], 1))  # ~32 MB float32 temporaries
+        for start in range(0, w.shape[0], slab):
+            stop = start + slab
+            w[start:stop] -= coef[start:stop] @ qt if by_voxel else q[start:stop] @ coef
+    if standardize:
+        w -= w.mean(axis=ax, keepdims=True)
+        subscripts = "ij,ij->i" if by_voxel else "ij,ij->j"
+        std = np.sqrt(np.einsum(subscripts, w, w) / (n - 1))
+        std[std < np.finfo(np.float64).eps] = 1.0
+        w /= np.expand_dims(std, ax)
+
+
+def _check_confounds(confounds: np.ndarray | None, n_times: int) -> np.ndarray:
+    """Confounds as a float64 (n_times, n_confounds) array."""
+    if confounds is None:
+        return np.zeros((n_times, 0))
+    c = np.asarray(confounds, dtype=np.float64)
+    if c.ndim == 1:
+        c = c[:, np.newaxis]
+    if c.ndim != 2 or c.shape[0] != n_times:
+        raise ValueError(
+            f"`confounds` must have shape ({n_times}, n_confounds), got {c.shape} instead."
+        )
+    if not np.isfinite(c).all():
+        raise ValueError("`confounds` must be finite, got NaN or infinite values instead.")
+    return c
+
+
+def clean_signals(
+    signals: np.ndarray,
+    *,
+    t_r: float,
+    detrend_order: int | None = 1,
+    filter: Literal["cosine", "butterworth"] | None = "cosine",
+    high_pass: float | None = None,
+    low_pass: float | None = None,
+    confounds: np.ndarray | None = None,
+    sample_mask: np.ndarray | None = None,
+    standardize: bool = True,
+    copy: bool = True,
+) -> np.ndarray:
+    """Detrend, high-pass filter, regress confounds and z-score signals.
+
+    Parameters
+    ----------
+    signals : ndarray, shape (n_times, n_voxels)
+        Time series; float32 input stays float32.
+    t_r : float
+        Repetition time in seconds.
+    detrend_order : int | None
+        Degree of the polynomial trend removed (1 = mean and linear trend);
+        ``None`` removes nothing (not even the mean) before z-scoring.
+    filter : {"cosine", "butterworth"} | None
+        High-pass implementation: DCT drift regressors projected out with the
+        confounds, or a Butterworth filter (also low-pass) via nilearn.
+    high_pass, low_pass : float | None
+        Cutoff frequencies in Hz (``low_pass`` for Butterworth only).
+    confounds : ndarray, shape (n_times, n_confounds) | None
+        Nuisance regressors on the same time points as ``signals``.
+    sample_mask : ndarray of bool, shape (n_times,) | None
+        Volumes to keep (censoring); the others are removed from the output.
+    standardize : bool
+        Z-score each column (``ddof=1``).
+    copy : bool
+        If ``False`` and no volume is censored, ``signals`` is modified in place.
+
+    Returns
+    -------
+    cleaned : ndarray, shape (n_kept, n_voxels)
+        Cleaned signals (``n_kept`` = ``sample_mask.sum()`` or ``n_times``).
+    """
+    y = np.asarray(signals)
+    if y.ndim != 2:
+        raise ValueError(f"`signals` must be 2-D (time, voxel), got shape {y.shape} instead.")
+    if y.dtype.kind != "f":
+        y = y.astype(np.float64)
+    elif copy:
+        y = y.copy(order="K")
+    n_times = y.shape[0]
+    if not t_r > 0:
+        raise ValueError(f"`t_r` must be a positive float, got {t_r!r} instead.")
+    if filter not in ("cosine", "butterworth", None):
+        raise ValueError(
+            f"`filter` must be 'cosine', 'butterworth' or None, got {filter!r} instead."
+        )
+    conf = _check_confounds(confounds, n_times)
+    frame_times = np.arange(n_times) * float(t_r)
+    keep = np.ones(n_times, bool) if sample_mask is None else np.asarray(sample_mask, bool)
+    if keep.shape != (n_times,):
+        raise ValueError(
+            f"`sample_mask` must be a boolean array of shape ({n_times},), "
+            f"got {keep.shape} instead."
+        )
+    if keep.sum() < 2:
+        raise ValueError(f"At least 2 volumes must be kept, got {int(keep.sum())} instead.")
+
+    drifts = []
+    if filter == "cosine" and high_pass is not None:
+        cos = cosine_drifts(frame_times, high_pass)
+        if cos.shape[1] == 0:
+            warnings.warn(
+                f"No cosine regressor below high_pass={high_pass} Hz for a run of "
+                f"{n_times} volumes; the run is not high-pass filtered.",
+                stacklevel=2,
+            )
+        drifts.append(cos)
+    if not keep.all():
+        y = y[keep]
+        conf = conf[keep]
+        drifts = [d[keep] for d in drifts]
+    if not (y.flags.c_contiguous or y.flags.f_contiguous):
+        y = np.array(y, order="F" if y.strides[0] < y.strides[1] else "C")
+    times = frame_times[keep]
+    trend = (
+        polynomial_drifts(times, detrend_order)
+        if detrend_order is not None
+        else np.zeros((keep.sum(), 0))
+    )
+
+    if filter == "butterworth" and (high_pass is not None or low_pass is not None):
+        if detrend_order is not None:
+            _center(y)
+        if not keep.all():
+            raise ValueError(
+                "Censoring is not supported with the Butterworth filter; use 'cosine'."
+            )
+        q_trend = orthonormal_basis(trend)
+        project_out(y, q_trend)
+        fs = 1.0 / float(t_r)
+        y[...] = butterworth(
+            y, sampling_rate=fs, low_pass=low_pass, high_pass=high_pass, copy=False
+        )
+        if conf.shape[1]:
+            conf = conf - q_trend @ (q_trend.T @ conf)
+            conf = butterworth(conf, sampling_rate=fs, low_pass=low_pass, high_pass=high_pass)
+            # the constant stays in the basis: filtered confounds are not centred
+            project_out(y, orthonormal_basis(np.hstack([trend[:, :1], conf])))
+    else:
+        if standardize and y.shape[0] < 2:
+            raise ValueError(f"z-scoring needs more than 1 time point, got {y.shape[0]} instead.")
+        design = np.hstack([trend, *drifts, conf])
+        _clean_blocks(
+            y,
+            orthonormal_basis(design),
+            center=detrend_order is not None,
+            standardize=standardize,
+        )
+        return y
+    if standardize:
+        zscore(y)
+    return y

@@ -1,0 +1,335 @@
+"""Reading and validating the inputs of one fMRI run.
+
+Every check here runs before the stage writes anything, and every error names
+the file and the field at fault.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import nibabel as nib
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "load_bold",
+    "load_events",
+    "load_masked",
+    "load_roi_labels",
+    "mean_image",
+    "on_bold_grid",
+    "repetition_time",
+]
+
+#: Relative tolerance when comparing the sidecar's and the header's TR.
+TR_RTOL = 1e-3
+
+
+def load_bold(path: str | os.PathLike) -> nib.Nifti1Image:
+    """Open a 4-D BOLD image without reading its data.
+
+    Parameters
+    ----------
+    path : path-like
+        NIfTI file.
+
+    Returns
+    -------
+    img : nibabel.Nifti1Image
+        Image with at least 2 volumes.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"BOLD file {path} does not exist.")
+    img = nib.load(path)
+    if img.ndim != 4:
+        raise ValueError(
+            f"BOLD image {path} must be 4-D (x, y, z, time), got shape {img.shape} instead."
+        )
+    if img.shape[3] < 2:
+        raise ValueError(f"BOLD image {path} must have at least 2 volumes, got {img.shape[3]}.")
+    return img
+
+
+def repetition_time(img: nib.Nifti1Image, metadata: Mapping[str, Any], *, source: str) -> float:
+    """Repetition time in seconds, from the sidecars or else the NIfTI header.
+
+    Parameters
+    ----------
+    img : nibabel.Nifti1Image
+        The BOLD image (its ``pixdim[4]`` and time units).
+    metadata : dict
+        Merged JSON sidecars.
+    source : str
+        Name of the BOLD file, for messages.
+
+    Returns
+    -------
+    tr : float
+        The sidecar's ``RepetitionTime`` when present (a warning names both
+        values when the header disagrees), else the header's.
+    """
+    zoom = float(img.header.get_zooms()[3])
+    unit = img.header.get_xyzt_units()[1]
+    header_tr = zoom / {"msec": 1e3, "usec": 1e6}.get(unit, 1.0) if zoom > 0 else None
+    sidecar_tr = metadata.get("RepetitionTime")
+    if sidecar_tr is not None:
+        if (
+            isinstance(sidecar_tr, bool)
+            or not isinstance(sidecar_tr, int | float)
+            or sidecar_tr <= 0
+        ):
+            raise ValueError(
+                f"RepetitionTime in the sidecars of {source} must be a positive number, "
+                f"got {sidecar_tr!r} instead."
+            )
+        if header_tr is not None and not np.isclose(header_tr, sidecar_tr, rtol=TR_RTOL):
+            warnings.warn(
+                f"RepetitionTime of {source} is {sidecar_tr} s in its sidecar but "
+                f"{header_tr} s in its NIfTI header (pixdim[4]); using the sidecar's "
+                f"{sidecar_tr} s.",
+                stacklevel=2,
+            )
+        return float(sidecar_tr)
+    if header_tr is None:
+        raise ValueError(
+            f"No repetition time for {source}: no RepetitionTime in its JSON sidecars and "
+            f"pixdim[4] of its NIfTI header is {zoom}."
+        )
+    return header_tr
+
+
+def load_events(path: str | os.PathLike | None, *, run_duration: float) -> pd.DataFrame:
+    """Read an ``_events.tsv`` and check it against the run.
+
+    Parameters
+    ----------
+    path : path-like | None
+        The events table (``None`` gives an empty table).
+    run_duration : float
+        ``n_volumes * tr`` in seconds.
+
+    Returns
+    -------
+    events : pandas.DataFrame
+        At least ``onset`` and ``duration`` (float); ``n/a`` cells are missing
+        values.
+    """
+    if path is None:
+        return pd.DataFrame({"onset": np.zeros(0), "duration": np.zeros(0)})
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Events file {path} does not exist.")
+    events = pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=False, dtype=str)
+    for column in ("onset", "duration"):
+        if column not in events.columns:
+            raise ValueError(
+                f"Events file {path} must have a {column!r} column, got columns "
+                f"{list(events.columns)} instead."
+            )
+        values = pd.to_numeric(events[column], errors="coerce")
+        bad = values.isna() & events[column].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"Events file {path}: {column!r} must be numeric, got "
+                f"{events[column].iloc[row]!r} in row {row + 1} instead."
+            )
+        events[column] = values.astype(float)
+    late = events["onset"] >= run_duration
+    if late.any():
+        row = int(np.flatnonzero(late)[0])
+        raise ValueError(
+            f"Events file {path}: onset {events['onset'].iloc[row]} s (row {row + 1}) is past "
+            f"the end of the run ({run_duration:g} s)."
+        )
+    return events
+
+
+def on_bold_grid(
+    img: nib.spatialimages.SpatialImage,
+    reference: nib.Nifti1Image,
+    *,
+    source: str,
+    what: str,
+) -> np.ndarray:
+    """Integer data of a 3-D image on the BOLD grid (nearest-neighbour).
+
+    Parameters
+    ----------
+    img : nibabel image
+        Mask or label image (3-D, or 4-D with one volume).
+    reference : nibabel.Nifti1Image
+        The BOLD image.
+    source : str
+        File name, for messages.
+    what : str
+        "mask" or "atlas", for messages.
+
+    Returns
+    -------
+    data : ndarray, shape (nx, ny, nz)
+        Integer values on the BOLD grid; resampling (when the grids differ)
+        warns.
+    """
+    from nilearn.image import resample_img
+
+    shape = img.shape[:3]
+    if len(img.shape) > 3 and int(np.prod(img.shape[3:])) != 1:
+        raise ValueError(
+            f"{what.capitalize()} {source} must be 3-D, got shape {img.shape} instead."
+        )
+    target_shape = reference.shape[:3]
+    if shape != target_shape or not np.allclose(img.affine, reference.affine, atol=1e-4):
+        warnings.warn(
+            f"{what.capitalize()} {source} is on another grid ({shape}) than the BOLD image "
+            f"({target_shape}); resampling it with nearest-neighbour interpolation.",
+            stacklevel=2,
+        )
+        img3 = nib.Nifti1Image(np.asanyarray(img.dataobj).reshape(shape), img.affine)
+        img = resample_img(
+            img3,
+            target_affine=reference.affine,
+            target_shape=target_shape,
+            interpolation="nearest",
+            force_resample=True,
+            copy_header=True,
+        )
+    data = np.asanyarray(img.dataobj).reshape(target_shape)
+    if not np.isfinite(data).all():
+        data = np.where(np.isfinite(data), data, 0)
+    return np.rint(data).astype(np.int64)
+
+
+def load_roi_labels(path: str | os.PathLike) -> dict[int, str]:
+    """Read a labels table with ``index`` and ``name`` columns.
+
+    Parameters
+    ----------
+    path : path-like
+        TSV file (BIDS ``dseg.tsv`` style).
+
+    Returns
+    -------
+    labels : dict of int to str
+        Label value to name.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"ROI labels file {path} does not exist.")
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    missing = [c for c in ("index", "name") if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"ROI labels file {path} must have 'index' and 'name' columns, got "
+            f"{list(table.columns)} instead."
+        )
+    index = pd.to_numeric(table["index"], errors="coerce")
+    if index.isna().any():
+        row = int(np.flatnonzero(index.isna())[0])
+        raise ValueError(
+            f"ROI labels file {path}: 'index' must be an integer, got "
+            f"{table['index'].iloc[row]!r} in row {row + 1} instead."
+        )
+    return {int(i): str(n) for i, n in zip(index, table["name"], strict=True)}
+
+
+def _raw_2d(img: nib.Nifti1Image) -> tuple[np.ndarray, float, float]:
+    """Unscaled data as a (n_voxels_total, n_times) view, plus slope and intercept."""
+    proxy = img.dataobj
+    if hasattr(proxy, "get_unscaled"):
+        raw = np.asanyarray(proxy.get_unscaled())
+        slope = proxy.slope if proxy.slope is not None else 1.0
+        inter = proxy.inter if proxy.inter is not None else 0.0
+        if not np.isfinite(slope) or slope == 0:
+            slope, inter = 1.0, 0.0
+    else:
+        raw, slope, inter = np.asanyarray(proxy), 1.0, 0.0
+    n_times = raw.shape[3]
+    return raw.reshape(-1, n_times, order="F"), float(slope), float(inter)
+
+
+def mean_image(img: nib.Nifti1Image, *, block: int = 16384) -> nib.Nifti1Image:
+    """Temporal mean of a 4-D image, computed without a float64 4-D copy.
+
+    Parameters
+    ----------
+    img : nibabel.Nifti1Image
+        4-D image.
+    block : int
+        Voxels per block.
+
+    Returns
+    -------
+    mean : nibabel.Nifti1Image
+        3-D float32 image on the same grid.
+    """
+    flat, slope, inter = _raw_2d(img)
+    out = np.empty(flat.shape[0], np.float64)
+    for start in range(0, flat.shape[0], block):
+        out[start : start + block] = flat[start : start + block].mean(axis=1, dtype=np.float64)
+    out = out * slope + inter
+    return nib.Nifti1Image(out.reshape(img.shape[:3], order="F").astype(np.float32), img.affine)
+
+
+def load_masked(
+    img: nib.Nifti1Image,
+    voxels: np.ndarray,
+    *,
+    source: str,
+    start: int = 0,
+    block: int = 8192,
+) -> np.ndarray:
+    """Read the time series of selected voxels as float32.
+
+    Parameters
+    ----------
+    img : nibabel.Nifti1Image
+        4-D BOLD image.
+    voxels : ndarray of int, shape (n_voxels, 3)
+        ``(i, j, k)`` indices of the voxels to read.
+    source : str
+        File name, for messages.
+    start : int
+        First volume returned (earlier ones are dropped).
+    block : int
+        Voxels per block.
+
+    Returns
+    -------
+    data : ndarray, shape (n_times - start, n_voxels)
+        Float32, Fortran-ordered (each voxel's series contiguous).
+    """
+    flat, slope, inter = _raw_2d(img)
+    nx, ny, _ = img.shape[:3]
+    rows = voxels[:, 0] + nx * (voxels[:, 1] + ny * voxels[:, 2])
+    n_times = flat.shape[1]
+    out = np.empty((rows.size, n_times - start), np.float32)
+    for first in range(0, rows.size, block):
+        out[first : first + block] = flat[rows[first : first + block], start:]
+    if slope != 1.0 or inter != 0.0:
+        out *= np.float32(slope)
+        out += np.float32(inter)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        n_bad_vox = int(bad.any(axis=1).sum())
+        first = start + int(np.flatnonzero(bad.any(axis=0))[0])
+        raise ValueError(
+            f"BOLD image {source} has NaN or infinite values in {n_bad_vox} voxel(s) "
+            f"(first in volume {first}); it must be finite within the brain mask."
+        )
+    return out.T
+
+
+def sidecar_paths(sidecars: Sequence[str | os.PathLike] | None) -> list[Path]:
+    """Sidecar paths as a list, checking that they exist."""
+    paths = [Path(p) for p in (sidecars or [])]
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"Sidecar {p} does not exist.")
+    return paths

@@ -1,0 +1,77 @@
+"""Figures: NIfTI placement, brain maps, ROI bars, time courses, topomaps."""
+
+import mne
+import numpy as np
+import pandas as pd
+import pytest
+
+from neuroflow.evaluation.plotting import (
+    plot_brain_map,
+    plot_roi_bars,
+    plot_score_timecourse,
+    plot_topomap,
+    save_figure,
+    scores_to_nifti,
+)
+
+
+def test_scores_to_nifti_places_values():
+    ijk = np.array([[1, 2, 3], [6, 7, 8], [0, 0, 0]])
+    affine = np.diag([2.0, 2.0, 2.0, 1.0])
+    img = scores_to_nifti(np.array([0.5, np.nan, -0.2]), ijk, affine=affine, mask_shape=[7, 8, 9])
+    data = img.get_fdata()
+    assert data.shape == (7, 8, 9)
+    assert data[1, 2, 3] == pytest.approx(0.5) and data[6, 7, 8] == 0.0
+    assert data[0, 0, 0] == pytest.approx(-0.2) and np.count_nonzero(data) == 2
+    np.testing.assert_array_equal(img.affine, affine)
+    with pytest.raises(ValueError, match="`ijk` must index the grid"):
+        scores_to_nifti(np.ones(3), ijk + 1, affine=affine, mask_shape=[7, 8, 9])
+    with pytest.raises(ValueError, match="`mask_shape` must be 3 positive ints"):
+        scores_to_nifti(np.ones(3), ijk, affine=affine, mask_shape=[7, 8])
+
+
+@pytest.mark.parametrize("kind", ["glass_brain", "stat_map"])
+def test_brain_map_all_nan(tmp_path, kind):
+    img = scores_to_nifti(
+        np.full(2, np.nan), np.array([[1, 1, 1], [2, 2, 2]]), affine=np.eye(4), mask_shape=[7, 8, 9]
+    )
+    paths = save_figure(plot_brain_map(img, kind=kind, title="empty"), tmp_path / "m", ["png"])
+    assert paths[0].stat().st_size > 0
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        plot_brain_map(img, kind="surface")
+
+
+def test_roi_bars_and_timecourse(tmp_path, rng):
+    df = pd.DataFrame(
+        {
+            "subject": ["01", "02", "01", "02"],
+            "model": "m",
+            "roi": ["a", "a", "b", "b"],
+            "mean_r": [0.1, 0.2, np.nan, np.nan],
+            "noise_ceiling_r": [0.5, 0.6, np.nan, np.nan],
+        }
+    )
+    fig = plot_roi_bars(df)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b"]
+    assert save_figure(fig, tmp_path / "bars", ["png", "svg"])[1].suffix == ".svg"
+    with pytest.raises(ValueError, match="must have a 'roi' column"):
+        plot_roi_bars(df.drop(columns="roi"))
+    fig = plot_score_timecourse(
+        rng.random((2, 9)),
+        np.linspace(0, 0.8, 9),
+        names=["a", "b"],
+        significant=rng.random((2, 9)) > 0.5,
+    )
+    assert len(fig.axes[0].lines) >= 2
+    with pytest.raises(ValueError, match="`times` must have shape"):
+        plot_score_timecourse(rng.random((2, 9)), np.arange(8))
+
+
+def test_topomap(rng):
+    names = ["Fz", "Cz", "Pz", "Oz", "C3", "C4", "F3"]
+    info = mne.create_info(names, 100.0, "eeg")
+    info.set_montage(mne.channels.make_standard_montage("standard_1020"))
+    fig = plot_topomap(rng.random(7), info, significant=rng.random(7) > 0.5, title="r")
+    assert fig.axes[0].get_title() == "r"
+    with pytest.raises(ValueError, match=r"`scores` must have shape \(7,\)"):
+        plot_topomap(rng.random(8), info)

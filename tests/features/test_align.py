@@ -1,0 +1,143 @@
+"""Alignment of per-stimulus features to the TR grid and to epochs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.features.align import (
+    align_features,
+    average_weights,
+    delay_features,
+    features_for_stimuli,
+    lanczos_weights,
+)
+
+
+def test_average_weights_by_overlap():
+    times = np.arange(4) * 2.0  # TR intervals [0,2) [2,4) [4,6) [6,8)
+    onsets = np.array([0.5, 1.5, 5.0])
+    durations = np.array([1.0, 2.0, 0.0])  # the last is an impulse
+    w = average_weights(times, 2.0, onsets, durations)
+    # TR 0: event 0 overlaps 1.0 s, event 1 overlaps 0.5 s -> 2/3, 1/3.
+    np.testing.assert_allclose(w[0], [2 / 3, 1 / 3, 0])
+    np.testing.assert_allclose(w[1], [0, 1, 0])  # event 1 covers [2, 3.5)
+    np.testing.assert_allclose(w[2], [0, 0, 1])  # the impulse at 5 s
+    np.testing.assert_allclose(w[3], [0, 0, 0])  # nothing shown
+    s = average_weights(times, 2.0, onsets, durations, aggregation="sum")
+    np.testing.assert_allclose(s[0], [1.0, 0.25, 0])
+    np.testing.assert_allclose(s[1], [0, 0.75, 0])
+    np.testing.assert_allclose(s.sum(axis=0), [1, 1, 1])
+    c = average_weights(times, 2.0, onsets, durations, tr_reference="center")
+    # Centred intervals: [-1,1) [1,3) [3,5) [5,7).
+    np.testing.assert_allclose(c[0], [1, 0, 0])
+    np.testing.assert_allclose(c[1], [0.5 / 2.0, 1.5 / 2.0, 0])
+    np.testing.assert_allclose(c[3], [0, 0, 1])
+
+
+def test_word_rate_with_sum():
+    times = np.arange(3) * 1.5
+    onsets = np.array([0.1, 0.2, 0.4, 1.6, 4.4])
+    w = average_weights(times, 1.5, onsets, np.zeros(5), aggregation="sum")
+    np.testing.assert_allclose(w @ np.ones(5), [3, 1, 1])
+
+
+def test_lanczos_weights():
+    times = np.arange(7) * 2.0
+    w = lanczos_weights(times, 2.0, np.array([1.0, 5.0, 100.0]), window=3)
+    # With tr_reference "start" volume k is centred at 2k + 1.
+    np.testing.assert_allclose(w[0, 0], 1.0)
+    np.testing.assert_allclose(w[2, 1], 1.0)
+    np.testing.assert_allclose(w[1, 0], 0.0, atol=1e-12)  # zero crossing one TR away
+    assert np.all(w[:, 2] == 0.0)  # beyond the window
+    half = lanczos_weights(np.array([0.0]), 2.0, np.array([1.0]), window=3, tr_reference="center")
+    u = 0.5
+    expected = 3 * np.sin(np.pi * u) * np.sin(np.pi * u / 3) / (np.pi**2 * u**2)
+    np.testing.assert_allclose(half[0, 0], expected)
+
+
+def test_delay_features():
+    x = np.arange(10, dtype=float).reshape(5, 2)
+    d, delay, source = delay_features(x, [0, 2, -1])
+    assert d.shape == (5, 6)
+    np.testing.assert_array_equal(d[:, :2], x)
+    np.testing.assert_array_equal(d[2:, 2:4], x[:3])
+    np.testing.assert_array_equal(d[:2, 2:4], 0)
+    np.testing.assert_array_equal(d[:4, 4:], x[1:])
+    np.testing.assert_array_equal(delay, [0, 0, 2, 2, -1, -1])
+    np.testing.assert_array_equal(source, [0, 1, 0, 1, 0, 1])
+
+
+def _stores(tmp_path, stim_files):
+    feats = xr.Dataset(
+        {"features": (("stimulus", "feature"), np.array([[1.0, 0.0], [0.0, 3.0], [5.0, 5.0]]))},
+        coords={"stimulus": np.array(["a.png", "b.png", "c.png"], dtype=object), "feature": [0, 1]},
+        attrs={"model": "m", "layer": "depth-1"},
+    )
+    fpath = write_dataset(feats, tmp_path / "f.zarr", provenance={"stage": "extract_features"})
+    n_times, tr = 9, 1.5
+    brain = xr.Dataset(
+        {
+            "bold": (("time", "voxel"), np.zeros((n_times, 7))),
+            "event_onset": ("event", np.array([0.0, 1.5, 3.0, 4.5, 6.0])),
+            "event_duration": ("event", np.array([1.5, 1.5, 0.75, 1.5, 1.5])),
+            "stim_file": ("event", np.array(stim_files, dtype=object)),
+        },
+        coords={"time": np.arange(n_times) * tr},
+        attrs={"tr": tr},
+    )
+    bpath = write_dataset(brain, tmp_path / "run.zarr", provenance={"stage": "preprocess_fmri"})
+    return fpath, bpath
+
+
+def test_align_features_end_to_end(tmp_path):
+    fpath, bpath = _stores(tmp_path, ["a.png", "b.png", "c.png", "n/a", "a.png"])
+    out = align_features(
+        features=fpath,
+        brain=bpath,
+        output=tmp_path / "aligned.zarr",
+        config={"delays": [0, 1]},
+        provenance={"stage": "align_features"},
+    )
+    ds = open_dataset(out)
+    assert ds["features"].dims == ("time", "feature")
+    np.testing.assert_array_equal(ds["time"].values, np.arange(9) * 1.5)
+    x = ds["features"].values
+    assert x.shape == (9, 4)
+    expected = np.zeros((9, 2))
+    expected[0], expected[1], expected[2], expected[4] = [1, 0], [0, 3], [5, 5], [1, 0]
+    np.testing.assert_allclose(x[:, :2], expected)
+    np.testing.assert_allclose(x[1:, 2:], expected[:-1])
+    np.testing.assert_array_equal(ds["delay"].values, [0, 0, 1, 1])
+    assert ds.attrs["n_events"] == 4
+    assert ds.attrs["source"]["model"] == "m"
+    assert ds.attrs["neuroflow"]["stage"] == "align_features"
+
+
+def test_align_missing_stimulus(tmp_path):
+    fpath, bpath = _stores(tmp_path, ["a.png", "zz.png", "c.png", "n/a", "a.png"])
+    with pytest.raises(ValueError, match=r"run\.zarr: `stim_file` value\(s\) \['zz\.png'\]"):
+        align_features(
+            features=fpath, brain=bpath, output=tmp_path / "o.zarr", config={}, provenance={}
+        )
+    out = align_features(
+        features=fpath,
+        brain=bpath,
+        output=tmp_path / "o.zarr",
+        config={"missing": "skip", "method": "lanczos"},
+        provenance={},
+    )
+    ds = open_dataset(out)
+    assert ds.attrs["skipped_stim_files"] == ["zz.png"]
+    assert ds["features"].shape == (9, 2)
+
+
+def test_features_for_stimuli(tmp_path):
+    fpath, _ = _stores(tmp_path, ["a.png"] * 5)
+    rows = features_for_stimuli(fpath, ["c.png", "a.png", "c.png"])
+    np.testing.assert_array_equal(rows, [[5, 5], [1, 0], [5, 5]])
+    assert rows.dtype == np.float32
+    with pytest.raises(ValueError, match="no features for stimulus id\\(s\\) \\['q'\\]"):
+        features_for_stimuli(fpath, ["a.png", "q"])

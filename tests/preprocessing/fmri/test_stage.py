@@ -1,0 +1,304 @@
+"""The preprocess_fmri stage: one BOLD run to a (time, voxel) zarr store."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import nibabel as nib
+import numpy as np
+import pandas as pd
+import pytest
+
+from neuroflow.artifacts import open_dataset
+from neuroflow.preprocessing.fmri import preprocess_fmri_run, resolve_config
+
+PROV = {"stage": "preprocess_fmri", "version": "test"}
+
+
+def _run(run, out, config=None, **kwargs):
+    args = {
+        "bold": run["bold"],
+        "events": run["events"],
+        "sidecars": run["sidecars"],
+        "output": out,
+        "config": config or {},
+        "provenance": PROV,
+    }
+    args.update(kwargs)
+    return preprocess_fmri_run(**args)
+
+
+def test_store_layout(make_run, tmp_path):
+    run = make_run()
+    out = _run(run, tmp_path / "out.zarr", {"drop_volumes": 2})
+    ds = open_dataset(out)
+    assert ds["bold"].dims == ("time", "voxel")
+    assert ds["bold"].dtype == np.float32
+    assert ds.sizes["voxel"] > 20  # computed EPI mask, within the planted brain
+    np.testing.assert_allclose(ds["time"].values, np.arange(2, 60) * 2.0)
+    assert ds["time"].attrs["units"] == "s"
+    i, j, k = (ds[c].values for c in "ijk")
+    assert run["brain"][i, j, k].all()
+    np.testing.assert_allclose(ds["x"].values, 2.0 * i)
+    np.testing.assert_allclose(ds["z"].values, 2.5 * k)
+    assert (ds["roi"].values == "").all()
+    assert ds.attrs["tr"] == 2.0
+    assert ds.attrs["mask_shape"] == [7, 8, 9]
+    assert np.allclose(ds.attrs["affine"], np.diag([2.0, 2.0, 2.5, 1.0]))
+    assert [s["name"] for s in ds.attrs["steps"]] == [
+        "drop_volumes",
+        "mask",
+        "detrend",
+        "temporal_filter",
+        "zscore",
+    ]
+    assert ds.attrs["source_file"].endswith("sub-01_task-movie_run-1_bold.nii.gz")
+    assert ds.attrs["entities"] == {"subject": "01", "task": "movie", "run": "1"}
+    # events
+    np.testing.assert_allclose(ds["event_onset"].values, [0.0, 10.0, 30.5])
+    assert list(ds["trial_type"].values) == ["face", "house", ""]
+    assert list(ds["stim_file"].values) == ["a.png", "b.png", "c.png"]
+    assert np.isnan(ds["event_response_time"].values[1])
+    assert list(ds["event_stim_type"].values) == ["FAMOUS", "NEW", "FAMOUS"]
+    # z-scored, drift gone
+    bold = ds["bold"].values
+    np.testing.assert_allclose(bold.std(axis=0, ddof=1), 1.0, rtol=1e-4)
+    t = ds["time"].values
+    assert np.abs(np.corrcoef(t, bold.mean(axis=1))[0, 1]) < 0.3
+    assert ds["bold"].encoding["chunks"][0] == 58
+
+
+def test_planted_confounds_removed(make_run, tmp_path):
+    run = make_run(n=50, n_confounds=3)
+    conf_path = tmp_path / "conf.tsv"
+    pd.DataFrame(run["conf"], columns=["a", "b", "c"]).to_csv(conf_path, sep="\t", index=False)
+    cfg = {"drop_volumes": 0, "confounds": {"strategy": ["custom"], "columns": ["a", "b", "c"]}}
+    ds = open_dataset(_run(run, tmp_path / "o.zarr", cfg, confounds=conf_path))
+    bold = ds["bold"].values.astype(float)
+    assert np.abs(bold.T @ run["conf"]).max() < 1e-2
+    assert ds.attrs["steps"][2]["columns"] == ["a", "b", "c"]
+
+
+def test_fmriprep_confounds_and_non_steady_state(make_run, tmp_path, rng, fmriprep_confounds):
+    run = make_run(n=64, name="sub-01_task-movie_space-T1w_desc-preproc_bold.nii.gz")
+    conf_path = tmp_path / "sub-01_task-movie_desc-confounds_timeseries.tsv"
+    table = fmriprep_confounds(conf_path, 64, rng, n_nss=3)
+    table.loc[[20, 40], "framewise_displacement"] = 2.0
+    table.to_csv(conf_path, sep="\t", index=False, na_rep="n/a")
+    cfg = {
+        "confounds": {
+            "strategy": ["motion", "wm_csf", "scrub"],
+            "motion": "basic",
+            "scrub_min_segment": 0,
+        }
+    }
+    ds = open_dataset(_run(run, tmp_path / "o.zarr", cfg, confounds=conf_path))
+    assert ds.sizes["time"] == 61
+    assert ds["time"].values[0] == 6.0
+    steps = {s["name"]: s for s in ds.attrs["steps"]}
+    assert steps["drop_volumes"] == {"name": "drop_volumes", "n": 3, "source": "fmriprep"}
+    assert set(steps["confounds"]["columns"]) == {
+        *("trans_x", "trans_y", "trans_z", "rot_x", "rot_y", "rot_z"),
+        *("white_matter", "csf"),
+    }
+    assert steps["scrub"]["volumes"] == [20, 40]
+    bold = ds["bold"].values
+    np.testing.assert_allclose(bold[[20 - 3, 40 - 3]], 0.0, atol=1e-5)
+
+
+def test_scrub_censor_mode(make_run, tmp_path, rng, fmriprep_confounds):
+    run = make_run(n=40, name="sub-01_task-movie_space-T1w_desc-preproc_bold.nii.gz")
+    conf_path = tmp_path / "sub-01_task-movie_desc-confounds_timeseries.tsv"
+    table = fmriprep_confounds(conf_path, 40, rng)
+    table.loc[17, "framewise_displacement"] = 3.0
+    table.to_csv(conf_path, sep="\t", index=False, na_rep="n/a")
+    cfg = {"confounds": {"strategy": ["scrub"], "scrub_mode": "censor", "scrub_min_segment": 0}}
+    ds = open_dataset(_run(run, tmp_path / "o.zarr", cfg, confounds=conf_path))
+    assert ds.sizes["time"] == 39
+    assert 34.0 not in ds["time"].values
+
+
+def test_raw_global_signal_and_skipped_components(make_run, tmp_path):
+    run = make_run(n=30)
+    cfg = {"standardize": False, "confounds": {"strategy": ["global_signal", "motion"]}}
+    with pytest.warns(UserWarning, match=r"\['motion'\] need an fMRIPrep confounds table"):
+        ds = open_dataset(_run(run, tmp_path / "o.zarr", cfg))
+    assert ds.attrs["steps"][2]["columns"] == ["global_signal"]
+    # regressing the global signal leaves the mean over voxels at zero
+    np.testing.assert_allclose(ds["bold"].values.mean(axis=1), 0.0, atol=1e-3)
+
+
+def test_rois_and_parcels(make_run, tmp_path):
+    run = make_run()
+    labels = np.zeros((7, 8, 9), np.int16)
+    labels[1:4, 1:-1, 1:-1] = 1
+    labels[4:6, 1:-1, 1:-1] = 2
+    atlas = tmp_path / "atlas.nii.gz"
+    nib.save(nib.Nifti1Image(labels, np.diag([2.0, 2.0, 2.5, 1.0])), atlas)
+    tsv = tmp_path / "atlas.tsv"
+    tsv.write_text("index\tname\n1\tV1\n2\tFFA\n")
+    cfg = {"rois": {"atlas": str(atlas), "labels": str(tsv), "parcels": True}}
+    ds = open_dataset(_run(run, tmp_path / "o.zarr", cfg))
+    i = ds["i"].values
+    assert set(ds["roi"].values[i < 4]) == {"V1"}
+    assert set(ds["roi"].values[(i >= 4) & (i < 6)]) == {"FFA"}
+    assert set(ds["roi"].values[i == 6]) <= {""}
+    assert list(ds["parcel"].values) == ["V1", "FFA"]
+    expected = ds["bold"].values[:, ds["roi"].values == "FFA"].mean(axis=1)
+    np.testing.assert_allclose(ds["parcel_bold"].values[:, 1], expected, atol=1e-5)
+
+
+def test_atlas_on_other_grid_is_resampled(make_run, tmp_path):
+    run = make_run()
+    labels = np.ones((14, 16, 18), np.int16)
+    atlas = tmp_path / "atlas.nii.gz"
+    nib.save(nib.Nifti1Image(labels, np.diag([1.0, 1.0, 1.25, 1.0])), atlas)
+    with pytest.warns(UserWarning, match="on another grid.*nearest-neighbour"):
+        ds = open_dataset(_run(run, tmp_path / "o.zarr", roi_atlas=atlas))
+    assert set(ds["roi"].values) == {"label-1"}
+
+
+def test_atlas_without_overlap(make_run, tmp_path):
+    run = make_run()
+    atlas = tmp_path / "far.nii.gz"
+    nib.save(
+        nib.Nifti1Image(
+            np.ones((4, 4, 4), np.int16),
+            np.diag([2, 2, 2, 1.0]) + np.c_[np.zeros((4, 3)), [500, 500, 500, 0]],
+        ),
+        atlas,
+    )
+    with (
+        pytest.warns(UserWarning, match="another grid"),
+        pytest.raises(ValueError, match="does not overlap the brain mask"),
+    ):
+        _run(run, tmp_path / "o.zarr", roi_atlas=atlas)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_given_mask_on_other_grid_and_no_overlap(make_run, tmp_path):
+    run = make_run()
+    mask = tmp_path / "mask.nii.gz"
+    m = np.zeros((14, 16, 18), np.uint8)
+    m[4:10, 4:10, 4:10] = 1
+    nib.save(nib.Nifti1Image(m, np.diag([1.0, 1.0, 1.25, 1.0])), mask)
+    with pytest.warns(UserWarning, match="Mask .* on another grid"):
+        ds = open_dataset(_run(run, tmp_path / "o.zarr", mask=mask))
+    assert 0 < ds.sizes["voxel"] < run["brain"].sum()
+    far = tmp_path / "far.nii.gz"
+    aff = np.diag([2.0, 2.0, 2.5, 1.0])
+    aff[:3, 3] = 900
+    nib.save(nib.Nifti1Image(np.ones((7, 8, 9), np.uint8), aff), far)
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ValueError, match="does not overlap the field of view"),
+    ):
+        _run(run, tmp_path / "o2.zarr", mask=far)
+
+
+def test_smoothing_step(make_run, tmp_path):
+    run = make_run(n=20)
+    ds = open_dataset(_run(run, tmp_path / "o.zarr", {"smoothing_fwhm": 4.0}))
+    assert {"name": "smooth", "fwhm_mm": 4.0} in ds.attrs["steps"]
+
+
+def test_no_events_gives_empty_event_dim(make_run, tmp_path):
+    run = make_run(events=False)
+    ds = open_dataset(_run(run, tmp_path / "o.zarr"))
+    assert ds.sizes["event"] == 0
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_3d_bold(tmp_path):
+    path = tmp_path / "sub-01_task-x_bold.nii.gz"
+    nib.save(nib.Nifti1Image(np.ones((7, 8, 9), np.float32), np.eye(4)), path)
+    with pytest.raises(ValueError, match=r"sub-01_task-x_bold.nii.gz must be 4-D.*\(7, 8, 9\)"):
+        preprocess_fmri_run(bold=path, output=tmp_path / "o.zarr", config={}, provenance=PROV)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_tr_mismatch_warns_and_sidecar_wins(make_run, tmp_path):
+    run = make_run(tr=1.5, header_tr=2.0, n=30)
+    with pytest.warns(UserWarning, match="1.5 s in its sidecar but 2.0 s in its NIfTI header"):
+        ds = open_dataset(_run(run, tmp_path / "o.zarr"))
+    assert ds.attrs["tr"] == 1.5
+
+
+def test_no_tr_anywhere(make_run, tmp_path):
+    run = make_run(sidecar=False, header_tr=0.0, n=30)
+    with pytest.raises(ValueError, match=r"No repetition time for sub-01.*no RepetitionTime"):
+        _run(run, tmp_path / "o.zarr")
+
+
+def test_header_tr_used_without_sidecar(make_run, tmp_path):
+    run = make_run(sidecar=False, header_tr=2.0, n=30)
+    assert open_dataset(_run(run, tmp_path / "o.zarr")).attrs["tr"] == 2.0
+
+
+def test_confounds_rows_differ(make_run, tmp_path, rng, fmriprep_confounds):
+    run = make_run(n=30)
+    conf = tmp_path / "c.tsv"
+    fmriprep_confounds(conf, 29, rng)
+    with pytest.raises(ValueError, match=r"c.tsv must have one row per volume \(30\), got 29"):
+        _run(run, tmp_path / "o.zarr", confounds=conf)
+
+
+def test_nan_in_bold(tmp_path, make_run):
+    run = make_run(n=20)
+    img = nib.load(run["bold"])
+    data = img.get_fdata(dtype=np.float32)
+    data[3, 3, 3, 5] = np.nan
+    nib.save(nib.Nifti1Image(data, img.affine, img.header), run["bold"])
+    with pytest.raises(ValueError, match="NaN or infinite values in 1 voxel"):
+        _run(run, tmp_path / "o.zarr")
+    mask = tmp_path / "m.nii.gz"
+    nib.save(nib.Nifti1Image(run["brain"].astype(np.uint8), img.affine), mask)
+    with pytest.raises(ValueError, match=r"NaN or infinite .*first in volume 5"):
+        _run(run, tmp_path / "o.zarr", mask=mask)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_events_past_end(make_run, tmp_path):
+    run = make_run(n=10)  # 20 s
+    with pytest.raises(ValueError, match=r"events.tsv: onset 30.5 s \(row 3\) is past the end"):
+        _run(run, tmp_path / "o.zarr")
+
+
+def test_events_missing_column(make_run, tmp_path):
+    run = make_run(n=30)
+    run["events"].write_text("onset\ttrial_type\n1\ta\n")
+    with pytest.raises(ValueError, match="must have a 'duration' column"):
+        _run(run, tmp_path / "o.zarr")
+
+
+def test_bad_sidecar_tr(make_run, tmp_path):
+    run = make_run(n=30)
+    run["sidecars"][0].write_text(json.dumps({"RepetitionTime": "2"}))
+    with pytest.raises(
+        ValueError, match=r"RepetitionTime in the sidecars of .* must be a positive"
+    ):
+        _run(run, tmp_path / "o.zarr")
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match=r"Unknown key 'confounds.strat'"):
+        resolve_config({"confounds": {"strat": []}})
+    with pytest.raises(ValueError, match="`drop_volumes` must be 'auto' or an int"):
+        resolve_config({"drop_volumes": -1})
+    with pytest.raises(ValueError, match=r"`confounds.strategy` must be 'none' or a list"):
+        resolve_config({"confounds": {"strategy": ["motion", "aroma"]}})
+    assert resolve_config(None)["high_pass"] == {"filter": "cosine", "cutoff_hz": 0.01}
+
+
+def test_missing_custom_column(make_run, tmp_path):
+    run = make_run(n=30)
+    conf = tmp_path / "c.tsv"
+    pd.DataFrame({"a": np.arange(30.0)}).to_csv(conf, sep="\t", index=False)
+    cfg = {"confounds": {"strategy": ["custom"], "columns": ["b"]}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match=r"c.tsv has no column\(s\) \['b'\]"):
+            _run(run, tmp_path / "o.zarr", cfg, confounds=conf)
