@@ -23,7 +23,7 @@ config.update(
     validate_config(
         config,
         Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
-        source="the config (config/config.yaml and --config overrides)",
+        source="the config",
     )
 )
 

@@ -5,6 +5,8 @@ from neuroflow.workflow.plan import WorkflowPlan
 PLAN = WorkflowPlan(config)
 V = PLAN.versions
 LOGS = Path("logs")
+# Environment for `snakemake --use-conda` (see envs/; neuroflow-gpu.yaml on GPU nodes).
+CONDA_ENV = "../envs/neuroflow-cpu.yaml"
 
 
 wildcard_constraints:
@@ -46,3 +48,54 @@ def all_targets():
     if PLAN.encoding_models() and PLAN.subjects:
         targets.append(str(PLAN.summary_dir() / "scores.tsv"))
     return targets
+
+
+# --------------------------------------------------------------------------- inputs
+def fmri_run_files(wildcards):
+    run = PLAN.fmri_run(wildcards.key)
+    atlas, labels = PLAN.roi_files(run)
+    return {
+        "bold": run.bold,
+        "events": run.events,
+        "sidecars": list(run.sidecars),
+        "mask": run.mask,
+        "confounds": run.confounds,
+        "roi_atlas": atlas,
+        "roi_labels": labels,
+    }
+
+
+def fmri_run_inputs(wildcards):
+    files = fmri_run_files(wildcards)
+    paths = [files["bold"], files["events"], files["mask"], files["confounds"]]
+    return dataset_input([*paths, *files["sidecars"]])
+
+
+def eeg_inputs(wildcards):
+    rec = PLAN.eeg_recording(wildcards.key)
+    return dataset_input([rec.eeg, rec.events, rec.channels, rec.electrodes, *rec.sidecars])
+
+
+def stimulus_tables():
+    """Events tables that list the stimuli (fMRI runs, then EEG recordings)."""
+    tables = [r.events for r in PLAN.fmri_runs] + [r.events for r in PLAN.eeg_recordings]
+    return [p for p in tables if p is not None]
+
+
+def training_tables():
+    """Events tables of the training runs (stimuli that reductions may be fitted on)."""
+    test = {str(r).lstrip("0") for r in config["encoding"]["split"]["test_runs"]}
+    return [r.events for r in PLAN.fmri_runs if str(r.run).lstrip("0") not in test and r.events]
+
+
+def stimuli_inputs(wildcards):
+    return dataset_input([*stimulus_tables(), PLAN.bids_root / "stimuli"])
+
+
+def encoding_inputs(wildcards):
+    runs = PLAN.runs_of(wildcards.subject)
+    inputs = {"brain": [str(PLAN.fmri_store(r.key)) for r in runs]}
+    for space in PLAN.encoding_config(wildcards.model)["feature_spaces"]:
+        name, layer = PLAN.feature_space(space)
+        inputs[f"space_{space}"] = [str(PLAN.aligned_store(name, layer, r.key)) for r in runs]
+    return inputs

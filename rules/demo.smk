@@ -10,5 +10,7 @@ if PLAN.is_demo:
         log:
             log_path("demo", V["demo"]),
         localrule: True
+        conda:
+            CONDA_ENV
         script:
             "../scripts/generate_demo.py"

@@ -2,15 +2,6 @@
 # to cleaned BOLD, penalties chosen by run-wise cross-validation on training runs.
 
 
-def encoding_inputs(wildcards):
-    runs = PLAN.runs_of(wildcards.subject)
-    inputs = {"brain": [str(PLAN.fmri_store(r.key)) for r in runs]}
-    for space in PLAN.encoding_config(wildcards.model)["feature_spaces"]:
-        name, layer = PLAN.feature_space(space)
-        inputs[f"space_{space}"] = [str(PLAN.aligned_store(name, layer, r.key)) for r in runs]
-    return inputs
-
-
 rule fit_encoding:
     input:
         unpack(encoding_inputs),
@@ -25,5 +16,7 @@ rule fit_encoding:
     threads: 2
     resources:
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
+    conda:
+        CONDA_ENV
     script:
         "../scripts/fit_encoding.py"

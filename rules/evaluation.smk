@@ -13,6 +13,8 @@ rule evaluate_encoding:
         cfg=config["evaluation"],
     log:
         log_path("evaluation", "{model}-{version}", "sub-{subject}"),
+    conda:
+        CONDA_ENV
     script:
         "../scripts/evaluate_encoding.py"
 
@@ -42,5 +44,7 @@ rule summarize_scores:
     log:
         log_path("summary", V["summary"]),
     localrule: True
+    conda:
+        CONDA_ENV
     script:
         "../scripts/summarize_scores.py"

@@ -2,22 +2,6 @@
 # selected recordings show, then per fMRI run an alignment onto its TR grid.
 
 
-def stimulus_tables():
-    """Events tables that list the stimuli (fMRI runs, then EEG recordings)."""
-    tables = [r.events for r in PLAN.fmri_runs] + [r.events for r in PLAN.eeg_recordings]
-    return [p for p in tables if p is not None]
-
-
-def training_tables():
-    """Events tables of the training runs (stimuli that reductions may be fitted on)."""
-    test = {str(r).lstrip("0") for r in config["encoding"]["split"]["test_runs"]}
-    return [r.events for r in PLAN.fmri_runs if str(r.run).lstrip("0") not in test and r.events]
-
-
-def stimuli_inputs(wildcards):
-    return dataset_input([*stimulus_tables(), PLAN.bids_root / "stimuli"])
-
-
 for _entry in config["features"]["extractors"]:
 
     rule:
@@ -37,10 +21,12 @@ for _entry in config["features"]["extractors"]:
             captions=str(PLAN.bids_root / "stimuli" / "captions.tsv"),
             train_tables=training_tables(),
         log:
-            log_path("features", f"{_entry['name']}-{V['features/' + _entry['name']]}"),
+            log_path("features", PLAN.stage_dir("features", _entry["name"]).name),
         threads: 2
         resources:
             mem_mb=lambda wildcards, attempt: 6000 * attempt,
+        conda:
+            CONDA_ENV
         script:
             "../scripts/extract_features.py"
 
@@ -65,5 +51,7 @@ rule align_features:
         cfg=config["features"]["alignment"],
     log:
         log_path("align_features", "{extractor}-{version}", "sub-{subject}", "{key}_{layer}"),
+    conda:
+        CONDA_ENV
     script:
         "../scripts/align_features.py"

@@ -2,11 +2,6 @@
 # (epoch, channel, time) store and a continuous (channel, time) store.
 
 
-def eeg_inputs(wildcards):
-    rec = PLAN.eeg_recording(wildcards.key)
-    return dataset_input([rec.eeg, rec.events, rec.channels, rec.electrodes, *rec.sidecars])
-
-
 rule preprocess_eeg:
     input:
         eeg_inputs,
@@ -22,5 +17,7 @@ rule preprocess_eeg:
         log_path("preprocess_eeg", V["preprocess_eeg"], "sub-{subject}", "{key}"),
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
+    conda:
+        CONDA_ENV
     script:
         "../scripts/preprocess_eeg.py"

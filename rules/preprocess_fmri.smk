@@ -2,26 +2,6 @@
 # into a (time, voxel) store with ROI labels and the run's events.
 
 
-def fmri_run_files(wildcards):
-    run = PLAN.fmri_run(wildcards.key)
-    atlas, labels = PLAN.roi_files(run)
-    return {
-        "bold": run.bold,
-        "events": run.events,
-        "sidecars": list(run.sidecars),
-        "mask": run.mask,
-        "confounds": run.confounds,
-        "roi_atlas": atlas,
-        "roi_labels": labels,
-    }
-
-
-def fmri_run_inputs(wildcards):
-    files = fmri_run_files(wildcards)
-    paths = [files["bold"], files["events"], files["mask"], files["confounds"]]
-    return dataset_input([*paths, *files["sidecars"]])
-
-
 rule preprocess_fmri:
     input:
         fmri_run_inputs,
@@ -34,5 +14,7 @@ rule preprocess_fmri:
         log_path("preprocess_fmri", V["preprocess_fmri"], "sub-{subject}", "{key}"),
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
+    conda:
+        CONDA_ENV
     script:
         "../scripts/preprocess_fmri.py"

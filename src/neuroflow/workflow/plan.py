@@ -30,10 +30,6 @@ from neuroflow.workflow.versions import encoding_config, stage_versions
 __all__ = ["WorkflowPlan"]
 
 
-def _keep(value: str | None, allowed: list[str] | None) -> bool:
-    return not allowed or (value is not None and value in [str(a) for a in allowed])
-
-
 @dataclass
 class WorkflowPlan:
     """Versions, recordings and result paths for one config.
@@ -49,13 +45,15 @@ class WorkflowPlan:
     results: Path = field(init=False)
     fmri_runs: list[FmriRun] = field(init=False)
     eeg_recordings: list[EegRecording] = field(init=False)
+    _fmri_by_key: dict[str, FmriRun] = field(init=False, repr=False)
+    _eeg_by_key: dict[str, EegRecording] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.results = Path(self.config["results_dir"])
         self.versions = stage_versions(self.config)
-        fmri, eeg = self._index()
-        self.fmri_runs = self._filter(fmri)
-        self.eeg_recordings = self._filter(eeg)
+        self.fmri_runs, self.eeg_recordings = self._index()
+        self._fmri_by_key = {r.key: r for r in self.fmri_runs}
+        self._eeg_by_key = {r.key: r for r in self.eeg_recordings}
 
     # ------------------------------------------------------------------ dataset
     @property
@@ -71,31 +69,65 @@ class WorkflowPlan:
         return Path(self.config["dataset"]["bids_root"])
 
     def _index(self) -> tuple[list[FmriRun], list[EegRecording]]:
+        """Index the dataset once (or predict the demo's files before it exists)."""
         ds = self.config["dataset"]
         if self.is_demo:
             from neuroflow.demo import demo_layout
 
             layout = demo_layout(self.config["demo"], self.bids_root)
-            return list(layout.fmri_runs), list(layout.eeg_recordings)
+            return self._filter(layout.fmri_runs), self._filter(layout.eeg_recordings)
         from neuroflow.io.bids import index_eeg_recordings, index_fmri_runs
 
-        fmri = index_fmri_runs(
-            ds["bids_root"],
-            fmriprep_dir=ds.get("fmriprep_dir") if ds["source"] == "fmriprep" else None,
-            space=ds.get("space"),
-        )
-        eeg = index_eeg_recordings(ds["bids_root"])
-        return fmri, eeg
+        if not ds.get("bids_root"):
+            raise ValueError(
+                f"`dataset.bids_root` must name the BIDS folder when `dataset.source` is "
+                f"{ds['source']!r}, got {ds.get('bids_root')!r} instead."
+            )
+        if ds["source"] == "fmriprep" and not ds.get("fmriprep_dir"):
+            raise ValueError(
+                "`dataset.fmriprep_dir` must name the fMRIPrep output folder when "
+                f"`dataset.source` is 'fmriprep', got {ds.get('fmriprep_dir')!r} instead."
+            )
+        filters = {key: ds.get(key) or None for key in ("subjects", "sessions", "tasks", "runs")}
+        has_func = ds["source"] == "fmriprep" or self._has(ds, "func")
+        fmri = []
+        if has_func:
+            fmri = index_fmri_runs(
+                ds["bids_root"],
+                fmriprep_dir=ds.get("fmriprep_dir") if ds["source"] == "fmriprep" else None,
+                space=ds.get("space"),
+                confounds_pattern=ds.get("confounds_pattern"),
+                **filters,
+            )
+        # Filters are checked strictly against the fMRI runs; EEG recordings that
+        # match them are kept (a task filter naming an fMRI task is not an EEG error).
+        eeg = index_eeg_recordings(ds["bids_root"]) if self._has(ds, "eeg") else []
+        return fmri, self._filter(eeg)
 
-    def _filter(self, records: list[Any]) -> list[Any]:
+    @staticmethod
+    def _has(ds: Mapping[str, Any], datatype: str) -> bool:
+        """Whether any subject (or session) folder has a ``datatype`` folder."""
+        root = Path(ds["bids_root"])
+        return any(root.glob(f"sub-*/{datatype}")) or any(root.glob(f"sub-*/ses-*/{datatype}"))
+
+    def _filter(self, records: Any) -> list[Any]:
+        """Apply the dataset filters to the demo's records (run labels match as numbers)."""
         ds = self.config["dataset"]
+
+        def norm(value: Any) -> str:
+            text = str(value)
+            return text.lstrip("0") or "0" if text.isdigit() else text
+
+        def keep(value: str | None, allowed: list[Any] | None) -> bool:
+            return not allowed or (value is not None and norm(value) in {norm(a) for a in allowed})
+
         return [
             r
             for r in records
-            if _keep(r.subject, ds.get("subjects"))
-            and _keep(r.session, ds.get("sessions"))
-            and _keep(r.task, ds.get("tasks"))
-            and _keep(r.run, ds.get("runs"))
+            if keep(r.subject, ds.get("subjects"))
+            and keep(r.session, ds.get("sessions"))
+            and keep(r.task, ds.get("tasks"))
+            and keep(r.run, ds.get("runs"))
         ]
 
     @property
@@ -105,17 +137,17 @@ class WorkflowPlan:
 
     def fmri_run(self, key: str) -> FmriRun:
         """The fMRI run record with entity key ``key``."""
-        for run in self.fmri_runs:
-            if run.key == key:
-                return run
-        raise KeyError(f"No fMRI run with key {key!r} in the dataset.")
+        try:
+            return self._fmri_by_key[key]
+        except KeyError:
+            raise KeyError(f"No fMRI run with key {key!r} in the dataset.") from None
 
     def eeg_recording(self, key: str) -> EegRecording:
         """The EEG recording record with entity key ``key``."""
-        for rec in self.eeg_recordings:
-            if rec.key == key:
-                return rec
-        raise KeyError(f"No EEG recording with key {key!r} in the dataset.")
+        try:
+            return self._eeg_by_key[key]
+        except KeyError:
+            raise KeyError(f"No EEG recording with key {key!r} in the dataset.") from None
 
     def runs_of(self, subject: str) -> list[FmriRun]:
         """fMRI runs of one subject, in key order."""

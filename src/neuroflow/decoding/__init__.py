@@ -1,0 +1,61 @@
+"""Decoding: stimulus features and labels from brain responses.
+
+- :mod:`~neuroflow.decoding.identification`: vectorised identification metrics and
+  their label-shuffle null;
+- :mod:`~neuroflow.decoding.features`: ridge decoding of stimulus features;
+- :mod:`~neuroflow.decoding.classification`: grouped cross-validated classification;
+- :mod:`~neuroflow.decoding.temporal`: time-resolved decoding, temporal
+  generalisation and cluster permutation tests;
+- :mod:`~neuroflow.decoding.contrastive`: a CLIP-style contrastive decoder;
+- :func:`decode_eeg`: the stage entry point; :mod:`~neuroflow.decoding.summary` and
+  :mod:`~neuroflow.decoding.plotting` for tables and figures.
+"""
+
+from .classification import ClassificationResult, classify, make_classifier
+from .contrastive import ContrastiveDecoder, fit_contrastive, info_nce
+from .features import FeatureDecoder, fit_feature_decoder, flatten_window
+from .identification import (
+    average_by_stimulus,
+    correlation_matrix,
+    identification_metrics,
+    identification_null,
+    identification_ranks,
+)
+from .stage import DEFAULT_CONFIG, decode_eeg
+from .summary import append_rows, decoding_rows, rsa_rows
+from .temporal import (
+    ClusterResult,
+    cluster_permutation_test,
+    group_cluster_test,
+    sliding_ridge_scores,
+    time_resolved_null,
+    time_resolved_scores,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "ClassificationResult",
+    "ClusterResult",
+    "ContrastiveDecoder",
+    "FeatureDecoder",
+    "append_rows",
+    "average_by_stimulus",
+    "classify",
+    "cluster_permutation_test",
+    "correlation_matrix",
+    "decode_eeg",
+    "decoding_rows",
+    "fit_contrastive",
+    "fit_feature_decoder",
+    "flatten_window",
+    "group_cluster_test",
+    "identification_metrics",
+    "identification_null",
+    "identification_ranks",
+    "info_nce",
+    "make_classifier",
+    "rsa_rows",
+    "sliding_ridge_scores",
+    "time_resolved_null",
+    "time_resolved_scores",
+]

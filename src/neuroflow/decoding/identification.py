@@ -1,0 +1,234 @@
+"""Identification of test stimuli from decoded features, vectorised over items.
+
+A decoder predicts a feature vector for every test item; each prediction is compared
+with the true features of every test stimulus by Pearson correlation (one
+``(n_items, n_items)`` matrix), and the rank of the correct stimulus among all
+candidates gives top-k accuracy and mean rank. The permutation null shuffles the
+stimulus labels of the test set: prediction ``i`` is scored against the features of
+stimulus ``perm[i]``, read from the same rank matrix, so no model is refitted and no
+Python loop runs over items or permutations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.stats import rankdata
+
+__all__ = [
+    "average_by_stimulus",
+    "correlation_matrix",
+    "identification_metrics",
+    "identification_null",
+    "identification_ranks",
+    "rank_matrix",
+]
+
+
+def _check_pair(pred: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pred = np.asarray(pred, dtype=np.float64)
+    true = np.asarray(true, dtype=np.float64)
+    if pred.ndim != 2 or true.ndim != 2 or pred.shape != true.shape:
+        raise ValueError(
+            "`pred` and `true` must both have shape (n_items, n_features), "
+            f"got {pred.shape} and {true.shape} instead."
+        )
+    if pred.shape[0] < 2:
+        raise ValueError(
+            f"Identification needs at least 2 test items, got {pred.shape[0]} instead."
+        )
+    return pred, true
+
+
+def _zrows(a: np.ndarray) -> np.ndarray:
+    a = a - a.mean(axis=1, keepdims=True)
+    norm = np.sqrt((a**2).sum(axis=1, keepdims=True))
+    return np.divide(a, norm, out=np.zeros_like(a), where=norm > 0)
+
+
+def correlation_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation between every row of ``a`` and every row of ``b``.
+
+    Parameters
+    ----------
+    a : array-like, shape (n_a, n_features)
+        E.g. predicted features, one row per test item.
+    b : array-like, shape (n_b, n_features)
+        E.g. true features, one row per candidate stimulus.
+
+    Returns
+    -------
+    r : ndarray of float64, shape (n_a, n_b)
+        ``r[i, j]`` is the correlation of ``a[i]`` and ``b[j]`` over features; 0 where a
+        row is constant.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(
+            "`a` and `b` must be 2-D with the same number of features, "
+            f"got {a.shape} and {b.shape} instead."
+        )
+    return np.clip(_zrows(a) @ _zrows(b).T, -1.0, 1.0)
+
+
+def average_by_stimulus(
+    values: np.ndarray, stimuli: Sequence[str] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Average rows that belong to the same stimulus (repeated presentations).
+
+    Parameters
+    ----------
+    values : array-like, shape (n_items, ...)
+        One row per presentation.
+    stimuli : sequence of str, shape (n_items,)
+        Stimulus id of every row.
+
+    Returns
+    -------
+    ids : ndarray of str, shape (n_stimuli,)
+        Sorted unique ids.
+    means : ndarray of float64, shape (n_stimuli, ...)
+        Mean of the rows of each id.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    stimuli = np.asarray([str(v) for v in np.asarray(stimuli).ravel()], dtype=str)
+    if stimuli.ndim != 1 or stimuli.shape[0] != values.shape[0]:
+        raise ValueError(
+            f"`stimuli` must have shape ({values.shape[0]},) like the rows of `values`, "
+            f"got {stimuli.shape} instead."
+        )
+    ids, inverse, counts = np.unique(stimuli, return_inverse=True, return_counts=True)
+    sums = np.zeros((ids.size, *values.shape[1:]))
+    np.add.at(sums, inverse, values)
+    return ids, sums / counts.reshape(-1, *([1] * (values.ndim - 1)))
+
+
+def rank_matrix(similarity: np.ndarray) -> np.ndarray:
+    """Rank of every candidate within each row, 1 = most similar, ties averaged.
+
+    Parameters
+    ----------
+    similarity : array-like, shape (n_items, n_candidates)
+        Higher is more similar.
+
+    Returns
+    -------
+    ranks : ndarray of float64, shape (n_items, n_candidates)
+        ``1 + #{k: s[i, k] > s[i, j]} + (#{k != j: s[i, k] == s[i, j]}) / 2``.
+    """
+    return rankdata(-np.asarray(similarity, dtype=np.float64), method="average", axis=1)
+
+
+def identification_ranks(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """Rank of the correct stimulus for each test item.
+
+    Parameters
+    ----------
+    pred : array-like, shape (n_items, n_features)
+        Predicted features; row ``i`` belongs to the stimulus of ``true[i]``.
+    true : array-like, shape (n_items, n_features)
+        True features of the test stimuli (the candidate set).
+
+    Returns
+    -------
+    ranks : ndarray of float64, shape (n_items,)
+        1 when the correct stimulus is the best match; ties count half.
+    """
+    pred, true = _check_pair(pred, true)
+    return np.diagonal(rank_matrix(correlation_matrix(pred, true))).copy()
+
+
+def _metrics_from_ranks(ranks: np.ndarray, top_k: Sequence[int]) -> dict[str, np.ndarray]:
+    out = {f"top{k}": (ranks <= k).mean(axis=-1) for k in top_k}
+    out["mean_rank"] = ranks.mean(axis=-1)
+    return out
+
+
+def _check_top_k(top_k: Sequence[int], n_items: int) -> list[int]:
+    ks = [int(k) for k in top_k]
+    if not ks or any(k < 1 for k in ks):
+        raise ValueError(f"`top_k` must hold positive ints, got {list(top_k)!r} instead.")
+    return [min(k, n_items) for k in ks]
+
+
+def identification_metrics(
+    pred: np.ndarray, true: np.ndarray, *, top_k: Sequence[int] = (1, 5)
+) -> dict[str, float]:
+    """Top-k accuracy and mean rank of identifying each test stimulus among all.
+
+    Parameters
+    ----------
+    pred : array-like, shape (n_items, n_features)
+        Predicted features, one row per test stimulus (average repeats first with
+        :func:`average_by_stimulus`).
+    true : array-like, shape (n_items, n_features)
+        True features in the same order.
+    top_k : sequence of int
+        Accuracies to report; ``k`` larger than ``n_items`` is clipped.
+
+    Returns
+    -------
+    metrics : dict of str to float
+        ``top{k}`` (fraction of items whose correct stimulus ranks within ``k``),
+        ``mean_rank``, their chance levels ``chance_top{k} = k / n_items`` and
+        ``chance_mean_rank = (n_items + 1) / 2``, and ``n_items``.
+    """
+    pred, true = _check_pair(pred, true)
+    n = pred.shape[0]
+    ks = _check_top_k(top_k, n)
+    ranks = identification_ranks(pred, true)
+    out = {key: float(v) for key, v in _metrics_from_ranks(ranks, ks).items()}
+    out.update({f"chance_top{k}": k / n for k in ks})
+    out["chance_mean_rank"] = (n + 1) / 2
+    out["n_items"] = float(n)
+    return out
+
+
+def identification_null(
+    pred: np.ndarray,
+    true: np.ndarray,
+    *,
+    n_permutations: int = 1000,
+    top_k: Sequence[int] = (1, 5),
+    seed: int | None = 0,
+) -> dict[str, np.ndarray]:
+    """Null distribution of the identification metrics under shuffled test labels.
+
+    Each permutation assigns prediction ``i`` to stimulus ``perm[i]``; the candidate
+    set is unchanged, so the rank of the assigned stimulus is read from the rank
+    matrix computed once.
+
+    Parameters
+    ----------
+    pred, true : array-like, shape (n_items, n_features)
+        As in :func:`identification_metrics`.
+    n_permutations : int
+        Number of label shuffles.
+    top_k : sequence of int
+        Accuracies to report.
+    seed : int | None
+        Seed of the shuffles.
+
+    Returns
+    -------
+    null : dict of str to ndarray, shape (n_permutations,)
+        ``top{k}`` and ``mean_rank`` under each shuffle.
+    """
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, int | np.integer):
+        raise ValueError(
+            f"`n_permutations` must be a positive int, got {n_permutations!r} instead."
+        )
+    if n_permutations < 1:
+        raise ValueError(
+            f"`n_permutations` must be a positive int, got {n_permutations!r} instead."
+        )
+    pred, true = _check_pair(pred, true)
+    n = pred.shape[0]
+    ks = _check_top_k(top_k, n)
+    ranks = rank_matrix(correlation_matrix(pred, true))
+    rng = np.random.default_rng(seed)
+    perms = rng.permuted(np.tile(np.arange(n), (int(n_permutations), 1)), axis=1)
+    null_ranks = ranks[np.arange(n)[None, :], perms]
+    return _metrics_from_ranks(null_ranks, ks)

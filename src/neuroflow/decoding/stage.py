@@ -1,0 +1,437 @@
+"""The ``decode_eeg`` stage: time-resolved decoding and identification from EEG epochs.
+
+For every subject (its epochs stores concatenated):
+
+- **classification** of an event column (``condition`` by default) at every time point
+  and across train × test times, with label-permutation cluster tests
+  (see :mod:`neuroflow.decoding.temporal`);
+- **feature decoding over time**: the first principal components of every feature space
+  decoded by ridge at every time point, scored by correlation, with a cluster test;
+  peak and onset latencies show which features are expressed when;
+- **identification** of held-out test stimuli from the epochs flattened over channels ×
+  a time window, by a ridge decoder and a contrastive decoder, with a label-shuffle null.
+
+With two or more subjects, per-subject time courses are also tested together with a
+sign-flip cluster test (:func:`~neuroflow.decoding.temporal.group_cluster_test`).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from sklearn.decomposition import PCA
+
+from neuroflow.artifacts import write_dataset
+
+from .contrastive import fit_contrastive
+from .features import fit_feature_decoder, flatten_window
+from .identification import average_by_stimulus, identification_metrics, identification_null
+from .inputs import SubjectEpochs, feature_info, load_subject_epochs, stimulus_features
+from .temporal import (
+    ClusterResult,
+    cluster_permutation_test,
+    group_cluster_test,
+    sliding_ridge_scores,
+    time_resolved_null,
+    time_resolved_scores,
+)
+
+__all__ = ["DEFAULT_CONFIG", "FORMAT_VERSION", "STAGE", "decode_eeg", "resolve_config"]
+
+STAGE = "decode_eeg"
+FORMAT_VERSION = 1
+
+
+def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
+    """Strings as an object array (stored as variable-length strings)."""
+    return np.asarray([str(v) for v in values], dtype=object)
+
+
+#: The default ``decoding`` section (mirrored by ``workflow/schemas/decoding.schema.yaml``).
+DEFAULT_CONFIG: dict[str, Any] = {
+    "seed": 0,
+    "decim": 1,
+    "cv_groups": "stimulus",
+    "n_splits": 5,
+    "cluster_alpha": 0.05,
+    "classification": {
+        "enabled": True,
+        "target": "condition",
+        "classifier": "lda",
+        "generalization": True,
+        "n_permutations": 50,
+        "generalization_permutations": 10,
+    },
+    "features": {
+        "enabled": True,
+        "n_components": 5,
+        "alphas": [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0],
+        "n_permutations": 200,
+    },
+    "identification": {
+        "enabled": True,
+        "window": [0.0, 0.6],
+        "test_condition": "test",
+        "alphas": [1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0],
+        "top_k": [1, 5],
+        "n_permutations": 1000,
+    },
+    "contrastive": {
+        "enabled": True,
+        "hidden": 0,
+        "max_epochs": 300,
+        "patience": 20,
+        "lr": 0.001,
+        "weight_decay": 0.01,
+        "val_fraction": 0.2,
+        "device": "auto",
+    },
+    "n_jobs": 1,
+}
+
+
+def _metric_names(top_k: list[int]) -> list[str]:
+    """Identification metric names: ``top{k}`` for each k, then ``mean_rank``."""
+    return [f"top{int(k)}" for k in top_k] + ["mean_rank"]
+
+
+def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(
+            f"`{where}` has unknown key(s) {unknown}; allowed keys are {sorted(defaults)}."
+        )
+    out = {}
+    for key, default in defaults.items():
+        if key in given and isinstance(default, Mapping):
+            out[key] = _merge(default, given[key], f"{where}.{key}")
+        else:
+            out[key] = copy.deepcopy(given.get(key, default))
+    return out
+
+
+def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fill the ``decoding`` section with defaults; unknown keys are errors.
+
+    Parameters
+    ----------
+    config : dict | None
+        The section as given.
+
+    Returns
+    -------
+    config : dict
+        Every key present.
+    """
+    cfg = _merge(DEFAULT_CONFIG, dict(config or {}), "decoding")
+    if cfg["cv_groups"] not in ("stimulus", "session"):
+        raise ValueError(
+            f"`decoding.cv_groups` must be 'stimulus' or 'session', got {cfg['cv_groups']!r} "
+            "instead."
+        )
+    if not isinstance(cfg["decim"], int) or cfg["decim"] < 1:
+        raise ValueError(f"`decoding.decim` must be a positive int, got {cfg['decim']!r} instead.")
+    return cfg
+
+
+def _cluster_p(result: ClusterResult) -> np.ndarray:
+    """p-value of the cluster containing each point, NaN outside clusters."""
+    p = np.full(result.labels.shape, np.nan)
+    for i, pv in enumerate(result.p_values):
+        p[result.labels == i + 1] = pv
+    return p
+
+
+def _groups(sub: SubjectEpochs, how: str) -> np.ndarray:
+    return sub.stimulus if how == "stimulus" else sub.session
+
+
+def _classification(sub, X, cfg, seed) -> dict[str, Any]:
+    c = cfg["classification"]
+    y = {"condition": sub.condition, "stimulus": sub.stimulus}.get(c["target"])
+    if y is None:
+        raise ValueError(
+            f"{sub.sources[0]}: `decoding.classification.target` must be 'condition' or "
+            f"'stimulus', got {c['target']!r} instead."
+        )
+    groups = _groups(sub, cfg["cv_groups"])
+    kw = {"classifier": c["classifier"], "n_splits": cfg["n_splits"], "n_jobs": cfg["n_jobs"]}
+    out: dict[str, Any] = {"chance": 1.0 / np.unique(y).size}
+    out["score"] = time_resolved_scores(X, y, groups, **kw).mean(axis=0)
+    out["null"] = time_resolved_null(
+        X, y, groups, n_permutations=c["n_permutations"], seed=seed, **kw
+    )
+    out["cluster_p"] = (
+        _cluster_p(
+            cluster_permutation_test(out["score"], out["null"], cluster_alpha=cfg["cluster_alpha"])
+        )
+        if c["n_permutations"]
+        else np.full(out["score"].shape, np.nan)
+    )
+    if c["generalization"]:
+        out["gen"] = time_resolved_scores(X, y, groups, generalize=True, **kw).mean(axis=0)
+        n_gen = c["generalization_permutations"]
+        if n_gen:
+            null = time_resolved_null(
+                X, y, groups, n_permutations=n_gen, generalize=True, seed=seed + 1, **kw
+            )
+            res = cluster_permutation_test(out["gen"], null, cluster_alpha=cfg["cluster_alpha"])
+            out["gen_cluster_p"] = _cluster_p(res)
+        else:
+            out["gen_cluster_p"] = np.full(out["gen"].shape, np.nan)
+    return out
+
+
+def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
+    f = cfg["features"]
+    groups = _groups(sub, cfg["cv_groups"])
+    n_times = X.shape[2]
+    out = {k: [] for k in ("score", "null_mean", "cluster_p", "n_components")}
+    for name, path in features.items():
+        uniq, inverse = np.unique(sub.stimulus, return_inverse=True)
+        F = stimulus_features(path, uniq)
+        n_comp = int(min(f["n_components"], F.shape[1], uniq.size - 1))
+        pcs = PCA(n_components=n_comp, random_state=seed).fit_transform(F)[inverse]
+        score, null = sliding_ridge_scores(
+            X,
+            pcs,
+            groups,
+            alphas=f["alphas"],
+            n_splits=cfg["n_splits"],
+            n_permutations=f["n_permutations"],
+            seed=seed,
+        )
+        score, null = score.mean(axis=1), null.mean(axis=2)
+        out["score"].append(score)
+        out["null_mean"].append(null.mean(axis=0) if null.size else np.full(n_times, np.nan))
+        p = (
+            _cluster_p(cluster_permutation_test(score, null, cluster_alpha=cfg["cluster_alpha"]))
+            if f["n_permutations"]
+            else np.full(n_times, np.nan)
+        )
+        out["cluster_p"].append(p)
+        out["n_components"].append(n_comp)
+        del name
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _test_mask(sub: SubjectEpochs, test_condition: str | None) -> np.ndarray:
+    if test_condition is not None:
+        mask = sub.condition == test_condition
+        if not mask.any():
+            raise ValueError(
+                f"{sub.sources[0]}: no epoch has `condition` {test_condition!r} "
+                "(`decoding.identification.test_condition`)."
+            )
+    else:
+        ids, counts = np.unique(sub.stimulus, return_counts=True)
+        mask = np.isin(sub.stimulus, ids[counts > 1])
+    test_stimuli = np.unique(sub.stimulus[mask])
+    # a stimulus is either a test or a training stimulus, never both
+    return np.isin(sub.stimulus, test_stimuli)
+
+
+def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray]:
+    ic, cc = cfg["identification"], cfg["contrastive"]
+    X = flatten_window(X3, times, ic["window"])
+    test = _test_mask(sub, ic["test_condition"])
+    if test.all() or np.unique(sub.stimulus[test]).size < 2:
+        raise ValueError(
+            f"{sub.sources[0]}: identification needs at least 2 test stimuli and some "
+            "training stimuli (field `condition`)."
+        )
+    decoders = ["ridge", "contrastive"] if cc["enabled"] else ["ridge"]
+    keys = _metric_names(ic["top_k"])
+    n_f, n_m = len(features), len(keys)
+    metrics = np.full((n_f, len(decoders), n_m), np.nan)
+    chance = np.full((n_f, n_m), np.nan)
+    null = np.full((n_f, len(decoders), ic["n_permutations"], n_m), np.nan)
+    groups = _groups(sub, cfg["cv_groups"])[~test]
+    for i, path in enumerate(features.values()):
+        ids, _ = average_by_stimulus(np.zeros((test.sum(), 1)), sub.stimulus[test])
+        F_test = stimulus_features(path, ids)
+        F_train = stimulus_features(path, sub.stimulus[~test])
+        preds = {}
+        dec = fit_feature_decoder(
+            X[~test], F_train, groups=groups, alphas=ic["alphas"], n_splits=cfg["n_splits"]
+        )
+        preds["ridge"] = average_by_stimulus(dec.predict(X[test]), sub.stimulus[test])[1]
+        if cc["enabled"]:
+            con = fit_contrastive(
+                X[~test],
+                F_train,
+                sub.stimulus[~test],
+                hidden=cc["hidden"] or None,
+                max_epochs=cc["max_epochs"],
+                patience=cc["patience"],
+                lr=cc["lr"],
+                weight_decay=cc["weight_decay"],
+                val_fraction=cc["val_fraction"],
+                seed=seed,
+                device=cc["device"],
+            )
+            preds["contrastive"] = average_by_stimulus(con.transform(X[test]), sub.stimulus[test])[
+                1
+            ]
+        for j, name in enumerate(decoders):
+            m = identification_metrics(preds[name], F_test, top_k=ic["top_k"])
+            metrics[i, j] = [m[k] for k in keys]
+            chance[i] = [m[f"chance_{k}"] for k in keys]
+            if ic["n_permutations"]:
+                nl = identification_null(
+                    preds[name],
+                    F_test,
+                    n_permutations=ic["n_permutations"],
+                    top_k=ic["top_k"],
+                    seed=seed,
+                )
+                null[i, j] = np.stack([nl[k] for k in keys], axis=1)
+    with np.errstate(invalid="ignore"):
+        better = np.where(
+            np.array(keys) == "mean_rank",
+            null <= metrics[:, :, None, :] + 1e-12,
+            null >= metrics[:, :, None, :] - 1e-12,
+        )
+    p = (1.0 + better.sum(axis=2)) / (1.0 + null.shape[2])
+    return {"metrics": metrics, "chance": chance, "null": null, "p": p, "decoders": decoders}
+
+
+def _latencies(times: np.ndarray, score: np.ndarray, cluster_p: np.ndarray, alpha: float):
+    peak = times[np.nanargmax(score, axis=-1)]
+    sig = cluster_p <= alpha
+    onset = np.where(sig.any(axis=-1), times[np.argmax(sig, axis=-1)], np.nan)
+    return peak, onset
+
+
+def decode_eeg(
+    *,
+    epochs: list[str | os.PathLike],
+    features: Mapping[str, str | os.PathLike],
+    output: str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> Path:
+    """Stage entry point: time-resolved decoding and identification from EEG epochs.
+
+    Parameters
+    ----------
+    epochs : list of path-like
+        Epochs stores of the ``preprocess_eeg`` stage (one or more per subject; each
+        store's ``entities.subject`` attribute tells its subject).
+    features : dict of str to path-like
+        Feature-space name to feature store (``features`` (stimulus, feature)).
+    output : path-like
+        Output zarr store.
+    config : dict
+        The ``decoding`` section (see :data:`DEFAULT_CONFIG`).
+    provenance : dict
+        From :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+        The store, holding (dims in brackets):
+
+        - ``class_score`` (subject, time), ``class_null`` (subject, permutation, time),
+          ``class_cluster_p`` (subject, time), ``class_chance`` (subject);
+        - ``generalization`` and ``generalization_cluster_p`` (subject, train_time, time);
+        - ``feature_score``, ``feature_null_mean``, ``feature_cluster_p``
+          (subject, feature_space, time); ``feature_peak_latency``,
+          ``feature_onset_latency`` (subject, feature_space), in s;
+        - ``identification`` (subject, feature_space, decoder, metric),
+          ``identification_chance`` (subject, feature_space, metric),
+          ``identification_null`` (subject, feature_space, decoder, id_permutation,
+          metric), ``identification_p`` (subject, feature_space, decoder, metric);
+        - with 2+ subjects: ``group_class_cluster_p`` (time), ``group_feature_cluster_p``
+          (feature_space, time).
+    """
+    cfg = resolve_config(config)
+    if not features:
+        raise ValueError("`features` must name at least one feature store, got none.")
+    subjects = load_subject_epochs(epochs)
+    seed = int(cfg["seed"])
+    names = list(features)
+    per_sub: list[dict[str, Any]] = []
+    for sub in subjects:
+        X = sub.data[:, :, :: cfg["decim"]].astype(np.float64)
+        times = sub.times[:: cfg["decim"]]
+        res: dict[str, Any] = {}
+        if cfg["classification"]["enabled"]:
+            res["class"] = _classification(sub, X, cfg, seed)
+        if cfg["features"]["enabled"]:
+            res["feat"] = _feature_time_courses(sub, X, features, cfg, seed)
+        if cfg["identification"]["enabled"]:
+            res["ident"] = _identification(sub, X, times, features, cfg, seed)
+        per_sub.append(res)
+    ds = _dataset(subjects, times, names, per_sub, cfg)
+    ds.attrs.update(
+        {
+            "stage": STAGE,
+            "feature_models": {n: feature_info(p) for n, p in features.items()},
+            "cluster_test": "label permutation, cluster mass (within subject)",
+        }
+    )
+    return write_dataset(ds, output, provenance=provenance)
+
+
+def _dataset(subjects, times, names, per_sub, cfg) -> xr.Dataset:
+    coords: dict[str, Any] = {
+        "subject": _obj([s.subject for s in subjects]),
+        "time": ("time", times, {"units": "s"}),
+        "feature_space": _obj(names),
+    }
+    data: dict[str, Any] = {}
+    alpha = cfg["cluster_alpha"]
+    if cfg["classification"]["enabled"]:
+        cl = [r["class"] for r in per_sub]
+        data["class_score"] = (("subject", "time"), np.stack([c["score"] for c in cl]))
+        data["class_null"] = (("subject", "permutation", "time"), np.stack([c["null"] for c in cl]))
+        data["class_cluster_p"] = (("subject", "time"), np.stack([c["cluster_p"] for c in cl]))
+        data["class_chance"] = (("subject",), np.array([c["chance"] for c in cl]))
+        if cfg["classification"]["generalization"]:
+            coords["train_time"] = ("train_time", times, {"units": "s"})
+            dims = ("subject", "train_time", "time")
+            data["generalization"] = (dims, np.stack([c["gen"] for c in cl]))
+            data["generalization_cluster_p"] = (dims, np.stack([c["gen_cluster_p"] for c in cl]))
+        if len(cl) >= 2:
+            g = group_cluster_test(data["class_score"][1], float(np.mean(data["class_chance"][1])))
+            data["group_class_cluster_p"] = (("time",), _cluster_p(g))
+    if cfg["features"]["enabled"]:
+        ft = [r["feat"] for r in per_sub]
+        dims = ("subject", "feature_space", "time")
+        for key in ("score", "null_mean", "cluster_p"):
+            data[f"feature_{key}"] = (dims, np.stack([f[key] for f in ft]))
+        peak, onset = _latencies(
+            times, data["feature_score"][1], data["feature_cluster_p"][1], alpha
+        )
+        data["feature_peak_latency"] = (("subject", "feature_space"), peak, {"units": "s"})
+        data["feature_onset_latency"] = (("subject", "feature_space"), onset, {"units": "s"})
+        data["feature_n_components"] = (("feature_space",), ft[0]["n_components"])
+        if len(ft) >= 2:
+            ps = [
+                _cluster_p(group_cluster_test(data["feature_score"][1][:, i], 0.0))
+                for i in range(len(names))
+            ]
+            data["group_feature_cluster_p"] = (("feature_space", "time"), np.stack(ps))
+    if cfg["identification"]["enabled"]:
+        idn = [r["ident"] for r in per_sub]
+        coords["decoder"] = _obj(idn[0]["decoders"])
+        coords["metric"] = _obj(_metric_names(cfg["identification"]["top_k"]))
+        d4 = ("subject", "feature_space", "decoder", "metric")
+        data["identification"] = (d4, np.stack([r["metrics"] for r in idn]))
+        data["identification_p"] = (d4, np.stack([r["p"] for r in idn]))
+        data["identification_chance"] = (
+            ("subject", "feature_space", "metric"),
+            np.stack([r["chance"] for r in idn]),
+        )
+        data["identification_null"] = (
+            ("subject", "feature_space", "decoder", "id_permutation", "metric"),
+            np.stack([r["null"] for r in idn]),
+        )
+    return xr.Dataset(data, coords=coords)

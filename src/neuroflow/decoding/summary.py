@@ -1,0 +1,202 @@
+"""Tidy summary rows of decoding and RSA stores, in the layout of the encoding summary.
+
+Rows carry the encoding summary's key columns
+(:data:`neuroflow.evaluation.summary.KEY_COLUMNS`: subject, model, feature_space,
+layer, roi, statistic) and ``n_subjects``, then ``analysis``, ``metric``, ``value``,
+``chance`` and ``p_value``. :func:`append_rows` adds them to an existing TSV, keeping
+its columns and filling the ones a table lacks with ``n/a``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from neuroflow.evaluation.summary import KEY_COLUMNS
+
+__all__ = ["DECODING_COLUMNS", "append_rows", "decoding_rows", "rsa_rows"]
+
+#: Column order of decoding/RSA rows.
+DECODING_COLUMNS = (*KEY_COLUMNS, "n_subjects", "analysis", "metric", "value", "chance", "p_value")
+
+
+def _row(**kw) -> dict:
+    base = dict.fromkeys(DECODING_COLUMNS, np.nan)
+    base.update(statistic="value", n_subjects=1, layer="", roi="")
+    base.update(kw)
+    return base
+
+
+def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
+    """Summary rows of a ``decode_eeg`` store.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Identification metrics with chance and permutation p per subject, feature
+        space and decoder; peak score and latencies of the feature time courses; peak
+        classification score.
+    """
+    info = ds.attrs.get("feature_models", {})
+    rows = []
+    for sub in ds["subject"].values:
+        s = str(sub)
+        if "identification" in ds:
+            for fs in ds["feature_space"].values:
+                model = info.get(str(fs), {}).get("model", str(fs))
+                for dec in ds["decoder"].values:
+                    for met in ds["metric"].values:
+                        sel = {"subject": sub, "feature_space": fs, "decoder": dec, "metric": met}
+                        rows.append(
+                            _row(
+                                subject=s,
+                                model=model,
+                                feature_space=str(fs),
+                                roi="eeg",
+                                analysis=f"identification_{dec}",
+                                metric=str(met),
+                                value=float(ds["identification"].sel(sel)),
+                                chance=float(
+                                    ds["identification_chance"].sel(
+                                        subject=sub, feature_space=fs, metric=met
+                                    )
+                                ),
+                                p_value=float(ds["identification_p"].sel(sel)),
+                            )
+                        )
+        if "feature_score" in ds:
+            for fs in ds["feature_space"].values:
+                model = info.get(str(fs), {}).get("model", str(fs))
+                sel = {"subject": sub, "feature_space": fs}
+                common = {"subject": s, "model": model, "feature_space": str(fs), "roi": "eeg"}
+                p = ds["feature_cluster_p"].sel(sel).values
+                rows += [
+                    _row(
+                        **common,
+                        analysis="feature_time_course",
+                        metric="peak_r",
+                        value=float(ds["feature_score"].sel(sel).max()),
+                        chance=0.0,
+                        p_value=float(np.nanmin(p)) if np.isfinite(p).any() else np.nan,
+                    ),
+                    _row(
+                        **common,
+                        analysis="feature_time_course",
+                        metric="peak_latency_s",
+                        value=float(ds["feature_peak_latency"].sel(sel)),
+                    ),
+                    _row(
+                        **common,
+                        analysis="feature_time_course",
+                        metric="onset_latency_s",
+                        value=float(ds["feature_onset_latency"].sel(sel)),
+                    ),
+                ]
+        if "class_score" in ds:
+            p = ds["class_cluster_p"].sel(subject=sub).values
+            rows.append(
+                _row(
+                    subject=s,
+                    model="",
+                    feature_space="",
+                    roi="eeg",
+                    analysis="classification",
+                    metric="peak_balanced_accuracy",
+                    value=float(ds["class_score"].sel(subject=sub).max()),
+                    chance=float(ds["class_chance"].sel(subject=sub)),
+                    p_value=float(np.nanmin(p)) if np.isfinite(p).any() else np.nan,
+                )
+            )
+    return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+
+
+def rsa_rows(ds: xr.Dataset) -> pd.DataFrame:
+    """Summary rows of an ``rsa_fmri`` store (model similarity per ROI, with ceilings).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per subject × comparison × layer × ROI (``metric`` is the comparison)
+        and group rows with the noise ceiling's lower and upper bounds.
+    """
+    info = ds.attrs.get("feature_models", {})
+    rows = []
+    for layer in ds["layer"].values:
+        model = info.get(str(layer), {}).get("model", str(layer))
+        space = info.get(str(layer), {}).get("feature_space", str(layer))
+        for comp in ds["comparison"].values:
+            for roi in ds["roi"].values:
+                for sub in ds["subject"].values:
+                    sel = {"subject": sub, "comparison": comp, "layer": layer, "roi": roi}
+                    rows.append(
+                        _row(
+                            subject=str(sub),
+                            model=model,
+                            feature_space=space,
+                            layer=str(layer),
+                            roi=str(roi),
+                            analysis="rsa",
+                            metric=str(comp),
+                            value=float(ds["model_similarity"].sel(sel)),
+                        )
+                    )
+                if "noise_ceiling" in ds:
+                    for bound in ("lower", "upper"):
+                        rows.append(
+                            _row(
+                                subject="group",
+                                statistic=f"noise_ceiling_{bound}",
+                                n_subjects=ds.sizes["subject"],
+                                model=model,
+                                feature_space=space,
+                                layer=str(layer),
+                                roi=str(roi),
+                                analysis="rsa",
+                                metric=str(comp),
+                                value=float(
+                                    ds["noise_ceiling"].sel(comparison=comp, bound=bound, roi=roi)
+                                ),
+                            )
+                        )
+    return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+
+
+def append_rows(table: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Append rows to a tab-separated summary, creating it when absent.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Rows to add.
+    path : path-like
+        TSV file; its existing columns come first, new columns are appended, and
+        missing values are written as ``n/a``.
+
+    Returns
+    -------
+    path : Path
+    """
+    path = Path(path)
+    if path.exists():
+        old = pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=False)
+        columns = list(old.columns) + [c for c in table.columns if c not in old.columns]
+        out = pd.concat([old, table], ignore_index=True)[columns]
+    else:
+        out = table
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(path, sep="\t", index=False, na_rep="n/a")
+    return path

@@ -1,0 +1,34 @@
+"""Representational similarity analysis.
+
+- :mod:`~neuroflow.rsa.rdm`: vectorised correlation-distance RDMs and crossnobis RDMs
+  (rsatoolbox);
+- :mod:`~neuroflow.rsa.compare`: RDM comparison (vectorised Spearman/Pearson,
+  rsatoolbox's Kendall tau-a and whitened cosine) and noise ceilings;
+- :mod:`~neuroflow.rsa.analysis`: cross-temporal RSA and ROI × ROI alignment patterns;
+- :func:`rsa_eeg`, :func:`rsa_fmri`: the stage entry points.
+
+Figures: :mod:`neuroflow.decoding.plotting` (``plot_rdm``, ``plot_cross_temporal``,
+``plot_alignment``); tables: :func:`neuroflow.decoding.summary.rsa_rows`.
+"""
+
+from .analysis import AlignmentResult, alignment_patterns, cross_temporal_rsa, roi_alignment
+from .compare import COMPARISONS, compare_rdms, noise_ceiling
+from .rdm import correlation_rdm, crossnobis_rdm, square_rdm
+from .stage import DEFAULT_CONFIG, event_responses, rsa_eeg, rsa_fmri
+
+__all__ = [
+    "COMPARISONS",
+    "DEFAULT_CONFIG",
+    "AlignmentResult",
+    "alignment_patterns",
+    "compare_rdms",
+    "correlation_rdm",
+    "cross_temporal_rsa",
+    "crossnobis_rdm",
+    "event_responses",
+    "noise_ceiling",
+    "roi_alignment",
+    "rsa_eeg",
+    "rsa_fmri",
+    "square_rdm",
+]

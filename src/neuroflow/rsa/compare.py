@@ -1,0 +1,132 @@
+"""Comparison of RDMs and noise ceilings.
+
+Rank (Spearman) and Pearson comparisons are computed here for many RDMs at once: rank
+every RDM once, then one correlation matrix. Kendall's tau-a and the whitened cosine
+(rsatoolbox's ``cosine_cov``, the cosine after whitening by the covariance of the
+distance estimates) call rsatoolbox's :func:`rsatoolbox.rdm.compare`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+__all__ = [
+    "COMPARISONS",
+    "compare_rdms",
+    "noise_ceiling",
+    "rsatoolbox_rdms",
+]
+
+#: Comparison methods: ours (vectorised) and rsatoolbox's.
+COMPARISONS = ("spearman", "corr", "tau-a", "cosine_cov")
+
+
+def _check_vectors(name: str, a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[None]
+    if a.ndim != 2 or a.shape[1] < 3:
+        raise ValueError(f"`{name}` must have shape (n_rdms, n_pairs >= 3), got {a.shape} instead.")
+    return a
+
+
+def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    na = np.sqrt((a**2).sum(axis=1))
+    nb = np.sqrt((b**2).sum(axis=1))
+    num = a @ b.T
+    den = np.outer(na, nb)
+    return np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
+
+
+def rsatoolbox_rdms(vectors: np.ndarray):
+    """Wrap condensed RDMs as an :class:`rsatoolbox.rdm.RDMs` object.
+
+    Parameters
+    ----------
+    vectors : array-like, shape (n_rdms, n_pairs)
+        Condensed RDMs.
+
+    Returns
+    -------
+    rdms : rsatoolbox.rdm.RDMs
+    """
+    from rsatoolbox.rdm import RDMs
+
+    return RDMs(_check_vectors("vectors", vectors))
+
+
+def compare_rdms(a: np.ndarray, b: np.ndarray, *, method: str = "spearman") -> np.ndarray:
+    """Similarity of every RDM of ``a`` with every RDM of ``b``.
+
+    Parameters
+    ----------
+    a : array-like, shape (n_a, n_pairs)
+        Condensed RDMs (e.g. models or layers).
+    b : array-like, shape (n_b, n_pairs)
+        Condensed RDMs (e.g. brain RDMs per ROI or time point).
+    method : {"spearman", "corr", "tau-a", "cosine_cov"}
+        Spearman rank correlation (ties averaged) and Pearson correlation are
+        vectorised here and equal rsatoolbox's; Kendall's tau-a and the whitened
+        cosine use :func:`rsatoolbox.rdm.compare`. Pairs that are NaN in any RDM are
+        dropped.
+
+    Returns
+    -------
+    sim : ndarray of float64, shape (n_a, n_b)
+    """
+    if method not in COMPARISONS:
+        raise ValueError(
+            f"`method` must be one of {', '.join(COMPARISONS)}, got {method!r} instead."
+        )
+    a, b = _check_vectors("a", a), _check_vectors("b", b)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(
+            f"`a` and `b` must have the same number of pairs, got {a.shape[1]} and "
+            f"{b.shape[1]} instead."
+        )
+    keep = ~(np.isnan(a).any(axis=0) | np.isnan(b).any(axis=0))
+    a, b = a[:, keep], b[:, keep]
+    if method == "spearman":
+        return _pearson_rows(rankdata(a, axis=1), rankdata(b, axis=1))
+    if method == "corr":
+        return _pearson_rows(a, b)
+    from rsatoolbox.rdm import compare
+
+    return np.asarray(compare(rsatoolbox_rdms(a), rsatoolbox_rdms(b), method=method))
+
+
+def noise_ceiling(rdms: np.ndarray, *, method: str = "spearman") -> tuple[float, float]:
+    """Lower and upper noise ceiling from repeated measurements of one RDM.
+
+    The leave-one-out formula (Nili et al., 2014): the upper bound averages the
+    similarity of each RDM with the mean of all RDMs, the lower bound with the mean of
+    the others. Computed by :func:`rsatoolbox.inference.boot_noise_ceiling`, whose
+    pooling standardises RDMs before averaging them for correlation comparisons and
+    ranks them for rank-based ones.
+
+    Parameters
+    ----------
+    rdms : array-like, shape (n_measurements, n_pairs)
+        One RDM per subject (or per repeat/session within a subject).
+    method : {"spearman", "corr", "tau-a", "cosine_cov"}
+        Comparison method.
+
+    Returns
+    -------
+    lower, upper : float
+    """
+    from rsatoolbox.inference import boot_noise_ceiling
+
+    rdms = _check_vectors("rdms", rdms)
+    if rdms.shape[0] < 2:
+        raise ValueError(f"`rdms` must hold at least 2 RDMs, got {rdms.shape[0]} instead.")
+    if method not in COMPARISONS:
+        raise ValueError(
+            f"`method` must be one of {', '.join(COMPARISONS)}, got {method!r} instead."
+        )
+    keep = ~np.isnan(rdms).any(axis=0)
+    lower, upper = boot_noise_ceiling(rsatoolbox_rdms(rdms[:, keep]), method=method)
+    return float(lower), float(upper)

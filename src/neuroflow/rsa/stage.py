@@ -1,0 +1,407 @@
+"""The ``rsa_eeg`` and ``rsa_fmri`` stages: RDMs, model comparison, noise ceilings.
+
+EEG: for every subject, the test stimuli (those presented more than once) are averaged
+over repeats; a correlation-distance RDM over channels is computed at every time point
+and compared with every model layer's RDM (cross-temporal RSA). Noise ceilings come
+from the RDMs of single repeats within a subject and, with 2+ subjects, from the
+leave-one-subject-out formula across subjects.
+
+fMRI: every event's response is the mean BOLD over the volumes from ``onset + lag`` to
+``onset + duration + lag``; stimuli presented in at least two runs form the RDM
+(crossnobis with runs as partitions, or correlation distance of the run-averaged
+patterns), per ROI. RDMs are compared with each layer, noise ceilings are computed
+across subjects, and ROI × ROI alignment patterns are compared with each model's.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.decoding.identification import average_by_stimulus
+from neuroflow.decoding.inputs import feature_info, load_subject_epochs, stimulus_features
+
+from .analysis import alignment_patterns, cross_temporal_rsa
+from .compare import compare_rdms, noise_ceiling
+from .rdm import condensed_index, correlation_rdm, crossnobis_rdm
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "FORMAT_VERSION",
+    "event_responses",
+    "resolve_config",
+    "rsa_eeg",
+    "rsa_fmri",
+]
+
+FORMAT_VERSION = 1
+
+
+def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
+    """Strings as an object array (stored as variable-length strings)."""
+    return np.asarray([str(v) for v in values], dtype=object)
+
+
+#: The default ``rsa`` section (mirrored by ``workflow/schemas/rsa.schema.yaml``).
+DEFAULT_CONFIG: dict[str, Any] = {
+    "comparisons": ["spearman", "tau-a"],
+    "decim": 1,
+    "fmri_rdm": "crossnobis",
+    "hrf_lag": 4.5,
+    "noise_shrinkage": "shrinkage_diag",
+    "min_repeats": 2,
+}
+
+
+def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fill the ``rsa`` section with defaults; unknown keys are errors.
+
+    Parameters
+    ----------
+    config : dict | None
+        The section as given.
+
+    Returns
+    -------
+    config : dict
+    """
+    given = dict(config or {})
+    unknown = sorted(set(given) - set(DEFAULT_CONFIG))
+    if unknown:
+        raise ValueError(
+            f"`rsa` has unknown key(s) {unknown}; allowed keys are {sorted(DEFAULT_CONFIG)}."
+        )
+    cfg = {k: copy.deepcopy(given.get(k, v)) for k, v in DEFAULT_CONFIG.items()}
+    if cfg["fmri_rdm"] not in ("crossnobis", "correlation"):
+        raise ValueError(
+            f"`rsa.fmri_rdm` must be 'crossnobis' or 'correlation', got {cfg['fmri_rdm']!r} "
+            "instead."
+        )
+    if not cfg["comparisons"]:
+        raise ValueError("`rsa.comparisons` must name at least one method, got none.")
+    return cfg
+
+
+def _model_rdms(features: Mapping[str, str | os.PathLike], stimuli: Sequence[str]) -> np.ndarray:
+    """Correlation RDM of every layer over ``stimuli``, shape (n_layers, n_pairs)."""
+    return np.stack([correlation_rdm(stimulus_features(p, stimuli)) for p in features.values()])
+
+
+def _repeat_index(stimuli: np.ndarray) -> np.ndarray:
+    """0 for the first presentation of each stimulus, 1 for the second, ..."""
+    order = np.argsort(stimuli, kind="stable")
+    sorted_ids = stimuli[order]
+    starts = np.r_[0, np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1]
+    counts = np.diff(np.r_[starts, len(stimuli)])
+    rank = np.arange(len(stimuli)) - np.repeat(starts, counts)
+    out = np.empty(len(stimuli), dtype=int)
+    out[order] = rank
+    return out
+
+
+def _pair_coords(ids: np.ndarray) -> dict[str, Any]:
+    i, j = condensed_index(ids.size)
+    return {"stimulus_a": ("pair", _obj(ids[i])), "stimulus_b": ("pair", _obj(ids[j]))}
+
+
+def _ceilings(rdms: np.ndarray, methods: Sequence[str]) -> np.ndarray:
+    """Noise ceilings (method, bound, ...) of RDMs shaped (n_measurements, ..., n_pairs)."""
+    lead = rdms.shape[1:-1]
+    flat = rdms.reshape(rdms.shape[0], -1, rdms.shape[-1])
+    out = np.full((len(methods), 2, flat.shape[1]), np.nan)
+    if rdms.shape[0] >= 2:
+        for m, method in enumerate(methods):
+            for k in range(flat.shape[1]):
+                out[m, :, k] = noise_ceiling(flat[:, k], method=method)
+    return out.reshape(len(methods), 2, *lead)
+
+
+def rsa_eeg(
+    *,
+    epochs: list[str | os.PathLike],
+    features: Mapping[str, str | os.PathLike],
+    output: str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> Path:
+    """Stage entry point: time-resolved and cross-temporal RSA of EEG epochs.
+
+    Parameters
+    ----------
+    epochs : list of path-like
+        Epochs stores (``entities.subject`` attribute tells the subject).
+    features : dict of str to path-like
+        Layer name to feature store; each is one model layer.
+    output : path-like
+        Output zarr store.
+    config : dict
+        The ``rsa`` section (see :data:`DEFAULT_CONFIG`).
+    provenance : dict
+        From :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+        Store with ``brain_rdm`` (subject, time, pair) over the repeated stimuli
+        (condensed; ``stimulus_a``/``stimulus_b`` on ``pair``), ``model_rdm`` (layer,
+        pair), ``cross_temporal`` (subject, comparison, layer, time),
+        ``noise_ceiling_subject`` (subject, comparison, bound, time) from single
+        repeats, and with 2+ subjects ``noise_ceiling`` (comparison, bound, time) and
+        ``cross_temporal_mean`` (comparison, layer, time).
+    """
+    cfg = resolve_config(config)
+    if not features:
+        raise ValueError("`features` must name at least one feature store, got none.")
+    subjects = load_subject_epochs(epochs)
+    sets = []
+    for sub in subjects:
+        ids, counts = np.unique(sub.stimulus, return_counts=True)
+        sets.append(set(ids[counts >= cfg["min_repeats"]]))
+    common = np.array(sorted(set.intersection(*sets)))
+    if common.size < 3:
+        raise ValueError(
+            f"{subjects[0].sources[0]}: RSA needs at least 3 stimuli presented "
+            f"{cfg['min_repeats']}+ times in every subject (field `stimulus`), got "
+            f"{common.size}."
+        )
+    methods = list(cfg["comparisons"])
+    models = _model_rdms(features, common)
+    brain, ceil_sub, cross = [], [], []
+    for sub in subjects:
+        keep = np.isin(sub.stimulus, common)
+        data = sub.data[keep][:, :, :: cfg["decim"]].astype(np.float64)
+        stim = sub.stimulus[keep]
+        _, mean = average_by_stimulus(data, stim)
+        rdm_t = correlation_rdm(np.moveaxis(mean, 2, 0))
+        brain.append(rdm_t)
+        rep = _repeat_index(stim)
+        n_rep = int(min(np.bincount(rep)[np.bincount(rep) >= common.size].size, 50))
+        reps = [
+            correlation_rdm(
+                np.moveaxis(average_by_stimulus(data[rep == r], stim[rep == r])[1], 2, 0)
+            )
+            for r in range(n_rep)
+            if np.unique(stim[rep == r]).size == common.size
+        ]
+        ceil_sub.append(_ceilings(np.stack(reps), methods) if len(reps) >= 2 else None)
+        cross.append(np.stack([cross_temporal_rsa(models, rdm_t, method=m) for m in methods]))
+    times = subjects[0].times[:: cfg["decim"]]
+    n_t = times.size
+    nan_ceil = np.full((len(methods), 2, n_t), np.nan)
+    coords = {
+        "subject": _obj([s.subject for s in subjects]),
+        "time": ("time", times, {"units": "s"}),
+        "layer": _obj(list(features)),
+        "comparison": _obj(methods),
+        "bound": _obj(["lower", "upper"]),
+        **_pair_coords(common),
+    }
+    data_vars: dict[str, Any] = {
+        "brain_rdm": (("subject", "time", "pair"), np.stack(brain)),
+        "model_rdm": (("layer", "pair"), models),
+        "cross_temporal": (("subject", "comparison", "layer", "time"), np.stack(cross)),
+        "noise_ceiling_subject": (
+            ("subject", "comparison", "bound", "time"),
+            np.stack([c if c is not None else nan_ceil for c in ceil_sub]),
+        ),
+    }
+    if len(subjects) >= 2:
+        data_vars["noise_ceiling"] = (
+            ("comparison", "bound", "time"),
+            _ceilings(np.stack(brain), methods),
+        )
+        data_vars["cross_temporal_mean"] = (
+            ("comparison", "layer", "time"),
+            np.stack(cross).mean(axis=0),
+        )
+    ds = xr.Dataset(data_vars, coords=coords)
+    ds.attrs.update(
+        {
+            "stage": "rsa_eeg",
+            "rdm_method": "correlation",
+            "feature_models": {n: feature_info(p) for n, p in features.items()},
+        }
+    )
+    return write_dataset(ds, output, provenance=provenance)
+
+
+def event_responses(run: xr.Dataset, *, lag: float, where: str = "run") -> np.ndarray:
+    """Mean BOLD of every event over its lagged duration.
+
+    Parameters
+    ----------
+    run : xarray.Dataset
+        A ``preprocess_fmri`` run store: ``bold`` (time, voxel), ``event_onset`` and
+        ``event_duration`` (event), ``time`` in s.
+    lag : float
+        Haemodynamic lag (s) added to the event window.
+    where : str
+        Name of the store, for errors.
+
+    Returns
+    -------
+    responses : ndarray of float64, shape (n_events, n_voxels)
+        Volumes with ``onset + lag <= t < onset + duration + lag``; the nearest volume
+        to the window's centre when none falls inside.
+    """
+    for field in ("bold", "event_onset", "event_duration"):
+        if field not in run.variables:
+            raise ValueError(f"{where}: missing field `{field}` of a run store.")
+    t = run["time"].values.astype(np.float64)
+    start = run["event_onset"].values.astype(np.float64) + lag
+    stop = start + run["event_duration"].values.astype(np.float64)
+    weights = ((t[None] >= start[:, None]) & (t[None] < stop[:, None])).astype(np.float64)
+    empty = weights.sum(axis=1) == 0
+    if empty.any():
+        centre = (start[empty] + stop[empty]) / 2
+        weights[np.flatnonzero(empty), np.abs(t[None] - centre[:, None]).argmin(axis=1)] = 1.0
+    weights /= weights.sum(axis=1, keepdims=True)
+    return weights @ run["bold"].values.astype(np.float64)
+
+
+def _fmri_subject(paths: list[Path], lag: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    pats, stim, runs, roi = [], [], [], None
+    for k, p in enumerate(paths):
+        ds = open_dataset(p)
+        if "stim_file" not in ds.variables:
+            raise ValueError(f"{p}: missing field `stim_file` of a run store.")
+        r = np.asarray([str(v) for v in ds["roi"].values])
+        if roi is not None and not np.array_equal(r, roi):
+            raise ValueError(f"{p}: field `roi` differs from the subject's other runs.")
+        roi = r
+        pats.append(event_responses(ds, lag=lag, where=str(p)))
+        stim.append(np.asarray([str(v) for v in ds["stim_file"].values]))
+        runs.append(np.full(ds.sizes["event"], str(k)))
+    return np.concatenate(pats), np.concatenate(stim), np.concatenate(runs), roi
+
+
+def rsa_fmri(
+    *,
+    runs: list[str | os.PathLike],
+    features: Mapping[str, str | os.PathLike],
+    output: str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> Path:
+    """Stage entry point: ROI RDMs, model comparison and ROI × ROI alignment for fMRI.
+
+    Parameters
+    ----------
+    runs : list of path-like
+        ``preprocess_fmri`` run stores of one or more subjects (``entities.subject``).
+    features : dict of str to path-like
+        Layer name to feature store; layers of one model share the store attribute
+        ``model``.
+    output : path-like
+        Output zarr store.
+    config : dict
+        The ``rsa`` section.
+    provenance : dict
+        From :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+        Store with ``roi_rdm`` (subject, roi, pair), ``model_rdm`` (layer, pair),
+        ``model_similarity`` (subject, comparison, layer, roi), ``noise_ceiling``
+        (comparison, bound, roi; 2+ subjects), ``roi_alignment`` (subject, roi_a,
+        roi_b), ``model_alignment`` (model, roi_a, roi_b), ``alignment_agreement``
+        (model), ``alignment_subject_agreement`` (model, subject),
+        ``alignment_between_subject`` and ``roi_alignment_sd`` (roi_a, roi_b).
+    """
+    cfg = resolve_config(config)
+    if not features:
+        raise ValueError("`features` must name at least one feature store, got none.")
+    by_sub: dict[str, list[Path]] = {}
+    for p in map(Path, runs):
+        ent = open_dataset(p).attrs.get("entities") or {}
+        by_sub.setdefault(str(ent.get("subject", p.parent.name)), []).append(p)
+    subs = sorted(by_sub)
+    loaded = {s: _fmri_subject(by_sub[s], cfg["hrf_lag"]) for s in subs}
+    sets = []
+    for s in subs:
+        _, stim, run, _ = loaded[s]
+        keys = np.unique(np.stack([stim, run]), axis=1)
+        ids, counts = np.unique(keys[0], return_counts=True)
+        sets.append(set(ids[counts >= cfg["min_repeats"]]))
+    common = np.array(sorted(set.intersection(*sets)))
+    if common.size < 3:
+        raise ValueError(
+            f"{by_sub[subs[0]][0]}: RSA needs at least 3 stimuli (field `stim_file`) shown in "
+            f"{cfg['min_repeats']}+ runs of every subject, got {common.size}."
+        )
+    rois = sorted(set.intersection(*(set(loaded[s][3]) for s in subs)) - {""})
+    if not rois:
+        raise ValueError(f"{by_sub[subs[0]][0]}: no ROI labels (field `roi`).")
+    methods = list(cfg["comparisons"])
+    models = _model_rdms(features, common)
+    roi_rdms = np.zeros((len(subs), len(rois), models.shape[1]))
+    for a, s in enumerate(subs):
+        pats, stim, run, roi = loaded[s]
+        keep = np.isin(stim, common)
+        for b, name in enumerate(rois):
+            x = pats[keep][:, roi == name]
+            if cfg["fmri_rdm"] == "crossnobis":
+                roi_rdms[a, b] = crossnobis_rdm(
+                    x, stim[keep], run[keep], shrinkage=cfg["noise_shrinkage"]
+                )[0]
+            else:
+                roi_rdms[a, b] = correlation_rdm(average_by_stimulus(x, stim[keep])[1])
+    sim = np.stack(
+        [np.stack([compare_rdms(models, r, method=m) for m in methods]) for r in roi_rdms]
+    )
+    model_names = [feature_info(p)["model"] for p in features.values()]
+    uniq_models = list(dict.fromkeys(model_names))
+    align = [
+        alignment_patterns(
+            roi_rdms, models[[i for i, n in enumerate(model_names) if n == m]], method=methods[0]
+        )
+        for m in uniq_models
+    ]
+    coords = {
+        "subject": _obj(subs),
+        "roi": _obj(rois),
+        "roi_a": _obj(rois),
+        "roi_b": _obj(rois),
+        "layer": _obj(list(features)),
+        "model": _obj(uniq_models),
+        "comparison": _obj(methods),
+        "bound": _obj(["lower", "upper"]),
+        **_pair_coords(common),
+    }
+    data_vars: dict[str, Any] = {
+        "roi_rdm": (("subject", "roi", "pair"), roi_rdms),
+        "model_rdm": (("layer", "pair"), models),
+        "model_similarity": (("subject", "comparison", "layer", "roi"), sim),
+        "roi_alignment": (("subject", "roi_a", "roi_b"), align[0].brain),
+        "roi_alignment_sd": (("roi_a", "roi_b"), align[0].brain_sd),
+        "model_alignment": (("model", "roi_a", "roi_b"), np.stack([r.model for r in align])),
+        "alignment_agreement": (("model",), np.array([r.agreement for r in align])),
+        "alignment_subject_agreement": (
+            ("model", "subject"),
+            np.stack([r.subject_agreement for r in align]),
+        ),
+        "alignment_between_subject": ((), align[0].between_subject),
+    }
+    if len(subs) >= 2:
+        data_vars["noise_ceiling"] = (
+            ("comparison", "bound", "roi"),
+            _ceilings(roi_rdms, methods),
+        )
+    ds = xr.Dataset(data_vars, coords=coords)
+    ds.attrs.update(
+        {
+            "stage": "rsa_fmri",
+            "rdm_method": cfg["fmri_rdm"],
+            "alignment_comparison": methods[0],
+            "feature_models": {n: feature_info(p) for n, p in features.items()},
+        }
+    )
+    return write_dataset(ds, output, provenance=provenance)

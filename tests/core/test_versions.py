@@ -1,0 +1,156 @@
+"""Version ids: a change reaches only its stage and what depends on it."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from neuroflow.config import load_schema, validate_config
+from neuroflow.workflow import FORMAT_VERSIONS, WorkflowPlan, stage_versions
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def default_config() -> dict:
+    schema = load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    return validate_config({}, schema)
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    a, b = stage_versions(before), stage_versions(after)
+    assert a.keys() == b.keys()
+    return {key for key in a if a[key] != b[key]}
+
+
+def test_same_config_same_versions(default_config: dict) -> None:
+    assert stage_versions(default_config) == stage_versions(copy.deepcopy(default_config))
+
+
+def test_encoding_change_reaches_only_encoding_and_downstream(default_config: dict) -> None:
+    changed = copy.deepcopy(default_config)
+    changed["encoding"]["alphas"]["num"] = 7
+    assert _changed(default_config, changed) == {
+        *(f"encoding/{m}" for m in default_config["encoding"]["models"]),
+        *(f"evaluation/{m}" for m in default_config["encoding"]["models"]),
+        "summary",
+    }
+
+
+def test_one_model_change_leaves_other_models(default_config: dict) -> None:
+    changed = copy.deepcopy(default_config)
+    changed["encoding"]["models"]["visual"]["model"] = "auto"
+    assert _changed(default_config, changed) == {"encoding/visual", "evaluation/visual", "summary"}
+
+
+def test_preprocessing_change_reaches_everything_after_it(default_config: dict) -> None:
+    changed = copy.deepcopy(default_config)
+    changed["preprocess_fmri"]["high_pass"]["cutoff_hz"] = 0.02
+    touched = _changed(default_config, changed)
+    assert "preprocess_fmri" in touched
+    assert {k for k in touched if k.startswith("align_features/")} == {
+        f"align_features/{e['name']}" for e in default_config["features"]["extractors"]
+    }
+    assert not {k for k in touched if k.startswith(("features/", "demo", "preprocess_eeg"))}
+    assert {k for k in touched if k.startswith("encoding/")}
+
+
+def test_one_extractor_change_reaches_only_its_users(default_config: dict) -> None:
+    changed = copy.deepcopy(default_config)
+    entry = next(e for e in changed["features"]["extractors"] if e["name"] == "minilm")
+    entry["batch_size"] = 8
+    touched = _changed(default_config, changed)
+    assert "features/minilm" in touched and "align_features/minilm" in touched
+    assert "features/image_statistics" not in touched
+    assert "encoding/visual" not in touched  # image statistics only
+    assert {"encoding/semantic", "encoding/joint"} <= touched
+
+
+def test_demo_change_reaches_every_stage(default_config: dict) -> None:
+    changed = copy.deepcopy(default_config)
+    changed["demo"]["seed"] += 1
+    assert _changed(default_config, changed) == set(stage_versions(default_config))
+
+
+def test_filters_do_not_change_versions(default_config: dict) -> None:
+    changed = copy.deepcopy(default_config)
+    changed["dataset"]["subjects"] = ["01"]
+    assert _changed(default_config, changed) == set()
+
+
+def test_format_version_bump_invalidates_stage(
+    default_config: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = stage_versions(default_config)
+    monkeypatch.setitem(FORMAT_VERSIONS, "encoding", FORMAT_VERSIONS["encoding"] + 1)
+    after = stage_versions(default_config)
+    assert before["preprocess_fmri"] == after["preprocess_fmri"]
+    assert before["encoding/visual"] != after["encoding/visual"]
+    assert before["evaluation/visual"] != after["evaluation/visual"]
+
+
+def test_plan_paths_carry_versions(default_config: dict) -> None:
+    plan = WorkflowPlan(default_config)
+    versions = plan.versions
+    run = plan.fmri_runs[0]
+    assert versions["preprocess_fmri"] in str(plan.fmri_store(run.key))
+    assert str(plan.bids_root).endswith(versions["demo"])
+    name, layer = plan.feature_space("minilm")
+    assert f"minilm-{versions['features/minilm']}" in str(plan.feature_store(name, layer))
+    assert plan.encoding_config("joint")["feature_spaces"] == ["image_statistics", "minilm"]
+    assert plan.encoding_config("joint")["name"] == "joint"
+
+
+def test_plan_filters_demo_runs(default_config: dict) -> None:
+    config = copy.deepcopy(default_config)
+    config["dataset"]["subjects"] = ["02"]
+    config["dataset"]["runs"] = ["01", "2"]
+    plan = WorkflowPlan(config)
+    assert {(r.subject, r.run) for r in plan.fmri_runs} == {("02", "1"), ("02", "2")}
+    assert plan.subjects == ["02"]
+
+
+def test_plan_unknown_key_and_layer(default_config: dict) -> None:
+    plan = WorkflowPlan(default_config)
+    with pytest.raises(KeyError, match="No fMRI run with key 'sub-99'"):
+        plan.fmri_run("sub-99")
+    with pytest.raises(KeyError, match="has no layer 'layer-3'"):
+        plan.feature_space("minilm:layer-3")
+    with pytest.raises(KeyError, match="No encoding model named 'nope'"):
+        plan.encoding_config("nope")
+
+
+def test_plan_requires_bids_root(default_config: dict) -> None:
+    config = copy.deepcopy(default_config)
+    config["dataset"]["source"] = "bids"
+    with pytest.raises(ValueError, match=r"`dataset\.bids_root` must name the BIDS folder"):
+        WorkflowPlan(config)
+
+
+def test_plan_indexes_real_bids_tree_with_missing_session(
+    default_config: dict, tmp_path: Path
+) -> None:
+    import json
+
+    root = tmp_path / "bids"
+    (root / "dataset_description.json").parent.mkdir(parents=True)
+    (root / "dataset_description.json").write_text(json.dumps({"Name": "x", "BIDSVersion": "1.9"}))
+    (root / "task-rest_bold.json").write_text(json.dumps({"RepetitionTime": 2.0}))
+    layout = [("01", "01", "1"), ("01", "02", "1"), ("02", "01", "1"), ("02", "01", "2")]
+    for sub, ses, run in layout:
+        func = root / f"sub-{sub}" / f"ses-{ses}" / "func"
+        func.mkdir(parents=True, exist_ok=True)
+        (func / f"sub-{sub}_ses-{ses}_task-rest_run-{run}_bold.nii.gz").write_bytes(b"")
+    config = copy.deepcopy(default_config)
+    config["dataset"].update(source="bids", bids_root=str(root))
+    plan = WorkflowPlan(config)
+    assert sorted(r.key for r in plan.fmri_runs) == [
+        "sub-01_ses-01_task-rest_run-1",
+        "sub-01_ses-02_task-rest_run-1",
+        "sub-02_ses-01_task-rest_run-1",
+        "sub-02_ses-01_task-rest_run-2",
+    ]
+    assert plan.eeg_recordings == []
+    assert "demo" not in plan.versions and "dataset" in plan.versions

@@ -1,0 +1,261 @@
+"""The package recovers the demo's planted ground truth, end to end.
+
+A reduced demo (one subject, smaller fMRI grid, default EEG) goes through the package
+functions in workflow order; each test checks one documented claim against
+:func:`neuroflow.demo.load_ground_truth`.
+
+Comparisons made here, and why:
+
+- *Noise ROI after FDR*: Benjamini-Hochberg over all voxels bounds the expected share of
+  false discoveries among all discoveries, not the rate within a region of true nulls.
+  Every noise-ROI voxel is a true null, so the right check is that the share of
+  noise-ROI voxels called significant stays at most ``alpha`` (it is ``alpha`` or less
+  in expectation even without correction; a clean pipeline keeps it well below).
+- *Ceiling*: the evaluation reports r between the prediction and the MEAN of the test
+  repeats, so the matching simulated ceiling is ``ceiling_mean`` (correlation of the
+  noiseless signal with the repeat mean), not ``ceiling_single`` (one run). The
+  simulated value assumes cleaning removes drift and motion and nothing of the signal;
+  the same number is also measured directly by scoring the true noiseless signal of the
+  test movie against the cleaned repeats (``oracle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytestmark = pytest.mark.slow
+
+DEMO = {
+    "seed": 7,
+    "n_subjects": 1,
+    "image_size": 48,
+    "fmri": {"grid_shape": [16, 18, 14]},
+}
+SUBJECT = "01"
+LATENCY_TOL = 0.03
+CEILING_TOL = 0.05
+FDR_ALPHA = 0.05
+PROV: dict = {}
+
+
+def _run(root: Path, work: Path) -> dict:
+    """Generate the demo and run every stage's package function on it."""
+    from neuroflow.demo import generate_demo_dataset, load_ground_truth
+    from neuroflow.encoding import fit_encoding
+    from neuroflow.encoding.eeg import fit_eeg_encoding
+    from neuroflow.evaluation import evaluate_model
+    from neuroflow.features.align import align_features
+    from neuroflow.features.extract import extract_features
+    from neuroflow.preprocessing.eeg import preprocess_eeg_recording
+    from neuroflow.preprocessing.fmri import preprocess_fmri_run
+
+    generate_demo_dataset(output=root, config=DEMO, provenance=PROV)
+    truth = load_ground_truth(root)
+    fmri = truth["fmri"]
+    sub = f"sub-{SUBJECT}"
+    gt_dir = root / "derivatives" / "groundtruth"
+    runs = [r["run"] for r in fmri["runs"]]
+    clean = {}
+    for run in runs:
+        stem = f"{sub}_task-movie_run-{run}"
+        clean[run] = preprocess_fmri_run(
+            bold=root / sub / "func" / f"{stem}_bold.nii.gz",
+            events=root / sub / "func" / f"{stem}_events.tsv",
+            sidecars=[root / "task-movie_bold.json"],
+            mask=root / sub / "anat" / f"{sub}_desc-brain_mask.nii.gz",
+            output=work / f"{stem}_bold.zarr",
+            roi_atlas=gt_dir / sub / f"{sub}_desc-rois_dseg.nii.gz",
+            roi_labels=gt_dir / "rois.tsv",
+            config={},
+            provenance=PROV,
+        )
+    tables = sorted((root / sub).glob("*/*_events.tsv"))
+    extractors = {
+        "image_statistics": {"name": "image_statistics", "extractor": "image_statistics"},
+        "minilm": {
+            "name": "minilm",
+            "extractor": "sentence_transformer",
+            "model": "all-MiniLM-L6-v2",
+            "device": "cpu",
+        },
+    }
+    stores = {}
+    for name, entry in extractors.items():
+        paths = extract_features(
+            stimuli_dir=root / "stimuli",
+            stimulus_ids=tables,
+            captions=root / "stimuli" / "captions.tsv",
+            output=work / f"features_{name}",
+            config=entry,
+            provenance=PROV,
+        )
+        stores[name] = next(iter(paths.values()))
+    aligned = {
+        name: [
+            align_features(
+                features=store,
+                brain=clean[run],
+                output=work / f"aligned_{name}_{run}.zarr",
+                config={},
+                provenance=PROV,
+            )
+            for run in runs
+        ]
+        for name, store in stores.items()
+    }
+    evaluation = {
+        "permutation": {"n_permutations": 200},
+        "fdr": {"alpha": FDR_ALPHA},
+        "plots": {"enabled": False},
+    }
+    scores = {}
+    for name in stores:
+        pred = fit_encoding(
+            brain=[clean[r] for r in runs],
+            features={name: aligned[name]},
+            output=work / f"encoding_{name}.zarr",
+            config={
+                "feature_spaces": [name],
+                "model": "ridge",
+                "split": {"test_runs": fmri["test_runs"]},
+                "device": "cpu",
+            },
+            provenance=PROV,
+        )
+        scores[name] = xr.open_zarr(
+            evaluate_model(
+                prediction=pred,
+                output=work / f"scores_{name}.zarr",
+                config=evaluation,
+                provenance=PROV,
+            )
+        ).load()
+
+    (epochs, _) = preprocess_eeg_recording(
+        recording=root / sub / "eeg" / f"{sub}_task-images_eeg.vhdr",
+        epochs_output=work / "epo.zarr",
+        continuous_output=work / "raw.zarr",
+        config={},
+        provenance=PROV,
+    )
+    eeg = {
+        name: xr.open_zarr(
+            fit_eeg_encoding(
+                epochs=epochs,
+                features={name: store},
+                output=work / f"eeg_{name}.zarr",
+                config={"device": "cpu"},
+                provenance=PROV,
+            )
+        ).load()
+        for name, store in stores.items()
+    }
+    return {"truth": truth, "clean": clean, "scores": scores, "eeg": eeg}
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The reduced demo, analysed once for every test of this module."""
+    work = tmp_path_factory.mktemp("demo_ground_truth")
+    return _run(work / "bids", work)
+
+
+def _in_roi(ds: xr.Dataset, roi: str) -> np.ndarray:
+    return np.array([str(v) == roi for v in ds["roi"].values])
+
+
+def _roi_mean(ds: xr.Dataset, var: str, roi: str) -> float:
+    return float(np.nanmean(ds[var].values[_in_roi(ds, roi)]))
+
+
+def _truth_index(ds: xr.Dataset, fmri: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Row of the ground-truth voxel arrays for every voxel of a store."""
+    lookup = {tuple(v): n for n, v in enumerate(np.asarray(fmri["voxel_ijk"]).tolist())}
+    ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1).tolist()
+    return np.array([lookup[tuple(v)] for v in ijk])
+
+
+def test_low_level_space_wins_early_visual(demo_run):
+    s = demo_run["scores"]
+    visual = _roi_mean(s["image_statistics"], "r", "early_visual")
+    semantic = _roi_mean(s["minilm"], "r", "early_visual")
+    assert visual > semantic + 0.05, (visual, semantic)
+
+
+def test_text_space_wins_semantic(demo_run):
+    s = demo_run["scores"]
+    visual = _roi_mean(s["image_statistics"], "r", "semantic")
+    semantic = _roi_mean(s["minilm"], "r", "semantic")
+    assert semantic > visual + 0.05, (visual, semantic)
+
+
+@pytest.mark.parametrize("space", ["image_statistics", "minilm"])
+def test_noise_roi_not_significant(demo_run, space):
+    ds = demo_run["scores"][space]
+    noise = _in_roi(ds, "noise")
+    assert noise.sum() > 20
+    share = float(ds["significant"].values[noise].mean())
+    assert share <= FDR_ALPHA, share
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="cleaning removes part of the simulated signal (high-pass/detrend) and the default "
+    "`confounds.strategy: none` leaves the simulated motion term in the data; the demo's "
+    "`ceiling_mean` accounts for neither",
+)
+def test_oracle_signal_reaches_simulated_ceiling(demo_run):
+    """The true signal, scored like a model, reaches the simulation's ceiling on r."""
+    from neuroflow.evaluation.metrics import pearson_r
+
+    truth = demo_run["truth"]
+    fmri = truth["subject"][SUBJECT]["fmri"]
+    test_runs = truth["fmri"]["test_runs"]
+    stores = [xr.open_zarr(demo_run["clean"][r]) for r in test_runs]
+    idx = _truth_index(stores[0], fmri)
+    run_pos = [str(v) for v in fmri["run"]].index(str(test_runs[0]))
+    n_kept = stores[0].sizes["time"]
+    signal = np.asarray(fmri["signal"])[run_pos][-n_kept:][:, idx]
+    mean = np.mean([ds["bold"].values for ds in stores], axis=0)
+    r_oracle = pearson_r(mean, signal)
+    for roi in ("early_visual", "semantic"):
+        inside = _in_roi(stores[0], roi)
+        oracle = float(np.nanmean(r_oracle[inside]))
+        ceiling = float(np.mean(fmri["ceiling_mean"][idx[inside]]))
+        assert abs(oracle - ceiling) <= CEILING_TOL, (roi, oracle, ceiling)
+
+
+@pytest.mark.parametrize(
+    ("space", "roi"), [("image_statistics", "early_visual"), ("minilm", "semantic")]
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="beyond the cleaning gap, finite training data (2-3 runs) for 96-1536 FIR columns "
+    "costs 0.1-0.3 in r; the claim needs a ceiling that accounts for estimation",
+)
+def test_model_r_near_simulated_ceiling(demo_run, space, roi):
+    truth = demo_run["truth"]
+    fmri = truth["subject"][SUBJECT]["fmri"]
+    ds = demo_run["scores"][space]
+    idx = _truth_index(ds, fmri)
+    inside = _in_roi(ds, roi)
+    r = float(np.nanmean(ds["r"].values[inside]))
+    ceiling = float(np.mean(fmri["ceiling_mean"][idx[inside]]))
+    assert ceiling - r <= CEILING_TOL, (r, ceiling)
+
+
+@pytest.mark.parametrize(
+    ("space", "kind"), [("image_statistics", "visual"), ("minilm", "semantic")]
+)
+@pytest.mark.parametrize("course", ["r_course", "cv_course"])
+def test_eeg_peaks_at_planted_latency(demo_run, space, kind, course):
+    planted = demo_run["truth"]["eeg"]["latencies"][kind]
+    ds = demo_run["eeg"][space]
+    lat = ds["course_latency"].values
+    peak = float(lat[int(np.nanargmax(ds[course].values))])
+    assert abs(peak - planted) <= LATENCY_TOL, (peak, planted)

@@ -1,0 +1,103 @@
+"""RDMs, comparisons, noise ceilings and alignment, checked against rsatoolbox."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rsatoolbox.data import Dataset
+from rsatoolbox.inference import boot_noise_ceiling
+from rsatoolbox.rdm import RDMs, calc_rdm, compare
+from scipy.spatial.distance import pdist
+
+from neuroflow.rsa.analysis import alignment_patterns, cross_temporal_rsa, roi_alignment
+from neuroflow.rsa.compare import compare_rdms, noise_ceiling
+from neuroflow.rsa.rdm import correlation_rdm, crossnobis_rdm, n_conditions, square_rdm
+
+
+def test_correlation_rdm_matches_rsatoolbox_and_scipy(rng):
+    p = rng.standard_normal((9, 13))
+    ours = correlation_rdm(p)
+    ref = calc_rdm(Dataset(p), method="correlation").get_vectors()[0]
+    np.testing.assert_allclose(ours, ref, atol=1e-12)
+    np.testing.assert_allclose(ours, pdist(p, "correlation"), atol=1e-12)
+    batched = correlation_rdm(rng.standard_normal((3, 7, 8, 5)), block=2)
+    assert batched.shape == (3, 7, 28)
+    with pytest.raises(ValueError, match="n_conditions >= 2"):
+        correlation_rdm(p[:1])
+
+
+def test_square_and_sizes(rng):
+    v = rng.random(21)
+    sq = square_rdm(v)
+    assert sq.shape == (7, 7) and np.allclose(sq, sq.T) and np.all(np.diag(sq) == 0)
+    with pytest.raises(ValueError, match="`n_pairs` must be n"):
+        n_conditions(20)
+
+
+@pytest.mark.parametrize("method", ["spearman", "corr", "tau-a", "cosine_cov"])
+def test_compare_matches_rsatoolbox(rng, method):
+    a, b = rng.random((4, 36)), rng.random((3, 36))
+    a[0, :5] = a[0, 0]  # ties
+    ref = compare(RDMs(a), RDMs(b), method=method)
+    np.testing.assert_allclose(compare_rdms(a, b, method=method), ref, atol=1e-10)
+
+
+def test_compare_errors(rng):
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        compare_rdms(rng.random((2, 6)), rng.random((2, 6)), method="dtw")
+    with pytest.raises(ValueError, match="same number of pairs"):
+        compare_rdms(rng.random((2, 6)), rng.random((2, 10)))
+
+
+def test_noise_ceiling_is_leave_one_out(rng):
+    truth = rng.random(45)
+    rdms = truth + 0.3 * rng.standard_normal((5, 45))
+    lower, upper = noise_ceiling(rdms, method="corr")
+    # rsatoolbox pools standardised RDMs for correlation comparisons
+    z = (rdms - rdms.mean(1, keepdims=True)) / rdms.std(1, keepdims=True)
+    lo = np.mean([np.corrcoef(rdms[i], np.delete(z, i, 0).mean(0))[0, 1] for i in range(5)])
+    up = np.mean([np.corrcoef(rdms[i], z.mean(0))[0, 1] for i in range(5)])
+    assert lower == pytest.approx(lo) and upper == pytest.approx(up)
+    assert lower < upper
+    ref = boot_noise_ceiling(RDMs(rdms), method="spearman")
+    assert noise_ceiling(rdms) == pytest.approx(tuple(ref))
+    with pytest.raises(ValueError, match="at least 2 RDMs"):
+        noise_ceiling(rdms[:1])
+
+
+def test_crossnobis_matches_rsatoolbox_call(rng):
+    from rsatoolbox.data.noise import prec_from_residuals
+
+    cond = np.tile(np.arange(7), 3)
+    part = np.repeat(np.arange(3), 7)
+    means = rng.standard_normal((7, 11))
+    pats = means[cond] + 0.5 * rng.standard_normal((21, 11))
+    vec, ids = crossnobis_rdm(pats, cond, part)
+    assert ids.tolist() == [str(i) for i in range(7)] and vec.shape == (21,)
+    resid = pats - np.stack([pats[cond == c].mean(0) for c in range(7)])[cond]
+    noise = prec_from_residuals(resid, dof=21 - 7)
+    ds = Dataset(pats, obs_descriptors={"c": cond.astype(str), "r": part.astype(str)})
+    ref = calc_rdm(ds, method="crossnobis", descriptor="c", cv_descriptor="r", noise=noise)
+    np.testing.assert_allclose(vec, ref.get_vectors()[0], atol=1e-10)
+    # the distances track the true pattern distances
+    true = pdist(means, "sqeuclidean")
+    assert np.corrcoef(vec, true)[0, 1] > 0.8
+    with pytest.raises(ValueError, match="at least 2 partitions"):
+        crossnobis_rdm(pats[:7], cond[:7], part[:7])
+
+
+def test_cross_temporal_and_alignment(rng):
+    layers = rng.random((3, 28))
+    brain_t = np.stack([layers[0], layers[2], rng.random(28), layers[1]])
+    ct = cross_temporal_rsa(layers, brain_t)
+    assert ct.shape == (3, 4)
+    assert np.argmax(ct[:, 0]) == 0 and np.argmax(ct[:, 1]) == 2 and np.argmax(ct[:, 3]) == 1
+    pattern = roi_alignment(rng.random((4, 28)))
+    np.testing.assert_allclose(np.diag(pattern), 1.0)
+    rois = np.stack([layers + 0.1 * rng.standard_normal(layers.shape) for _ in range(2)])
+    res = alignment_patterns(rois, layers)
+    assert res.best_layer.tolist() == [0, 1, 2]
+    assert res.agreement > 0.9 and res.between_subject > 0.9
+    assert res.brain.shape == (2, 3, 3) and res.subject_agreement.shape == (2,)
+    with pytest.raises(ValueError, match="must share n_pairs"):
+        alignment_patterns(rois, layers[:, :10])

@@ -1,0 +1,160 @@
+"""The workflow end to end on a tiny demo: artifacts, provenance, CLI, config errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from workflow_helpers import REPO, TINY_CONFIG, planned_jobs, snakemake, write_config
+
+from neuroflow.artifacts import PROVENANCE_KEY, read_provenance
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def _stores(workdir: Path) -> list[Path]:
+    return sorted(p for p in (workdir / "results").rglob("*.zarr") if (p / "zarr.json").exists())
+
+
+def _neuroflow(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "neuroflow.cli", *args]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=300)
+
+
+def test_every_stage_writes_versioned_xarray_stores(tiny_run: Path) -> None:
+    stores = _stores(tiny_run)
+    stages = {p.relative_to(tiny_run / "results").parts[0] for p in stores}
+    assert stages >= {
+        "preprocess_fmri",
+        "preprocess_eeg",
+        "features",
+        "align_features",
+        "encoding",
+        "evaluation",
+        "summary",
+    }
+    for store in stores:
+        ds = xr.open_zarr(store)
+        assert ds.data_vars, store
+        record = ds.attrs[PROVENANCE_KEY]
+        version_dir = store.relative_to(tiny_run / "results").parts[1]
+        assert version_dir.endswith(record["version"]), store
+        assert record["stage"].split("/")[0] == store.relative_to(tiny_run / "results").parts[0]
+        assert {"numpy", "xarray", "zarr", "python"} <= set(record["software"])
+        assert record["config"], store
+    # No leftovers of interrupted writes.
+    assert not list((tiny_run / "results").rglob("*.partial-*"))
+
+
+def test_nothing_to_do_after_a_full_run(tiny_run: Path) -> None:
+    assert planned_jobs(tiny_run) == {}
+
+
+def test_summary_table_ranks_planted_feature_spaces(tiny_run: Path) -> None:
+    table = next((tiny_run / "results" / "summary").rglob("scores.tsv"))
+    df = pd.read_csv(table, sep="\t", na_values="n/a")
+    rows = df[(df["statistic"] == "value")].set_index(["model", "roi"])["mean_r"]
+    assert rows[("visual", "early_visual")] > rows[("semantic", "early_visual")]
+    assert rows[("semantic", "semantic")] > rows[("visual", "semantic")]
+    plots = list(table.parent.joinpath("plots").glob("*.png"))
+    assert plots
+
+
+def test_provenance_chain_reaches_raw_inputs(tiny_run: Path) -> None:
+    scores = next((tiny_run / "results" / "evaluation").rglob("*_scores.zarr"))
+    encoding = Path(read_provenance(scores)["inputs"][0]["path"])
+    assert read_provenance(tiny_run / encoding)["stage"].startswith("encoding/")
+    proc = _neuroflow(tiny_run, "inspect", str(scores.relative_to(tiny_run)))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Arrays:" in out and "dims=('voxel',)" in out
+    assert "Provenance chain:" in out
+    for stage in ("evaluation/", "encoding/", "preprocess_fmri", "align_features/", "demo"):
+        assert f"stage={stage}" in out, stage
+
+
+def test_inspect_rejects_non_artifact(tmp_path: Path) -> None:
+    proc = _neuroflow(tmp_path, "inspect", str(tmp_path))
+    assert proc.returncode == 2
+    assert "is not a neuroflow artifact" in proc.stderr
+
+
+def test_versions_and_gc_after_a_change(tiny_copy: Path) -> None:
+    config = copy.deepcopy(TINY_CONFIG)
+    config["encoding"]["alphas"]["num"] = 4
+    write_config(tiny_copy / "config.yaml", config)
+    snakemake(tiny_copy, "--cores", "2")
+    args = ("--config", "config.yaml", "--schema", str(SCHEMA))
+    proc = _neuroflow(tiny_copy, "versions", "encoding", *args)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith((" *", "  "))]
+    visual = [line for line in lines if "visual-" in line]
+    assert len(visual) == 2 and sum(line.startswith(" *") for line in visual) == 1
+    assert "alphas.num=4" in proc.stdout and "alphas.num=5" in proc.stdout
+    dry = _neuroflow(tiny_copy, "gc", "--dry-run", *args)
+    assert dry.returncode == 0 and "would remove" in dry.stdout
+    old = [Path(line.split()[2]) for line in dry.stdout.splitlines() if "would remove" in line]
+    assert old and all((tiny_copy / p).exists() for p in old)
+    assert _neuroflow(tiny_copy, "gc", *args).returncode == 0
+    assert not any((tiny_copy / p).exists() for p in old)
+    assert planned_jobs(tiny_copy) == {}
+
+
+def test_misspelt_key_fails_before_any_job(tmp_path: Path) -> None:
+    config = copy.deepcopy(TINY_CONFIG)
+    config["encoding"]["alpha"] = config["encoding"].pop("alphas")
+    write_config(tmp_path / "config.yaml", config)
+    proc = snakemake(tmp_path, "-n", check=False)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "Unknown key 'encoding.alpha'" in text and "Did you mean 'alphas'?" in text
+    assert not (tmp_path / "results").exists()
+
+
+def test_wrong_type_names_key_and_value(tmp_path: Path) -> None:
+    config = copy.deepcopy(TINY_CONFIG)
+    config["demo"]["n_subjects"] = "two"
+    write_config(tmp_path / "config.yaml", config)
+    proc = snakemake(tmp_path, "-n", check=False)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "'demo.n_subjects'" in text and "must be an integer, got 'two'" in text
+
+
+def test_snakemake_lint_is_clean() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--lint", "-s", str(REPO / "Snakefile")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations" in proc.stdout + proc.stderr
+
+
+def test_killed_job_leaves_no_store_downstream_accepts(tiny_copy: Path) -> None:
+    """A store replaced by an interrupted write's leftovers is simply missing."""
+    store = next((tiny_copy / "results" / "encoding").rglob("*_encoding.zarr"))
+    partial = store.with_name(f".{store.name}.partial-deadbeef")
+    store.rename(partial)
+    jobs = planned_jobs(tiny_copy, str(store.relative_to(tiny_copy)))
+    assert jobs == {"fit_encoding": 1}
+    assert np.all([not p.name.startswith(".") for p in _stores(tiny_copy)])
+
+
+def test_demo_data_command(tmp_path: Path) -> None:
+    proc = _neuroflow(REPO, "demo-data", str(tmp_path / "demo"), "--seed", "3")
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "demo" / ".neuroflow.json").read_text())
+    assert meta["stage"] == "demo"
+    assert (tmp_path / "demo" / "dataset_description.json").exists()
