@@ -21,7 +21,8 @@ install: $(VENV)/.installed
 
 demo: install
 	$(BIN)/snakemake --workflow-profile workflow/profiles/local --cores $(CORES)
-	@echo "Demo finished: results are under results/, report at results/report.html"
+	$(BIN)/snakemake --report results/report.html
+	@echo "Demo finished: artifacts under results/, report at results/report.html"
 
 test: install
 	$(BIN)/python -m pytest
@@ -35,8 +36,17 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Every benchmark at a quick size; `make bench SIZE=` runs the full sizes quoted in the README.
+SIZE ?= --small
 bench: install
-	$(BIN)/python -m bench
+	@for script in bench/bench_*.py; do \
+		echo "== $$script"; $(BIN)/python $$script $(SIZE) || exit 1; \
+	done
 
 clean-results:
 	rm -rf results .snakemake
+
+# SLURM profile on a throw-away one-node cluster (root + apt-get; a few minutes).
+.PHONY: test-slurm
+test-slurm: install
+	NEUROFLOW_SLURM_TEST=1 timeout -s INT -k 60 1800 $(BIN)/python -m pytest tests/workflow/test_slurm.py -v -p no:cacheprovider

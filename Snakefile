@@ -34,9 +34,13 @@ report: "workflow/report/workflow.rst"
 include: "rules/common.smk"
 include: "rules/demo.smk"
 include: "rules/preprocess_fmri.smk"
+include: "rules/single_trial.smk"
 include: "rules/preprocess_eeg.smk"
 include: "rules/features.smk"
 include: "rules/encoding.smk"
+include: "rules/eeg_encoding.smk"
+include: "rules/decoding.smk"
+include: "rules/rsa.smk"
 include: "rules/evaluation.smk"
 
 

@@ -47,6 +47,11 @@ def all_targets():
         targets += [str(PLAN.feature_store(name, layer)) for layer in PLAN.extractor_layers(name)]
     if PLAN.encoding_models() and PLAN.subjects:
         targets.append(str(PLAN.summary_dir() / "scores.tsv"))
+    if config["single_trial"]["enabled"]:
+        targets += [str(PLAN.single_trial_store(s)) for s in PLAN.subjects]
+    if config["eeg_encoding"]["enabled"]:
+        for model in PLAN.encoding_models():
+            targets += [str(PLAN.eeg_scores_store(model, r.key)) for r in PLAN.eeg_recordings]
     return targets
 
 
@@ -98,4 +103,12 @@ def encoding_inputs(wildcards):
     for space in PLAN.encoding_config(wildcards.model)["feature_spaces"]:
         name, layer = PLAN.feature_space(space)
         inputs[f"space_{space}"] = [str(PLAN.aligned_store(name, layer, r.key)) for r in runs]
+    return inputs
+
+
+def eeg_encoding_inputs(wildcards):
+    inputs = {"epochs": str(PLAN.eeg_epochs_store(wildcards.key))}
+    for space in PLAN.eeg_encoding_config(wildcards.model)["feature_spaces"]:
+        name, layer = PLAN.feature_space(space)
+        inputs[f"space_{space}"] = str(PLAN.feature_store(name, layer))
     return inputs

@@ -21,10 +21,16 @@ rule evaluate_encoding:
 
 rule summarize_scores:
     input:
-        [
+        scores=[
             str(PLAN.scores_store(model, subject))
             for model in PLAN.encoding_models()
             for subject in PLAN.subjects
+        ],
+        decoding=[str(PLAN.decoding_store())] if PLAN.eeg_recordings else [],
+        rsa=[
+            str(PLAN.rsa_store(modality))
+            for modality, present in (("eeg", PLAN.eeg_recordings), ("fmri", PLAN.fmri_runs))
+            if present
         ],
     output:
         table=report(

@@ -1,12 +1,14 @@
-"""Summarise every score store into one table, a summary store and plots."""
+"""Summarise encoding scores, decoding and RSA into one table, a store and plots."""
 
-from neuroflow.evaluation import summarize_scores
+from neuroflow.evaluation.report import summarize_all
 from neuroflow.workflow.runner import run_job
 
 run_job(
     snakemake,
-    summarize_scores,
-    scores=list(snakemake.input),
+    summarize_all,
+    scores=list(snakemake.input.scores),
+    decoding=list(snakemake.input.decoding),
+    rsa=list(snakemake.input.rsa),
     table=snakemake.output.table,
     plots_dir=snakemake.output.plots,
 )

@@ -74,6 +74,8 @@ def test_errors(rng):
     with pytest.raises(ValueError, match="must both have shape"):
         identification_metrics(rng.standard_normal((7, 3)), rng.standard_normal((8, 3)))
     with pytest.raises(ValueError, match="`n_permutations` must be a positive int"):
-        identification_null(rng.standard_normal((7, 3)), rng.standard_normal((7, 3)), n_permutations=0)
+        identification_null(
+            rng.standard_normal((7, 3)), rng.standard_normal((7, 3)), n_permutations=0
+        )
     with pytest.raises(ValueError, match="`top_k` must hold positive ints"):
         identification_metrics(rng.standard_normal((7, 3)), rng.standard_normal((7, 3)), top_k=[0])

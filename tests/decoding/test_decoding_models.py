@@ -93,7 +93,14 @@ def test_contrastive_learns_planted_map(rng):
     F, idx, X = _planted(rng, n_stim=160, n_feat=12, n_brain=31, noise=1.0)
     train = idx < 130
     dec = fit_contrastive(
-        X[train], F[idx[train]], idx[train], max_epochs=150, patience=15, lr=3e-3, seed=0, device="cpu"
+        X[train],
+        F[idx[train]],
+        idx[train],
+        max_epochs=150,
+        patience=15,
+        lr=3e-3,
+        seed=0,
+        device="cpu",
     )
     ids, z = average_by_stimulus(dec.transform(X[~train]), idx[~train].astype(str))
     m = identification_metrics(z, F[ids.astype(int)])

@@ -250,8 +250,11 @@ def test_schema_and_draft_match_defaults():
     root = Path(__file__).resolve().parents[2]
     schema = yaml.safe_load((root / "workflow/schemas/eeg_encoding.schema.yaml").read_text())
     Draft202012Validator.check_schema(schema)
-    assert {k: v["default"] for k, v in schema["properties"].items()} == DEFAULT_CONFIG
-    draft = yaml.safe_load((root / "config/_draft_eeg_encoding.yaml").read_text())
-    assert draft["eeg_encoding"] == DEFAULT_CONFIG
+    defaults = {k: v["default"] for k, v in schema["properties"].items()}
+    # The workflow sets name and feature spaces per model; `enabled` selects the stage.
+    per_model = {k: v for k, v in defaults.items() if k != "enabled"}
+    assert {**per_model, "name": None, "feature_spaces": []} == DEFAULT_CONFIG
+    draft = yaml.safe_load((root / "config/config.yaml").read_text())
+    assert draft["eeg_encoding"] == defaults
     with pytest.raises(Exception, match="Additional properties"):
         Draft202012Validator(schema).validate({"alpha": 1})

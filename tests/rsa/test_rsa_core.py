@@ -10,7 +10,7 @@ from rsatoolbox.rdm import RDMs, calc_rdm, compare
 from scipy.spatial.distance import pdist
 
 from neuroflow.rsa.analysis import alignment_patterns, cross_temporal_rsa, roi_alignment
-from neuroflow.rsa.compare import compare_rdms, noise_ceiling
+from neuroflow.rsa.compare import compare_rdms, noise_ceiling, rank_rows
 from neuroflow.rsa.rdm import correlation_rdm, crossnobis_rdm, n_conditions, square_rdm
 
 
@@ -20,7 +20,7 @@ def test_correlation_rdm_matches_rsatoolbox_and_scipy(rng):
     ref = calc_rdm(Dataset(p), method="correlation").get_vectors()[0]
     np.testing.assert_allclose(ours, ref, atol=1e-12)
     np.testing.assert_allclose(ours, pdist(p, "correlation"), atol=1e-12)
-    batched = correlation_rdm(rng.standard_normal((3, 7, 8, 5)), block=2)
+    batched = correlation_rdm(rng.standard_normal((3, 7, 8, 5)))
     assert batched.shape == (3, 7, 28)
     with pytest.raises(ValueError, match="n_conditions >= 2"):
         correlation_rdm(p[:1])
@@ -40,6 +40,15 @@ def test_compare_matches_rsatoolbox(rng, method):
     a[0, :5] = a[0, 0]  # ties
     ref = compare(RDMs(a), RDMs(b), method=method)
     np.testing.assert_allclose(compare_rdms(a, b, method=method), ref, atol=1e-10)
+
+
+def test_rank_rows_matches_scipy(rng):
+    from scipy.stats import rankdata
+
+    a = rng.integers(0, 5, (3, 17)).astype(float)  # many ties
+    np.testing.assert_allclose(rank_rows(a), rankdata(a, axis=1))
+    b = rng.random((2, 9))
+    np.testing.assert_allclose(rank_rows(b), rankdata(b, axis=1))
 
 
 def test_compare_errors(rng):

@@ -56,7 +56,7 @@ def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
 #: The default ``decoding`` section (mirrored by ``workflow/schemas/decoding.schema.yaml``).
 DEFAULT_CONFIG: dict[str, Any] = {
     "seed": 0,
-    "decim": 1,
+    "decim": 2,
     "cv_groups": "stimulus",
     "n_splits": 5,
     "cluster_alpha": 0.05,
@@ -65,14 +65,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "target": "condition",
         "classifier": "lda",
         "generalization": True,
-        "n_permutations": 50,
-        "generalization_permutations": 10,
+        "n_permutations": 20,
+        "generalization_permutations": 5,
     },
     "features": {
         "enabled": True,
         "n_components": 5,
         "alphas": [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0],
-        "n_permutations": 200,
+        "n_permutations": 100,
     },
     "identification": {
         "enabled": True,

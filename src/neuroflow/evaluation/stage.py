@@ -209,6 +209,9 @@ def evaluate_model(
 
     perm = cfg["permutation"]
     block = block_length_samples(perm, float(ds.attrs["tr"]), n_times)
+    if ds.attrs.get("exchangeable_samples"):
+        # Samples are independent test stimuli (e.g. EEG epochs), not a time series.
+        block = 1
     if perm["n_permutations"] > 0:
         _, p_value = permutation_test(
             y_mean,

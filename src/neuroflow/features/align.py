@@ -1,15 +1,28 @@
 """Align per-stimulus features to brain sampling.
 
 fMRI (time-continuous designs): :func:`align_features` resamples the features of
-the stimuli shown in one run (shots, frames, words: one event each) onto the
-run's TR grid. EEG/MEG epochs: :func:`features_for_stimuli` picks one row per
-epoch by stimulus id.
+the stimuli shown in one run onto the run's TR grid. Each feature row is placed
+in time, then rows are averaged within each TR (or Lanczos-resampled):
+
+- a stimulus row (image, shot, caption) spans its event;
+- the frame rows of a video (``frame_rate`` set at extraction) each start at the
+  event's onset plus ``frame_time`` and last ``frame_duration``, cut at the
+  event's end;
+- the word rows of a transcript named by ``stim_file`` start at the event's
+  onset plus ``word_onset`` and last ``word_duration``;
+- word events (events with a cell in the transcript column, stored by the fMRI
+  stage as ``event_<column>``) take, in order, the word rows of their
+  ``stim_file`` and keep their own onset and duration.
+
+EEG/MEG epochs: :func:`features_for_stimuli` picks one row per epoch by
+stimulus id.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +33,13 @@ from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
 from neuroflow.features.config import fill_alignment
 
 __all__ = [
+    "Placements",
     "align_features",
     "average_weights",
     "delay_features",
     "features_for_stimuli",
     "lanczos_weights",
+    "place_rows",
 ]
 
 _MISSING = {"", "n/a", "nan", "none"}
@@ -228,6 +243,185 @@ def _tr(brain: xr.Dataset, path: Path) -> float:
     return tr
 
 
+@dataclass(frozen=True)
+class Placements:
+    """Feature rows placed in a run's time.
+
+    Attributes
+    ----------
+    rows : ndarray of int, shape (n_placed,)
+        Row of the features store (repeats allowed).
+    onsets : ndarray, shape (n_placed,)
+        Start of each placed row in seconds from the run's start.
+    durations : ndarray, shape (n_placed,)
+        Its duration in seconds (0: an impulse).
+    n_events : int
+        Events that contributed rows.
+    skipped : list of str
+        ``stim_file`` values without features.
+    """
+
+    rows: np.ndarray
+    onsets: np.ndarray
+    durations: np.ndarray
+    n_events: int
+    skipped: list[str]
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """Frame or word rows of one source stimulus, in order."""
+
+    rows: np.ndarray
+    offsets: np.ndarray
+    durations: np.ndarray
+    kind: str  # "frames", "transcript" (expanded per event) or "events" (one word per event)
+
+
+def _segments(fds: xr.Dataset) -> dict[str, _Segment]:
+    """Frame or word rows of each source stimulus."""
+    if "source_stimulus" not in fds.coords:
+        return {}
+    if "frame_time" in fds.coords:
+        offsets = np.asarray(fds["frame_time"].values, float)
+        lengths = np.asarray(fds["frame_duration"].values, float)
+        order = np.argsort(offsets, kind="stable")
+        from_events = np.zeros(offsets.size, dtype=bool)
+    elif "word_onset" in fds.coords:
+        offsets = np.asarray(fds["word_onset"].values, float)
+        lengths = np.nan_to_num(np.asarray(fds["word_duration"].values, float), nan=0.0)
+        order = np.argsort(np.asarray(fds["word_index"].values, int), kind="stable")
+        if "word_event" in fds.coords:
+            from_events = np.asarray(fds["word_event"].values, bool)
+        else:
+            from_events = np.zeros(offsets.size, dtype=bool)
+    else:
+        return {}
+    sources = np.asarray([str(v) for v in fds["source_stimulus"].values], dtype=object)
+    out: dict[str, _Segment] = {}
+    for source in dict.fromkeys(sources[order]):
+        rows = order[sources[order] == source]
+        if "frame_time" in fds.coords:
+            kind = "frames"
+        else:
+            kind = "events" if from_events[rows].all() else "transcript"
+        out[str(source)] = _Segment(rows, offsets[rows], lengths[rows], kind)
+    return out
+
+
+def _event_words(brain: xr.Dataset, column: str) -> list[str] | None:
+    """Each event's word in ``event_<column>`` (``""`` for none; None without that field)."""
+    name = f"event_{column}"
+    if name not in brain.variables:
+        return None
+    values = brain[name].values
+    if np.issubdtype(values.dtype, np.number):
+        return ["" if np.isnan(v) else f"{v:g}" for v in values.astype(float)]
+    return ["" if str(v).strip().lower() in _MISSING else str(v).strip() for v in values]
+
+
+def place_rows(
+    fds: xr.Dataset,
+    onsets: np.ndarray,
+    durations: np.ndarray,
+    stims: Sequence[str],
+    *,
+    event_words: Sequence[str] | None = None,
+    column: str = "word",
+    where: str = "the run",
+) -> Placements:
+    """Place the feature rows of a run's events in time.
+
+    Parameters
+    ----------
+    fds : xarray.Dataset
+        Features store (coordinate ``stimulus``; frame or word coordinates for
+        expanded stimuli, see :func:`neuroflow.features.extract.extract_features`).
+    onsets, durations : ndarray, shape (n_events,)
+        Event timing in seconds (NaN duration: an impulse).
+    stims : sequence of str, length n_events
+        Each event's ``stim_file`` (``n/a`` or empty: ignored).
+    event_words : sequence of str, length n_events | None
+        Each event's word (``""`` for none). Word events take, one by one, the
+        word rows that were read from word events (coordinate ``word_event``)
+        of their narrative (the words must match the store's ``word``
+        coordinate); the narrative's other events are ignored. Required when
+        the store has such rows.
+    column : str
+        Name of the word column, for error messages.
+    where : str
+        Name of the run, for error messages.
+
+    Returns
+    -------
+    placements : Placements
+        The placed rows.
+    """
+    index = {str(s): i for i, s in enumerate(fds["stimulus"].values)}
+    segments = _segments(fds)
+    words = fds["word"].values if "word" in fds.coords else None
+    taken: dict[str, int] = {}
+    rows: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    skipped: list[str] = []
+    n_events = 0
+    for i, stim in enumerate(stims):
+        onset, duration = float(onsets[i]), float(np.nan_to_num(durations[i], nan=0.0))
+        if stim.strip().lower() in _MISSING:
+            continue
+        if stim in index:
+            picked, start, length = np.array([index[stim]]), np.array([onset]), np.array([duration])
+        elif stim in segments and segments[stim].kind == "events":
+            if event_words is None:
+                raise ValueError(
+                    f"{where}: stim_file {stim!r} has word-event features, but the fMRI store "
+                    f"has no `event_{column}` variable to tell its word events apart."
+                )
+            if not event_words[i]:
+                continue  # an event of the narrative that is not a word
+            seg_rows = segments[stim].rows
+            k = taken.get(stim, 0)
+            if k >= seg_rows.size:
+                raise ValueError(
+                    f"{where}: event {i} is word {k} of stim_file {stim!r}, but the features "
+                    f"store has only {seg_rows.size} words of it (coordinate `word_index`)."
+                )
+            if words is not None and str(words[seg_rows[k]]) != event_words[i]:
+                raise ValueError(
+                    f"{where}: event {i} has word {event_words[i]!r}, but word {k} of stim_file "
+                    f"{stim!r} in the features store is {str(words[seg_rows[k]])!r} (coordinate "
+                    "`word`); the events and the extracted transcript disagree."
+                )
+            taken[stim] = k + 1
+            picked, start, length = seg_rows[k : k + 1], np.array([onset]), np.array([duration])
+        elif stim in segments:
+            seg = segments[stim]
+            picked, offset, length = seg.rows, seg.offsets, seg.durations
+            if seg.kind == "frames" and duration > 0:
+                shown = offset < duration - 1e-9
+                picked, offset = picked[shown], offset[shown]
+                length = np.minimum(length[shown], duration - offset)
+            start = onset + offset
+        else:
+            skipped.append(stim)
+            continue
+        n_events += 1
+        rows.append(picked)
+        starts.append(start)
+        lengths.append(length)
+    if not rows:
+        empty = np.zeros(0)
+        return Placements(empty.astype(int), empty, empty, 0, skipped)
+    return Placements(
+        np.concatenate(rows).astype(int),
+        np.concatenate(starts).astype(float),
+        np.concatenate(lengths).astype(float),
+        n_events,
+        skipped,
+    )
+
+
 def align_features(
     *,
     features: str | os.PathLike,
@@ -236,17 +430,22 @@ def align_features(
     config: Mapping[str, Any],
     provenance: Mapping[str, Any],
 ) -> Path:
-    """Resample per-stimulus features onto one fMRI run's TR grid.
+    """Resample per-stimulus, per-frame or per-word features onto one fMRI run's TR grid.
 
     Parameters
     ----------
     features : path-like
         Store from :func:`neuroflow.features.extract.extract_features`:
-        ``features`` (stimulus, feature).
+        ``features`` (stimulus, feature). Frame rows (coordinates
+        ``source_stimulus``, ``frame_time``, ``frame_duration``) and word rows
+        (``source_stimulus``, ``word_index``, ``word``, ``word_onset``,
+        ``word_duration``) are placed in time from the events that name their
+        source; see :func:`place_rows` and the module docstring.
     brain : path-like
         Preprocessed fMRI run: coordinate ``time`` (s), attribute ``tr`` and
         event variables ``event_onset``, ``event_duration``, ``stim_file`` on
-        dim ``event``. Events whose ``stim_file`` is ``n/a`` or empty are ignored.
+        dim ``event`` (and ``event_<transcript_column>`` for word events).
+        Events whose ``stim_file`` is ``n/a`` or empty are ignored.
     output : path-like
         Output store.
     config : dict
@@ -262,7 +461,8 @@ def align_features(
     path : Path
         The store: ``features`` (time, feature) with the run's ``time``
         coordinate, and per-column coordinates ``delay`` and
-        ``source_feature`` on ``feature``.
+        ``source_feature`` on ``feature``. Attributes ``n_events`` (events
+        that contributed rows) and ``n_rows_placed`` (feature rows placed).
     """
     cfg = fill_alignment(config)
     features, brain = Path(features), Path(brain)
@@ -273,37 +473,40 @@ def align_features(
     times = np.asarray(bds["time"].values, float)
     tr = _tr(bds, brain)
     onsets, durations, stims = _events(bds, brain)
-    known = {str(s) for s in fds["stimulus"].values}
-    keep, skipped = [], []
-    for i, stim in enumerate(stims):
-        if stim.strip().lower() in _MISSING:
-            continue
-        if stim not in known:
-            skipped.append(stim)
-            continue
-        keep.append(i)
+    column = str(fds.attrs.get("transcript_column") or "word")
+    placed = place_rows(
+        fds,
+        onsets,
+        durations,
+        stims,
+        event_words=_event_words(bds, column) if "word_onset" in fds.coords else None,
+        column=column,
+        where=str(brain),
+    )
+    skipped = placed.skipped
     if skipped and cfg["missing"] == "error":
         raise ValueError(
             f"{brain}: `stim_file` value(s) {sorted(set(skipped))[:5]} have no features in "
             f"{features}; extract them or set `missing: skip`."
         )
-    keep_idx = np.array(keep, dtype=int)
-    rows = features_for_stimuli(fds, [stims[i] for i in keep])
+    unique, inverse = np.unique(placed.rows, return_inverse=True)
+    data = fds["features"].isel(stimulus=unique).values.astype(np.float64)
+    rows = data[inverse] if placed.rows.size else np.zeros((0, fds.sizes["feature"]))
     if cfg["method"] == "average":
         weights = average_weights(
             times,
             tr,
-            onsets[keep_idx],
-            durations[keep_idx],
+            placed.onsets,
+            placed.durations,
             aggregation=cfg["aggregation"],
             tr_reference=cfg["tr_reference"],
         )
     else:
-        mid = onsets[keep_idx] + np.nan_to_num(durations[keep_idx], nan=0.0) / 2.0
+        mid = placed.onsets + placed.durations / 2.0
         weights = lanczos_weights(
             times, tr, mid, window=cfg["lanczos_window"], tr_reference=cfg["tr_reference"]
         )
-    aligned = (weights @ rows.astype(np.float64)).astype(np.float32)
+    aligned = (weights @ rows).astype(np.float32)
     delayed, delay, source = delay_features(aligned, cfg["delays"])
     source_attrs = {k: v for k, v in fds.attrs.items() if k != PROVENANCE_KEY}
     ds = xr.Dataset(
@@ -317,7 +520,8 @@ def align_features(
         attrs={
             "tr": tr,
             "alignment": dict(cfg),
-            "n_events": len(keep),
+            "n_events": placed.n_events,
+            "n_rows_placed": int(placed.rows.size),
             "skipped_stim_files": sorted(set(skipped)),
             "source": source_attrs,
         },

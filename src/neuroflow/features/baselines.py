@@ -1,9 +1,12 @@
 """Weight-free baseline extractors.
 
 - ``image_statistics``: low-level image statistics
-  (:func:`neuroflow.features.image_statistics.image_statistics`).
+  (:func:`neuroflow.features.image_statistics.image_statistics`) of images, of
+  video frames (``frame_rate`` set) or averaged over ``frames_per_video``
+  evenly spaced frames of a clip.
 - ``motion_energy``: pymoten's Gabor motion-energy pyramid on videos (mean over
-  frames), or a static Gabor pyramid on still images.
+  frames, or the energy at each sampled frame with ``frame_rate`` set), or a
+  static Gabor pyramid on still images.
 - ``audio_envelope``: summary of the broadband Hilbert envelope.
 - ``mel_spectrogram``: time-averaged log-mel power.
 - ``word_rate``: number of words of each text stimulus.
@@ -13,13 +16,13 @@ Each has one layer, ``"output"``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import Audio, Video, resample_audio
+from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
 
 __all__ = [
     "AudioEnvelope",
@@ -69,17 +72,33 @@ class _Baseline(Extractor):
         return {}
 
 
-@register_extractor("image_statistics", modalities=("image",))
+def _statistics(images: Sequence[np.ndarray]) -> np.ndarray:
+    """Image statistics of images of any sizes, shape (n_images, n_features)."""
+    from neuroflow.features.image_statistics import image_statistics
+
+    return image_statistics(list(images))
+
+
+@register_extractor("image_statistics", modalities=("image", "video"))
 class ImageStatistics(_Baseline):
-    """Low-level image statistics (see :mod:`neuroflow.features.image_statistics`)."""
+    """Low-level image statistics (see :mod:`neuroflow.features.image_statistics`).
+
+    A video gives the mean statistics of ``frames_per_video`` evenly spaced
+    frames, or one row per sampled frame with ``frame_rate`` set.
+    """
 
     def compute(self, batch: Sequence[Any]) -> np.ndarray:
-        from neuroflow.features.image_statistics import image_statistics
+        if self.modality != "video":
+            return _statistics(batch)
+        rows = []
+        for video in batch:
+            assert isinstance(video, Video)
+            take = evenly_spaced(video.frames.shape[0], self.config["frames_per_video"])
+            rows.append(_statistics(video.frames[take]).mean(axis=0))
+        return np.stack(rows)
 
-        shapes = {im.shape for im in batch}
-        if len(shapes) == 1:
-            return image_statistics(np.stack(batch))
-        return np.concatenate([image_statistics(im[None]) for im in batch])
+    def extract_frames(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        return {OUTPUT: _statistics(frames).astype(np.float32)}
 
 
 def luminance(frames: np.ndarray, size: Sequence[int]) -> np.ndarray:
@@ -114,10 +133,14 @@ class MotionEnergy(_Baseline):
     Frames are converted to CIE L* luminance and resized to ``gabor.size``.
     Videos use a :class:`moten.pyramids.MotionEnergyPyramid` at the video's
     frame rate (rounded to an int) with ``gabor.temporal_frequencies`` and
-    ``gabor.directions``; per-frame energies are averaged over frames. Images
+    ``gabor.directions``; per-frame energies are averaged over frames, or, with
+    ``frame_rate`` set, kept at the sampled frames (``extract_clip``: the
+    pyramid's projection of the whole clip, read at those frames). Images
     use the static pyramid (temporal frequency 0, one-frame filters, the
     directions folded to orientations in [0, 180)).
     """
+
+    needs_all_frames = True
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         super().__init__(config, modality)
@@ -162,6 +185,14 @@ class MotionEnergy(_Baseline):
             energy = self._pyramid(fps).project_stimulus(luminance(video.frames, size))
             rows.append(energy.mean(axis=0))
         return np.stack(rows)
+
+    def extract_clip(
+        self, frames: Iterable[np.ndarray], *, fps: float, indices: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        size = self.gabor["size"]
+        lum = np.stack([luminance(frame[None], size)[0] for frame in frames])
+        energy = self._pyramid(max(1, round(fps))).project_stimulus(lum)
+        return {OUTPUT: np.asarray(energy[np.asarray(indices, dtype=int)], dtype=np.float32)}
 
     def options(self) -> dict[str, Any]:
         return {"gabor": self.gabor}

@@ -41,7 +41,10 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "dtype": "auto",
     "max_length": 256,
     "context_words": 0,
+    "text_source": "captions",
+    "transcript_column": "word",
     "frames_per_video": 8,
+    "frame_rate": None,
     "transforms": {"resize": None, "center_crop": None, "blur_sigma": 0.0},
     "gabor": {
         "size": [64, 64],
@@ -71,6 +74,7 @@ _CHOICES = {
     "device": ("auto", "cpu", "cuda", "mps"),
     "dtype": ("auto", "float32", "float16", "bfloat16"),
     "storage_dtype": ("float32", "float16"),
+    "text_source": ("captions", "transcript"),
 }
 
 
@@ -185,6 +189,32 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(entry["context_words"], int) or entry["context_words"] < 0:
         raise ValueError(
             f"`context_words` must be a non-negative int, got {entry['context_words']!r} instead."
+        )
+    rate = entry["frame_rate"]
+    if rate is not None and (
+        isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0
+    ):
+        raise ValueError(
+            f"`frame_rate` must be a positive number of Hz or None, got {rate!r} instead."
+        )
+    column = entry["transcript_column"]
+    if not isinstance(column, str) or not column.strip():
+        raise ValueError(f"`transcript_column` must be a non-empty str, got {column!r} instead.")
+    if entry["text_source"] == "transcript":
+        if rate is not None:
+            raise ValueError(
+                f"`frame_rate` must be None with `text_source: transcript`, got {rate!r} instead."
+            )
+        if entry["modality"] not in ("auto", "text"):
+            raise ValueError(
+                "`modality` must be 'auto' or 'text' with `text_source: transcript`, got "
+                f"{entry['modality']!r} instead."
+            )
+        check_modality(info.name, "text", source="`text_source: transcript` gives text")
+    if rate is not None and entry["modality"] not in ("auto", "video"):
+        raise ValueError(
+            "`frame_rate` applies to video stimuli; `modality` must be 'auto' or 'video' with "
+            f"it, got {entry['modality']!r} instead."
         )
     method = entry["reduction"]["method"]
     if method not in ("none", "pca", "random_projection"):

@@ -1,5 +1,12 @@
 """Stage entry point: extract stimulus features into one zarr store per layer.
 
+Rows are stimuli, sampled video frames (``frame_rate`` set: ids
+``<stim_file>#t=<s>``, coordinates ``source_stimulus``, ``frame_time`` and
+``frame_duration``) or transcript words (``text_source: transcript``: ids
+``<stim_file>#w=<i>``, coordinates ``source_stimulus``, ``word_index``,
+``word``, ``word_onset``, ``word_duration`` and ``word_event``); see
+:mod:`neuroflow.features.stimuli`.
+
 Features are streamed: each batch is written into the store's ``features``
 array inside the store's hidden temporary directory (see
 :func:`neuroflow.artifacts.atomic_directory`), chunk by chunk, so memory does
@@ -15,6 +22,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +31,21 @@ import xarray as xr
 
 from neuroflow.artifacts import PROVENANCE_KEY, _jsonable, atomic_directory
 from neuroflow.features.config import fill_entry, layer_names
-from neuroflow.features.registry import check_modality, get_extractor
+from neuroflow.features.registry import Extractor, check_modality, get_extractor
 from neuroflow.features.stimuli import (
+    frame_id,
+    frame_indices,
+    frame_times,
     infer_modality,
     iter_batches,
+    iter_video_frames,
     load_stimulus,
     read_captions,
     read_stimulus_ids,
+    read_transcript,
     stimulus_texts,
+    transcript_texts,
+    video_info,
 )
 
 __all__ = ["extract_features", "output_paths"]
@@ -92,11 +107,21 @@ class _RowWriter:
         Stimulus ids (the rows).
     dtype : str
         Storage dtype.
+    coords : dict of str to (ndarray, dict) | None
+        Further coordinates on the ``stimulus`` dim: values, shape
+        ``(n_rows,)``, and attributes.
     """
 
-    def __init__(self, path: Path, ids: Sequence[str], dtype: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        ids: Sequence[str],
+        dtype: str,
+        coords: Mapping[str, tuple[np.ndarray, dict]] | None = None,
+    ) -> None:
         self.path = path
         self.ids = list(ids)
+        self.coords = dict(coords or {})
         self.dtype = np.dtype(dtype)
         self.array: Any = None
         self.buffer: list[np.ndarray] = []
@@ -112,6 +137,10 @@ class _RowWriter:
             coords={
                 "stimulus": ("stimulus", np.array(self.ids, dtype=object)),
                 "feature": ("feature", np.arange(n_features)),
+                **{
+                    name: ("stimulus", values, dict(attrs))
+                    for name, (values, attrs) in self.coords.items()
+                },
             }
         )
         coords.to_zarr(str(self.path), mode="w", zarr_format=3, consolidated=False)
@@ -200,7 +229,9 @@ def _fit_reducer(raw: Any, train_rows: np.ndarray, spec: Mapping[str, Any]) -> t
 
 
 def _train_rows(
-    ids: Sequence[str], train_ids: Sequence[str] | Sequence[os.PathLike] | None
+    ids: Sequence[str],
+    train_ids: Sequence[str] | Sequence[os.PathLike] | None,
+    sources: Sequence[str] | None = None,
 ) -> np.ndarray:
     if train_ids is None:
         raise ValueError(
@@ -210,14 +241,17 @@ def _train_rows(
     if train_ids and all(isinstance(t, os.PathLike) for t in train_ids):
         # Events tables of the training runs: their stimuli are the training ids.
         train_ids = read_stimulus_ids(list(train_ids))
-    position = {stim: i for i, stim in enumerate(ids)}
+    position: dict[str, list[int]] = {stim: [i] for i, stim in enumerate(ids)}
+    for i, source in enumerate(sources or []):
+        # A frame or word row belongs to the training set when its clip or narrative does.
+        position.setdefault(source, []).append(i)
     missing = [t for t in train_ids if t not in position]
     if missing:
         raise ValueError(
             f"`train_ids` must be among the extracted stimuli, got unknown ids {missing[:5]} "
             "instead."
         )
-    rows = np.unique([position[t] for t in train_ids])
+    rows = np.unique([i for t in train_ids for i in position[t]])
     if rows.size == 0:
         raise ValueError("`train_ids` must name at least one stimulus, got none.")
     return rows
@@ -230,6 +264,83 @@ def _finalize(path: Path, attrs: Mapping[str, Any], var_attrs: Mapping[str, Any]
     group.attrs.update(_jsonable(dict(attrs)))
     group["features"].attrs.update(_jsonable(dict(var_attrs)))
     zarr.consolidate_metadata(str(path))
+
+
+@dataclass(frozen=True)
+class _Clip:
+    """One video sampled at ``frame_rate``."""
+
+    stim: str
+    path: Path
+    n_frames: int
+    fps: float
+    times: np.ndarray
+    indices: np.ndarray
+    durations: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Row ids of a store, their extra coordinates and the stimulus each row comes from."""
+
+    ids: list[str]
+    coords: dict[str, tuple[np.ndarray, dict]] = field(default_factory=dict)
+    sources: list[str] | None = None
+    unit: str = "stimulus"
+
+
+def _plan_clips(
+    ids: Sequence[str], stimuli_dir: str | os.PathLike, rate: float, fps: float
+) -> list[_Clip]:
+    clips = []
+    for stim in ids:
+        path = Path(stimuli_dir) / stim
+        if not path.is_file():
+            raise FileNotFoundError(f"Stimulus file {path} (stim_file {stim!r}) does not exist.")
+        n_frames, clip_fps = video_info(path, fps=fps)
+        times = frame_times(n_frames, clip_fps, rate)
+        durations = np.minimum(1.0 / rate, n_frames / clip_fps - times)
+        indices = frame_indices(times, clip_fps, n_frames)
+        clips.append(_Clip(stim, path, n_frames, clip_fps, times, indices, durations))
+    return clips
+
+
+def _frame_layout(clips: Sequence[_Clip]) -> _Layout:
+    ids = [frame_id(c.stim, t) for c in clips for t in c.times]
+    if len(set(ids)) != len(ids):
+        raise ValueError(
+            "`frame_rate` must give distinct frame times at 3 decimals (ms), got duplicate "
+            "frame ids instead; lower `frame_rate`."
+        )
+    sources = [c.stim for c in clips for _ in c.times]
+    coords = {
+        "source_stimulus": (np.array(sources, dtype=object), {}),
+        "frame_time": (np.concatenate([c.times for c in clips]), {"units": "s"}),
+        "frame_duration": (np.concatenate([c.durations for c in clips]), {"units": "s"}),
+    }
+    return _Layout(ids, coords, sources, "frame")
+
+
+def _word_layout(words: Any) -> _Layout:
+    coords = {
+        "source_stimulus": (words["source_stimulus"].to_numpy(dtype=object), {}),
+        "word_index": (words["word_index"].to_numpy(dtype=int), {}),
+        "word": (words["word"].to_numpy(dtype=object), {}),
+        "word_onset": (words["word_onset"].to_numpy(dtype=float), {"units": "s"}),
+        "word_duration": (words["word_duration"].to_numpy(dtype=float), {"units": "s"}),
+        "word_event": (words["word_event"].to_numpy(dtype=bool), {}),
+    }
+    sources = words["source_stimulus"].tolist()
+    return _Layout(words["stimulus"].tolist(), coords, sources, "word")
+
+
+def _check_frame_support(name: str) -> None:
+    cls = get_extractor(name).cls
+    if not cls.needs_all_frames and cls.extract_frames is Extractor.extract_frames:
+        raise ValueError(
+            f"Extractor {name!r} has no frame-level features; set `frame_rate: null` or use "
+            "hf_vision, image_statistics or motion_energy."
+        )
 
 
 def extract_features(
@@ -252,10 +363,13 @@ def extract_features(
         The ids, or TSV file(s) with a ``stim_file`` column (e.g. BIDS
         ``_events.tsv``); see :func:`neuroflow.features.stimuli.read_stimulus_ids`.
         Their order is the store's row order (and the word order for context
-        windows).
+        windows). With ``text_source: transcript``, the events tables (word
+        events, or events naming transcript ``.tsv`` files) or transcript ids;
+        see :func:`neuroflow.features.stimuli.read_transcript`.
     captions : path-like | dict of str to str | None
         ``captions.tsv`` (columns ``stim_file``, ``caption``) or a mapping; the
-        text of each stimulus for text extractors.
+        text of each stimulus for text extractors (unread with
+        ``text_source: transcript``).
     output : dict of str to path-like | path-like
         Layer name to store path, or a directory receiving ``<layer>.zarr``.
         Layer names come from :func:`neuroflow.features.config.layer_names`.
@@ -276,26 +390,61 @@ def extract_features(
         ``(stimulus, feature)`` (coordinate ``stimulus``: the ids), and attrs
         ``extractor``, ``model``, ``layer``, ``layer_index``, ``pooling``,
         ``weights``, ``seed``, ``weights_sha256``, ``dtype``, ``modality``,
-        ``transforms``, ``reduction`` and the provenance under ``"neuroflow"``.
+        ``transforms``, ``reduction``, ``row_unit`` (``"stimulus"``,
+        ``"frame"`` or ``"word"``), ``frame_rate``, ``text_source``,
+        ``transcript_column`` and the provenance under ``"neuroflow"``. Frame
+        rows (``frame_rate`` set; id ``<stim_file>#t=<s>``) carry coordinates
+        ``source_stimulus``, ``frame_time`` (s from the clip's start) and
+        ``frame_duration`` (s, ``1 / frame_rate`` cut at the clip's end); word
+        rows (``text_source: transcript``; id ``<stim_file>#w=<i>``) carry
+        ``source_stimulus``, ``word_index``, ``word``, ``word_onset``,
+        ``word_duration`` (s) and ``word_event`` (read from word events rather
+        than a transcript file).
     """
     entry = fill_entry(config)
-    ids = read_stimulus_ids(stimulus_ids)
-    caption_map = read_captions(captions) if isinstance(captions, str | os.PathLike) else captions
-    modality = _choose_modality(entry, ids, bool(caption_map))
+    clips: list[_Clip] = []
+    if entry["text_source"] == "transcript":
+        words = read_transcript(
+            stimulus_ids, stimuli_dir=stimuli_dir, column=entry["transcript_column"]
+        )
+        modality = "text"
+        layout = _word_layout(words)
+        texts = transcript_texts(words, context_words=entry["context_words"])
+    else:
+        caption_map = (
+            read_captions(captions) if isinstance(captions, str | os.PathLike) else captions
+        )
+        stims = read_stimulus_ids(stimulus_ids)
+        modality = _choose_modality(entry, stims, bool(caption_map))
+        layout = _Layout(stims)
+        if entry["frame_rate"] is not None:
+            if modality != "video":
+                raise ValueError(
+                    f"`frame_rate` applies to video stimuli, got {modality} stimuli instead; set "
+                    "`frame_rate: null`."
+                )
+            _check_frame_support(entry["extractor"])
+            clips = _plan_clips(
+                stims, stimuli_dir, float(entry["frame_rate"]), float(entry["gabor"]["fps"])
+            )
+            layout = _frame_layout(clips)
+        elif modality == "text":
+            texts = stimulus_texts(
+                stims,
+                stimuli_dir=stimuli_dir,
+                captions=caption_map,
+                context_words=entry["context_words"],
+            )
+    ids = layout.ids
     names = layer_names(entry)
     paths = output_paths(output, names)
     reduction = dict(entry["reduction"])
     reduce = reduction["method"] != "none"
-    rows_train = _train_rows(ids, train_ids) if reduction["method"] == "pca" else None
+    rows_train = (
+        _train_rows(ids, train_ids, layout.sources) if reduction["method"] == "pca" else None
+    )
 
     extractor = get_extractor(entry["extractor"]).cls(entry, modality)
-    if modality == "text":
-        texts = stimulus_texts(
-            ids,
-            stimuli_dir=stimuli_dir,
-            captions=caption_map,
-            context_words=entry["context_words"],
-        )
     with ExitStack() as stack:
         tmps = {name: stack.enter_context(atomic_directory(paths[name])) for name in names}
         targets = dict(tmps)
@@ -306,9 +455,11 @@ def extract_features(
                 )
                 targets[name] = Path(scratch) / "raw.zarr"
         dtype = "float32" if reduce else entry["storage_dtype"]
-        writers = {name: _RowWriter(targets[name], ids, dtype) for name in names}
+        writers = {name: _RowWriter(targets[name], ids, dtype, layout.coords) for name in names}
         if modality == "text":
             blocks = _text_blocks(extractor, texts, entry["batch_size"])
+        elif clips:
+            blocks = _frame_blocks(extractor, clips, entry)
         else:
             blocks = _file_blocks(extractor, ids, entry, modality, stimuli_dir)
         for features in blocks:
@@ -321,7 +472,7 @@ def extract_features(
         if reduce:
             for name in names:
                 reduction_info[name] = _reduce(
-                    writers[name].array, tmps[name], ids, rows_train, reduction, entry
+                    writers[name].array, tmps[name], layout, rows_train, reduction, entry
                 )
         for name in names:
             _finalize(
@@ -335,6 +486,7 @@ def extract_features(
                     reduction_info[name],
                     train_ids,
                     provenance,
+                    layout.unit,
                 ),
                 {"units": "a.u.", "long_name": f"{entry['name']} {name} features"},
             )
@@ -363,6 +515,31 @@ def _file_blocks(
         yield extractor.extract(batch)
 
 
+def _frame_blocks(
+    extractor: Any, clips: Sequence[_Clip], entry: Mapping[str, Any]
+) -> Iterator[dict[str, np.ndarray]]:
+    """Features of the sampled frames, clip by clip or in batches of frames across clips.
+
+    Frames are decoded one at a time, so memory does not grow with a clip's length;
+    extractors with ``needs_all_frames`` see every frame of one clip at a time.
+    """
+    transforms = entry["transforms"]
+    if extractor.needs_all_frames:
+        for clip in clips:
+            frames = iter_video_frames(clip.path, np.arange(clip.n_frames), transforms=transforms)
+            yield extractor.extract_clip(frames, fps=clip.fps, indices=clip.indices)
+        return
+    batch: list[np.ndarray] = []
+    for clip in clips:
+        for frame in iter_video_frames(clip.path, clip.indices, transforms=transforms):
+            batch.append(frame)
+            if len(batch) == entry["batch_size"]:
+                yield extractor.extract_frames(batch)
+                batch = []
+    if batch:
+        yield extractor.extract_frames(batch)
+
+
 def _text_blocks(
     extractor: Any, texts: Sequence[tuple[str, str]], batch_size: int
 ) -> Iterator[dict[str, np.ndarray]]:
@@ -388,14 +565,14 @@ def _text_blocks(
 def _reduce(
     raw: Any,
     path: Path,
-    ids: Sequence[str],
+    layout: _Layout,
     rows_train: np.ndarray | None,
     reduction: Mapping[str, Any],
     entry: Mapping[str, Any],
 ) -> dict[str, Any]:
     rows_fit = rows_train if rows_train is not None else np.arange(raw.shape[0])
     reducer, info = _fit_reducer(raw, rows_fit, reduction)
-    writer = _RowWriter(path, ids, entry["storage_dtype"])
+    writer = _RowWriter(path, layout.ids, entry["storage_dtype"], layout.coords)
     block = max(1, CHUNK_BYTES // max(4 * raw.shape[1], 1))
     for start in range(0, raw.shape[0], block):
         chunk = np.asarray(raw[start : start + block], dtype=np.float32)
@@ -411,17 +588,18 @@ def _store_attrs(
     modality: str,
     reduction: Mapping[str, Any],
     reduction_info: Mapping[str, Any],
-    train_ids: Sequence[str] | None,
+    train_ids: Sequence[str] | Sequence[os.PathLike] | None,
     provenance: Mapping[str, Any],
+    unit: str,
 ) -> dict[str, Any]:
     layer = dict(info["layers"][name])
     red = dict(reduction)
     if red["method"] != "none":
         red.update(reduction_info)
         if red["method"] == "pca":
-            joined = "\n".join(sorted(train_ids or []))
+            joined = "\n".join(sorted(str(t) for t in train_ids or []))
             red["fit_on"] = "train_ids"
-            red["n_train"] = len(set(train_ids or []))
+            red["n_train"] = len({str(t) for t in train_ids or []})
             red["train_ids_sha256"] = hashlib.sha256(joined.encode()).hexdigest()
     facts = {
         "feature_set": entry["name"],
@@ -439,6 +617,10 @@ def _store_attrs(
         "dtype": entry["storage_dtype"],
         "modality": modality,
         "context_words": entry["context_words"] if modality == "text" else None,
+        "row_unit": unit,
+        "frame_rate": entry["frame_rate"] if unit == "frame" else None,
+        "text_source": entry["text_source"] if modality == "text" else None,
+        "transcript_column": entry["transcript_column"] if unit == "word" else None,
         "transforms": dict(entry["transforms"]) if modality in ("image", "video") else None,
         "reduction": red,
     }

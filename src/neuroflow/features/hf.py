@@ -20,7 +20,7 @@ import torch
 
 from neuroflow.features.layers import pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import Audio, Video, resample_audio
+from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
 
 __all__ = [
     "HFAudioExtractor",
@@ -342,7 +342,8 @@ class HFVisionExtractor(_HFExtractor):
     folder has one; random-weight models without one are resized to the
     configuration's ``image_size`` (224 when absent) and normalised with the
     ImageNet mean and s.d. Videos are represented by ``frames_per_video``
-    evenly spaced frames whose pooled features are averaged.
+    evenly spaced frames whose pooled features are averaged, or, with
+    ``frame_rate`` set, by one row per sampled frame (``extract_frames``).
     """
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
@@ -386,30 +387,34 @@ class HFVisionExtractor(_HFExtractor):
         n_patches = (pixels.shape[-2] // p) * (pixels.shape[-1] // p)
         return max(n_tokens - n_patches, 0)
 
-    def extract(self, batch: Sequence[Any]) -> dict[str, np.ndarray]:
-        if self.modality == "video":
-            frames, owner = [], []
-            for i, video in enumerate(batch):
-                assert isinstance(video, Video)
-                n = video.frames.shape[0]
-                take = np.unique(np.linspace(0, n - 1, min(self.config["frames_per_video"], n)))
-                frames.extend(video.frames[take.astype(int)])
-                owner.extend([i] * len(take))
-        else:
-            frames, owner = list(batch), list(range(len(batch)))
+    def extract_frames(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
         pixels = self._pixels(frames)
         hidden = self._forward({"pixel_values": pixels})
         indices = self._resolve(len(hidden))
         out = {}
-        owner_t = torch.tensor(owner)
         for name, index in zip(self.layer_names(), indices, strict=True):
             h = hidden[index]
             n_prefix = self._n_prefix(pixels, h.shape[1]) if h.ndim == 3 else 0
-            pooled = pool(h, self.config["pooling"], n_prefix=n_prefix).cpu()
-            if self.modality == "video":
-                sums = torch.zeros(len(batch), pooled.shape[1]).index_add_(0, owner_t, pooled)
-                pooled = sums / torch.bincount(owner_t, minlength=len(batch)).unsqueeze(1)
-            out[name] = pooled.numpy()
+            out[name] = pool(h, self.config["pooling"], n_prefix=n_prefix).cpu().numpy()
+        return out
+
+    def extract(self, batch: Sequence[Any]) -> dict[str, np.ndarray]:
+        if self.modality != "video":
+            return self.extract_frames(list(batch))
+        frames, owner = [], []
+        for i, video in enumerate(batch):
+            assert isinstance(video, Video)
+            take = evenly_spaced(video.frames.shape[0], self.config["frames_per_video"])
+            frames.extend(video.frames[take])
+            owner.extend([i] * len(take))
+        per_frame = self.extract_frames(frames)
+        owner_a = np.asarray(owner)
+        counts = np.bincount(owner_a, minlength=len(batch))[:, None]
+        out = {}
+        for name, rows in per_frame.items():
+            sums = np.zeros((len(batch), rows.shape[1]), dtype=np.float64)
+            np.add.at(sums, owner_a, rows)
+            out[name] = (sums / counts).astype(np.float32)
         return out
 
 

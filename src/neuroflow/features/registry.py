@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -79,6 +79,12 @@ class Extractor(ABC):
     ``extract`` receives a list of loaded stimuli (see
     :mod:`neuroflow.features.stimuli` for each modality's type) and returns one
     ``(n_batch, n_features)`` float array per requested layer.
+
+    Frame-level video features (``frame_rate`` set) go through
+    ``extract_frames`` (a batch of sampled frames, one row each) or, for
+    extractors with ``needs_all_frames`` (temporal filters such as motion
+    energy), through ``extract_clip`` (every frame of one clip, rows at the
+    sampled frames). Extractors that support neither cannot sample frames.
     """
 
     #: Registry name, set by :func:`register_extractor`.
@@ -89,6 +95,8 @@ class Extractor(ABC):
     default_layers: ClassVar[tuple[int | float | str, ...]] = (1.0,)
     #: The only layers a weight-free extractor has (empty for models).
     fixed_layers: ClassVar[tuple[str, ...]] = ()
+    #: Frame-level features need every frame of a clip (``extract_clip``).
+    needs_all_frames: ClassVar[bool] = False
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         check_modality(self.name, modality)
@@ -113,6 +121,45 @@ class Extractor(ABC):
         features : dict of str to ndarray, shape (n_batch, n_features)
             One array per layer name.
         """
+
+    def extract_frames(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """Features of individual video frames, one row per frame.
+
+        Parameters
+        ----------
+        frames : list of ndarray, shape (H, W, 3)
+            Float32 RGB frames in [0, 1], transformed, possibly from several clips.
+
+        Returns
+        -------
+        features : dict of str to ndarray, shape (n_frames, n_features)
+            One array per layer name.
+        """
+        raise ValueError(
+            f"Extractor {self.name!r} has no frame-level features; set `frame_rate: null` or "
+            "use hf_vision, image_statistics or motion_energy."
+        )
+
+    def extract_clip(
+        self, frames: Iterable[np.ndarray], *, fps: float, indices: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Features of one clip at chosen frames, computed from all of its frames.
+
+        Parameters
+        ----------
+        frames : iterable of ndarray, shape (H, W, 3)
+            Every frame of the clip in order (float32 RGB in [0, 1], transformed).
+        fps : float
+            The clip's frame rate.
+        indices : ndarray of int, shape (n_samples,)
+            Frames whose features are returned.
+
+        Returns
+        -------
+        features : dict of str to ndarray, shape (n_samples, n_features)
+            One array per layer name.
+        """
+        raise ValueError(f"Extractor {self.name!r} has no clip-level frame features.")
 
     def describe(self) -> dict[str, Any]:
         """Facts for provenance and store attributes (model id, weights, layers).

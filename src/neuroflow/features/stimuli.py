@@ -7,6 +7,16 @@ dataset's ``stimuli/`` folder. Loaded stimuli have one type per modality:
 - video: :class:`Video` (frames ``(n_frames, H, W, 3)`` float32 in [0, 1] and fps);
 - audio: :class:`Audio` (mono float32 waveform and sampling rate);
 - text: ``str`` (the caption, possibly preceded by context words).
+
+Time-continuous designs expand one stimulus into several rows:
+
+- a video sampled at ``frame_rate`` gives one row per sampled frame, id
+  ``<stim_file>#t=<seconds>`` (:func:`frame_id`, :func:`frame_times`);
+- a narrative gives one text row per word, id ``<stim_file>#w=<index>``
+  (:func:`word_id`, :func:`read_transcript`), either from word events of the
+  BIDS ``_events.tsv`` (a word column) or from a transcript TSV named by
+  ``stim_file`` (columns word, ``onset`` and ``duration`` in seconds from the
+  event's onset).
 """
 
 from __future__ import annotations
@@ -24,14 +34,23 @@ __all__ = [
     "Audio",
     "Video",
     "apply_transforms",
+    "evenly_spaced",
+    "frame_id",
+    "frame_indices",
+    "frame_times",
     "infer_modality",
     "iter_batches",
+    "iter_video_frames",
     "load_audio",
     "load_image",
     "load_video",
     "read_captions",
     "read_stimulus_ids",
+    "read_transcript",
     "stimulus_texts",
+    "transcript_texts",
+    "video_info",
+    "word_id",
 ]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp")
@@ -247,6 +266,222 @@ def stimulus_texts(
     return out
 
 
+#: Columns of the table returned by :func:`read_transcript`.
+TRANSCRIPT_COLUMNS = (
+    "stimulus",
+    "source_stimulus",
+    "word_index",
+    "word",
+    "word_onset",
+    "word_duration",
+    "word_event",
+)
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or str(value).strip().lower() in _MISSING
+
+
+def _seconds(value: str, where: str, field: str, *, missing: float | None) -> float:
+    if _is_missing(value):
+        if missing is None:
+            raise ValueError(
+                f"{where}: `{field}` is missing (n/a); it must be a number of seconds."
+            )
+        return missing
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(
+            f"{where}: `{field}` must be a number of seconds, got {value!r} instead."
+        ) from None
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(f"Table {path} does not exist.")
+    return pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+
+
+def _transcript_file(path: Path, source: str, column: str) -> list[tuple[str, float, float]]:
+    """Words of one transcript TSV: (word, onset, duration) in seconds from the event's onset."""
+    table = _read_table(path)
+    missing = sorted({column, "onset"} - set(table.columns))
+    if missing:
+        raise ValueError(
+            f"{path}: the transcript (stim_file {source!r}) lacks column(s) {missing} "
+            f"(columns: {list(table.columns)})."
+        )
+    durations = table["duration"] if "duration" in table.columns else [""] * len(table)
+    words = []
+    for r, (cell, onset, duration) in enumerate(
+        zip(table[column], table["onset"], durations, strict=True)
+    ):
+        if _is_missing(cell):
+            continue
+        where = f"{path}, row {r + 1}"
+        words.append(
+            (
+                str(cell).strip(),
+                _seconds(onset, where, "onset", missing=None),
+                _seconds(duration, where, "duration", missing=0.0),
+            )
+        )
+    if not words:
+        raise ValueError(f"{path}: the transcript has no words in column `{column}`.")
+    return words
+
+
+def _event_words(
+    path: Path, table: pd.DataFrame, column: str
+) -> tuple[dict[str, list[tuple[str, float, float]]], list[str]]:
+    """Word events of one events table grouped by stim_file, and the transcripts it names."""
+    by_source: dict[str, list[tuple[str, float, float]]] = {}
+    transcripts: list[str] = []
+    stims = table["stim_file"] if "stim_file" in table.columns else [""] * len(table)
+    words = table[column] if column in table.columns else [""] * len(table)
+    onsets = table["onset"] if "onset" in table.columns else [""] * len(table)
+    durations = table["duration"] if "duration" in table.columns else [""] * len(table)
+    for r, (stim, word, onset, duration) in enumerate(
+        zip(stims, words, onsets, durations, strict=True)
+    ):
+        where = f"{path}, row {r + 1}"
+        if not _is_missing(word):
+            if _is_missing(stim):
+                raise ValueError(
+                    f"{where}: the event has a `{column}` but no `stim_file`; word events need "
+                    "the stim_file of their narrative (e.g. its audio file)."
+                )
+            t0 = _seconds(onset, where, "onset", missing=None)
+            dur = _seconds(duration, where, "duration", missing=0.0)
+            by_source.setdefault(str(stim).strip(), []).append((str(word).strip(), t0, dur))
+        elif not _is_missing(stim) and _suffix(str(stim)) == ".tsv":
+            transcripts.append(str(stim).strip())
+    for source, items in by_source.items():
+        first = items[0][1]
+        by_source[source] = [(w, t - first, d) for w, t, d in items]
+    return by_source, transcripts
+
+
+def read_transcript(
+    source: Sequence[str] | str | os.PathLike | Sequence[os.PathLike],
+    *,
+    stimuli_dir: str | os.PathLike,
+    column: str = "word",
+) -> pd.DataFrame:
+    """Words of the narratives, one row per word, with their timing.
+
+    Parameters
+    ----------
+    source : list of str | path-like | list of path-like
+        Events tables (BIDS ``_events.tsv``, given as path objects; a single
+        ``str`` is read as a path too), or a list of ``str`` transcript ids
+        (``.tsv`` files relative to ``stimuli_dir``). In an events table, an
+        event with a ``column`` cell is one word (its ``stim_file`` names the
+        narrative; ``onset`` and ``duration`` are its timing); an event without
+        one whose ``stim_file`` is a ``.tsv`` names a transcript with columns
+        ``column``, ``onset`` and (optionally) ``duration``, in seconds from the
+        event's onset. Other events are ignored, as are empty word cells.
+    stimuli_dir : path-like
+        The ``stimuli/`` folder holding the transcripts.
+    column : str
+        Name of the word column (in events tables and transcripts).
+
+    Returns
+    -------
+    words : pandas.DataFrame, shape (n_words, 7)
+        Columns :data:`TRANSCRIPT_COLUMNS`: ``stimulus`` (``<stim_file>#w=<i>``),
+        ``source_stimulus`` (the stim_file), ``word_index`` (``i``, from 0 in
+        each narrative), ``word``, ``word_onset`` (s from the transcript event's
+        onset, or from the narrative's first word event), ``word_duration``
+        (s; 0 when n/a) and ``word_event`` (True for words read from word
+        events, False for words of a transcript file). Narratives appear in
+        order of first appearance; a narrative listed in several tables is read
+        once (its words must agree).
+    """
+    if not isinstance(column, str) or not column:
+        raise ValueError(f"`transcript_column` must be a non-empty str, got {column!r} instead.")
+    by_source: dict[str, list[tuple[str, float, float]]] = {}
+    origin: dict[str, str] = {}
+    if isinstance(source, str | os.PathLike):
+        source = [Path(source)]
+    if isinstance(source, Sequence) and source and all(isinstance(s, str) for s in source):
+        pending = [(stim, "the `stimulus_ids` list") for stim in _clean_ids(source)]
+        for stim, where in pending:
+            if _suffix(stim) != ".tsv":
+                raise ValueError(
+                    f"`stimulus_ids` must name transcript .tsv files for `text_source: "
+                    f"transcript`, got {stim!r} instead (from {where})."
+                )
+    elif isinstance(source, Sequence) and all(isinstance(s, os.PathLike) for s in source):
+        pending = []
+        for path in (Path(s) for s in source):
+            table = _read_table(path)
+            events, transcripts = _event_words(path, table, column)
+            for stim, items in events.items():
+                if stim in by_source and [w for w, _, _ in by_source[stim]] != [
+                    w for w, _, _ in items
+                ]:
+                    raise ValueError(
+                        f"{path}: the word events of stim_file {stim!r} differ from those in "
+                        f"{origin[stim]}; give each narrative (or each part of one) its own "
+                        "stim_file."
+                    )
+                by_source.setdefault(stim, items)
+                origin.setdefault(stim, str(path))
+            pending.extend((stim, str(path)) for stim in transcripts)
+    else:
+        raise TypeError(
+            "`stimulus_ids` must be a list of str or one or more TSV paths, got "
+            f"{type(source).__name__} instead."
+        )
+    for stim, _ in pending:
+        if stim not in by_source:
+            by_source[stim] = _transcript_file(Path(stimuli_dir) / stim, stim, column)
+    if not by_source:
+        raise ValueError(
+            f"No words: the events tables have no `{column}` cells and no stim_file naming a "
+            "transcript .tsv."
+        )
+    rows = [
+        (word_id(stim, i), stim, i, word, onset, duration, stim in origin)
+        for stim, items in by_source.items()
+        for i, (word, onset, duration) in enumerate(items)
+    ]
+    table = pd.DataFrame(rows, columns=list(TRANSCRIPT_COLUMNS))
+    return table.astype(
+        {"word_index": int, "word_onset": float, "word_duration": float, "word_event": bool}
+    )
+
+
+def transcript_texts(words: pd.DataFrame, *, context_words: int = 0) -> list[tuple[str, str]]:
+    """Each word and the words of its narrative that precede it.
+
+    Parameters
+    ----------
+    words : pandas.DataFrame
+        Output of :func:`read_transcript`.
+    context_words : int
+        Number of preceding words (of the same narrative) given as context.
+
+    Returns
+    -------
+    texts : list of (str, str), length n_words
+        ``(context, word)`` pairs; the context is ``""`` at a narrative's start
+        or when ``context_words`` is 0.
+    """
+    out: list[tuple[str, str]] = []
+    history: list[str] = []
+    previous = None
+    for source, word in zip(words["source_stimulus"], words["word"], strict=True):
+        if source != previous:
+            history, previous = [], source
+        context = " ".join(history[-context_words:]) if context_words > 0 else ""
+        out.append((context, str(word)))
+        history.extend(str(word).split())
+    return out
+
+
 def load_image(path: str | os.PathLike) -> np.ndarray:
     """Read an image as float32 RGB.
 
@@ -304,16 +539,204 @@ def load_video(path: str | os.PathLike, *, fps: float = 24.0) -> Video:
         if not read:
             raise ValueError(f"{path}: the video has no readable frames.")
         frames = np.stack(read)
-    if frames.ndim == 3:
-        frames = np.repeat(frames[..., None], 3, axis=-1)
-    if frames.ndim != 4 or frames.shape[-1] != 3:
+    _check_frame_shape(frames.shape, path)
+    return Video(frames=_to_unit_rgb(frames, _frame_scale(frames), grey=frames.ndim == 3), fps=rate)
+
+
+def _check_frame_shape(shape: tuple[int, ...], path: Path) -> None:
+    if len(shape) not in (3, 4) or (len(shape) == 4 and shape[-1] != 3) or shape[0] < 1:
         raise ValueError(
-            f"{path}: frames must have shape (n_frames, H, W[, 3]), got {frames.shape} instead."
+            f"{path}: frames must have shape (n_frames, H, W[, 3]), got {shape} instead."
         )
-    frames = frames.astype(np.float32)
-    if frames.max(initial=0.0) > 1.0:
-        frames /= 255.0
-    return Video(frames=frames, fps=rate)
+
+
+def _frame_scale(frames: np.ndarray) -> float:
+    """Divisor mapping a frame stack to [0, 1]: 255 for integers or floats above 1."""
+    if np.issubdtype(frames.dtype, np.integer):
+        return 255.0
+    return 255.0 if float(np.max(frames, initial=0.0)) > 1.0 else 1.0
+
+
+def _to_unit_rgb(frames: np.ndarray, scale: float, *, grey: bool) -> np.ndarray:
+    """Float32 RGB in [0, 1]; ``grey`` frames lack the trailing colour axis."""
+    out = np.asarray(frames, dtype=np.float32)
+    if scale != 1.0:
+        out = out / np.float32(scale)
+    if grey:
+        out = np.repeat(out[..., None], 3, axis=-1)
+    return out
+
+
+def video_info(path: str | os.PathLike, *, fps: float = 24.0) -> tuple[int, float]:
+    """Number of frames and frame rate of a video, without decoding it.
+
+    Parameters
+    ----------
+    path : path-like
+        A video file OpenCV reads, or a ``.npy`` frame stack.
+    fps : float
+        Frame rate of ``.npy`` stacks (video files carry their own).
+
+    Returns
+    -------
+    n_frames : int
+        Frame count (from the container's header for video files).
+    fps : float
+        Frames per second.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".npy":
+        stack = np.load(path, mmap_mode="r")
+        _check_frame_shape(stack.shape, path)
+        return int(stack.shape[0]), float(fps)
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise ValueError(f"{path}: OpenCV cannot open this video file.")
+    n_frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
+    rate = float(cap.get(cv2.CAP_PROP_FPS) or fps)
+    cap.release()
+    if n_frames < 1:
+        raise ValueError(f"{path}: the video header reports no frames (CAP_PROP_FRAME_COUNT).")
+    return n_frames, rate
+
+
+def frame_times(n_frames: int, fps: float, frame_rate: float) -> np.ndarray:
+    """Times at which a clip is sampled at ``frame_rate``.
+
+    Parameters
+    ----------
+    n_frames : int
+        Frames in the clip.
+    fps : float
+        The clip's frame rate; its duration is ``n_frames / fps``.
+    frame_rate : float
+        Sampling rate in Hz.
+
+    Returns
+    -------
+    times : ndarray, shape (n_samples,)
+        ``k / frame_rate`` for every ``k`` with a time before the clip's end, so
+        ``n_samples = ceil(duration * frame_rate)``.
+    """
+    if not frame_rate > 0:
+        raise ValueError(f"`frame_rate` must be a positive number, got {frame_rate} instead.")
+    duration = n_frames / float(fps)
+    n_samples = max(1, int(np.ceil(duration * frame_rate - 1e-9)))
+    return np.arange(n_samples) / float(frame_rate)
+
+
+def frame_indices(times: np.ndarray, fps: float, n_frames: int) -> np.ndarray:
+    """Index of the frame on screen at each time.
+
+    Parameters
+    ----------
+    times : ndarray, shape (n_samples,)
+        Seconds from the clip's start.
+    fps : float
+        Frame rate; frame ``i`` is shown during ``[i / fps, (i + 1) / fps)``.
+    n_frames : int
+        Frames in the clip (indices are clipped to the last one).
+
+    Returns
+    -------
+    indices : ndarray of int, shape (n_samples,)
+        Frame indices.
+    """
+    idx = np.floor(np.asarray(times, float) * float(fps) + 1e-6).astype(int)
+    return np.clip(idx, 0, n_frames - 1)
+
+
+def evenly_spaced(n_frames: int, n_take: int) -> np.ndarray:
+    """Indices of up to ``n_take`` evenly spaced frames of a clip.
+
+    Parameters
+    ----------
+    n_frames : int
+        Frames in the clip.
+    n_take : int
+        Frames wanted (fewer when the clip is shorter).
+
+    Returns
+    -------
+    indices : ndarray of int, shape (min(n_take, n_frames),)
+        From the first to the last frame.
+    """
+    return np.unique(np.linspace(0, n_frames - 1, min(n_take, n_frames))).astype(int)
+
+
+def frame_id(stim_file: str, time: float) -> str:
+    """Stimulus id of one sampled frame: ``<stim_file>#t=<seconds, 3 decimals>``."""
+    return f"{stim_file}#t={time:.3f}"
+
+
+def word_id(stim_file: str, index: int) -> str:
+    """Stimulus id of one word of a narrative: ``<stim_file>#w=<index>``."""
+    return f"{stim_file}#w={index}"
+
+
+def iter_video_frames(
+    path: str | os.PathLike,
+    indices: Sequence[int] | np.ndarray,
+    *,
+    transforms: Mapping[str, Any],
+) -> Iterator[np.ndarray]:
+    """Stream chosen frames of a video, decoding one frame at a time.
+
+    Parameters
+    ----------
+    path : path-like
+        A video file OpenCV reads, or a ``.npy`` frame stack (memory-mapped).
+    indices : sequence of int, shape (n_samples,)
+        Non-decreasing frame indices (repeats allowed). Indices past the last
+        decodable frame (a container header that over-counts) give the last
+        frame.
+    transforms : dict
+        See :func:`apply_transforms`.
+
+    Yields
+    ------
+    frame : ndarray, shape (H', W', 3)
+        Float32 RGB in [0, 1], transformed.
+    """
+    path = Path(path)
+    wanted = np.asarray(indices, dtype=int)
+    if wanted.size and (np.any(np.diff(wanted) < 0) or wanted[0] < 0):
+        raise ValueError("`indices` must be non-negative and non-decreasing.")
+    if path.suffix.lower() == ".npy":
+        stack = np.load(path, mmap_mode="r")
+        _check_frame_shape(stack.shape, path)
+        scale = _frame_scale(stack)
+        last = stack.shape[0] - 1
+        grey = stack.ndim == 3
+        for i in wanted:
+            frame = _to_unit_rgb(np.array(stack[min(i, last)]), scale, grey=grey)
+            yield apply_transforms(frame, transforms)
+        return
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise ValueError(f"{path}: OpenCV cannot open this video file.")
+    try:
+        position, raw, ended = -1, None, False
+        done_for, current = -2, None
+        for i in wanted:
+            while position < i and not ended:
+                ok, frame = cap.read()
+                if not ok:
+                    ended = True
+                    break
+                position, raw = position + 1, frame
+            if raw is None:
+                raise ValueError(f"{path}: the video has no readable frames.")
+            if done_for != position:
+                rgb = _to_unit_rgb(raw[..., ::-1], 255.0, grey=False)
+                current, done_for = apply_transforms(rgb, transforms), position
+            yield current
+    finally:
+        cap.release()
 
 
 def load_audio(path: str | os.PathLike) -> Audio:

@@ -9,12 +9,12 @@ distance estimates) call rsatoolbox's :func:`rsatoolbox.rdm.compare`.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 __all__ = [
     "COMPARISONS",
     "compare_rdms",
     "noise_ceiling",
+    "rank_rows",
     "rsatoolbox_rdms",
 ]
 
@@ -39,6 +39,41 @@ def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     num = a @ b.T
     den = np.outer(na, nb)
     return np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
+
+
+def rank_rows(a: np.ndarray) -> np.ndarray:
+    """Ranks within each row, ties averaged (like :func:`scipy.stats.rankdata`).
+
+    One sort of the whole array and two bincounts; several times faster than ranking
+    row by row for long RDM vectors.
+
+    Parameters
+    ----------
+    a : array-like, shape (n_rows, n_values)
+        Values without NaN.
+
+    Returns
+    -------
+    ranks : ndarray of float64, shape (n_rows, n_values)
+        1-based ranks.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    n_rows, n = a.shape
+    order = np.argsort(a, axis=1)
+    s = np.take_along_axis(a, order, axis=1)
+    new = np.ones(s.shape, dtype=bool)
+    new[:, 1:] = s[:, 1:] != s[:, :-1]
+    positions = np.broadcast_to(np.arange(1, n + 1, dtype=np.float64), s.shape)
+    if new.all():
+        sorted_ranks = positions
+    else:
+        gid = (np.cumsum(new, axis=1) - 1 + (np.arange(n_rows) * n)[:, None]).ravel()
+        counts = np.bincount(gid, minlength=n_rows * n)
+        sums = np.bincount(gid, weights=positions.ravel(), minlength=n_rows * n)
+        sorted_ranks = (sums[gid] / counts[gid]).reshape(n_rows, n)
+    ranks = np.empty_like(a)
+    np.put_along_axis(ranks, order, sorted_ranks, axis=1)
+    return ranks
 
 
 def rsatoolbox_rdms(vectors: np.ndarray):
@@ -90,7 +125,7 @@ def compare_rdms(a: np.ndarray, b: np.ndarray, *, method: str = "spearman") -> n
     keep = ~(np.isnan(a).any(axis=0) | np.isnan(b).any(axis=0))
     a, b = a[:, keep], b[:, keep]
     if method == "spearman":
-        return _pearson_rows(rankdata(a, axis=1), rankdata(b, axis=1))
+        return _pearson_rows(rank_rows(a), rank_rows(b))
     if method == "corr":
         return _pearson_rows(a, b)
     from rsatoolbox.rdm import compare

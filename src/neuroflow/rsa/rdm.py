@@ -57,7 +57,7 @@ def square_rdm(vectors: np.ndarray) -> np.ndarray:
     return out
 
 
-def correlation_rdm(patterns: np.ndarray, *, block: int = 4096) -> np.ndarray:
+def correlation_rdm(patterns: np.ndarray) -> np.ndarray:
     """Correlation-distance RDMs, ``1 - r`` between condition patterns.
 
     Parameters
@@ -65,14 +65,13 @@ def correlation_rdm(patterns: np.ndarray, *, block: int = 4096) -> np.ndarray:
     patterns : array-like, shape (..., n_conditions, n_channels)
         One pattern per condition (voxels, channels or model units); leading axes
         (time points, ROIs, layers) give one RDM each.
-    block : int
-        Channels standardised at a time (bounds the float64 working copy).
 
     Returns
     -------
     rdms : ndarray of float64, shape (..., n_conditions * (n_conditions - 1) / 2)
-        Condensed RDMs, equal to ``rsatoolbox.rdm.calc_rdm(..., method="correlation")``.
-        Pairs involving a constant pattern are NaN.
+        Condensed RDMs, equal to ``rsatoolbox.rdm.calc_rdm(..., method="correlation")``
+        (computed in float64: one centring pass, one matrix product). Pairs involving
+        a constant pattern are NaN.
     """
     patterns = np.asarray(patterns)
     if patterns.ndim < 2 or patterns.shape[-2] < 2:
@@ -80,17 +79,13 @@ def correlation_rdm(patterns: np.ndarray, *, block: int = 4096) -> np.ndarray:
             "`patterns` must have shape (..., n_conditions >= 2, n_channels), "
             f"got {patterns.shape} instead."
         )
-    x = patterns.astype(np.float64, copy=True)
+    x = patterns.astype(np.float64)  # a fresh copy, centred in place
     x -= x.mean(axis=-1, keepdims=True)
-    norm = np.sqrt(np.einsum("...ij,...ij->...i", x, x))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        x /= norm[..., None]
-    gram = np.zeros((*x.shape[:-1], x.shape[-2]))
-    for start in range(0, x.shape[-1], block):
-        xb = x[..., start : start + block]
-        gram += xb @ np.swapaxes(xb, -1, -2)
+    gram = x @ np.swapaxes(x, -1, -2)
+    norm = np.sqrt(np.diagonal(gram, axis1=-2, axis2=-1))
     i, j = condensed_index(x.shape[-2])
-    return 1.0 - gram[..., i, j]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1.0 - gram[..., i, j] / (norm[..., i] * norm[..., j])
 
 
 def crossnobis_rdm(

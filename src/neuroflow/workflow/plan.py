@@ -15,6 +15,11 @@ Layout of ``results/``::
     encoding/<model>-<v>/sub-XX_encoding.zarr
     evaluation/<model>-<v>/sub-XX_scores.zarr
     summary/<v>/scores.tsv, summary.zarr, plots/
+    single_trial/<v>/sub-XX/sub-XX_desc-singletrial_betas.zarr   (when enabled)
+    eeg_encoding/<model>-<v>/sub-XX/<key>_encoding.zarr
+    eeg_evaluation/<model>-<v>/sub-XX/<key>_scores.zarr
+    decoding/<v>/decoding_eeg.zarr
+    rsa/<v>/rsa_eeg.zarr, rsa_fmri.zarr
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.io.records import EegRecording, FmriRun
-from neuroflow.workflow.versions import encoding_config, stage_versions
+from neuroflow.workflow.versions import eeg_encoding_config, encoding_config, stage_versions
 
 __all__ = ["WorkflowPlan"]
 
@@ -254,6 +259,46 @@ class WorkflowPlan:
     def scores_store(self, model: str, subject: str) -> Path:
         """Per-target scores of one subject's encoding model."""
         return self.stage_dir("evaluation", model) / f"sub-{subject}_scores.zarr"
+
+    def eeg_encoding_config(self, model: str) -> dict[str, Any]:
+        """What the EEG encoding stage receives for ``model``."""
+        return eeg_encoding_config(self.config, model)
+
+    def eeg_encoding_store(self, model: str, key: str) -> Path:
+        """EEG encoding model (channel x latency) of one recording."""
+        rec = self.eeg_recording(key)
+        return self.stage_dir("eeg_encoding", model) / f"sub-{rec.subject}" / f"{key}_encoding.zarr"
+
+    def eeg_scores_store(self, model: str, key: str) -> Path:
+        """Per-target scores of one recording's EEG encoding model."""
+        rec = self.eeg_recording(key)
+        return self.stage_dir("eeg_evaluation", model) / f"sub-{rec.subject}" / f"{key}_scores.zarr"
+
+    def single_trial_store(self, subject: str) -> Path:
+        """(trial, voxel) single-trial responses of one subject."""
+        return (
+            self.stage_dir("single_trial")
+            / f"sub-{subject}"
+            / f"sub-{subject}_desc-singletrial_betas.zarr"
+        )
+
+    def all_feature_spaces(self) -> dict[str, Path]:
+        """Every extractor layer by label (``name``, or ``name:layer`` for several layers)."""
+        out = {}
+        for entry in self.config["features"]["extractors"]:
+            layers = self.extractor_layers(entry["name"])
+            for layer in layers:
+                label = entry["name"] if len(layers) == 1 else f"{entry['name']}:{layer}"
+                out[label] = self.feature_store(entry["name"], layer)
+        return out
+
+    def decoding_store(self) -> Path:
+        """EEG decoding results of every subject."""
+        return self.stage_dir("decoding") / "decoding_eeg.zarr"
+
+    def rsa_store(self, modality: str) -> Path:
+        """RSA results of every subject for ``"eeg"`` or ``"fmri"``."""
+        return self.stage_dir("rsa") / f"rsa_{modality}.zarr"
 
     def summary_dir(self) -> Path:
         """Folder of the cross-model, cross-subject summary."""

@@ -22,6 +22,7 @@ __all__ = [
     "FORMAT_VERSIONS",
     "STAGES",
     "dataset_identity",
+    "eeg_encoding_config",
     "encoding_config",
     "stage_versions",
 ]
@@ -36,6 +37,11 @@ FORMAT_VERSIONS: dict[str, int] = {
     "encoding": 1,
     "evaluation": 1,
     "summary": 1,
+    "single_trial": 1,
+    "eeg_encoding": 1,
+    "eeg_evaluation": 1,
+    "decoding": 1,
+    "rsa": 1,
 }
 
 #: Stage name -> upstream stages, in execution order.
@@ -48,6 +54,11 @@ STAGES: dict[str, tuple[str, ...]] = {
     "encoding": ("align_features", "preprocess_fmri"),
     "evaluation": ("encoding",),
     "summary": ("evaluation",),
+    "single_trial": ("preprocess_fmri",),
+    "eeg_encoding": ("preprocess_eeg", "features"),
+    "eeg_evaluation": ("eeg_encoding",),
+    "decoding": ("preprocess_eeg", "features"),
+    "rsa": ("preprocess_eeg", "preprocess_fmri", "features"),
 }
 
 
@@ -135,7 +146,39 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
         versions[f"evaluation/{model}"] = _v(
             "evaluation", config["evaluation"], {"encoding": versions[f"encoding/{model}"]}
         )
-    evaluation_inputs = {k: v for k, v in versions.items() if k.startswith("evaluation/")}
+    versions["single_trial"] = _v(
+        "single_trial", config["single_trial"], {"preprocess_fmri": versions["preprocess_fmri"]}
+    )
+    for model in config["encoding"]["models"]:
+        section = eeg_encoding_config(config, model)
+        inputs = {"preprocess_eeg": versions["preprocess_eeg"]}
+        for space in section["feature_spaces"]:
+            inputs[f"features/{space}"] = versions[f"features/{space.split(':')[0]}"]
+        versions[f"eeg_encoding/{model}"] = _v("eeg_encoding", section, inputs)
+        versions[f"eeg_evaluation/{model}"] = _v(
+            "eeg_evaluation",
+            config["evaluation"],
+            {"eeg_encoding": versions[f"eeg_encoding/{model}"]},
+        )
+
+    feature_versions = {k: v for k, v in versions.items() if k.startswith("features/")}
+    versions["decoding"] = _v(
+        "decoding",
+        config["decoding"],
+        {"preprocess_eeg": versions["preprocess_eeg"], **feature_versions},
+    )
+    versions["rsa"] = _v(
+        "rsa",
+        config["rsa"],
+        {
+            "preprocess_eeg": versions["preprocess_eeg"],
+            "preprocess_fmri": versions["preprocess_fmri"],
+            **feature_versions,
+        },
+    )
+    evaluation_inputs = {
+        k: v for k, v in versions.items() if k.startswith("evaluation/") or k in ("decoding", "rsa")
+    }
     versions["summary"] = _v("summary", config["evaluation"], evaluation_inputs)
     return versions
 
@@ -162,6 +205,26 @@ def encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         )
     shared = {k: v for k, v in encoding.items() if k != "models"}
     return {**shared, **encoding["models"][model], "name": model}
+
+
+def eeg_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """Settings of one EEG encoding model: ``eeg_encoding`` plus the model's spaces.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+    model : str
+        A key of ``encoding.models`` (EEG models share the fMRI models' names).
+
+    Returns
+    -------
+    section : dict
+        What the EEG encoding stage receives for this model.
+    """
+    entry = encoding_config(config, model)
+    shared = {k: v for k, v in config["eeg_encoding"].items() if k != "enabled"}
+    return {**shared, "name": model, "feature_spaces": list(entry["feature_spaces"])}
 
 
 def _uses_training_split(entry: Mapping[str, Any]) -> bool:

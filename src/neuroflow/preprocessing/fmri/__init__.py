@@ -2,10 +2,22 @@
 
 :func:`preprocess_fmri_run` is the stage entry point; :func:`clean_signals`
 is the numerical core (one orthogonal projection, see
-:mod:`neuroflow.preprocessing.fmri.clean`).
+:mod:`neuroflow.preprocessing.fmri.clean`). :func:`estimate_single_trials`
+estimates (trial, voxel) responses of event-related designs (LSS / LSA) with
+NSD's noise ceiling (:mod:`neuroflow.preprocessing.fmri.ncsnr`).
 """
 
 from neuroflow.preprocessing.fmri.clean import clean_signals
+from neuroflow.preprocessing.fmri.ncsnr import ncsnr_from_betas, noise_ceiling_from_ncsnr
+from neuroflow.preprocessing.fmri.single_trial import estimate_single_trials
 from neuroflow.preprocessing.fmri.stage import DEFAULT_CONFIG, preprocess_fmri_run, resolve_config
 
-__all__ = ["DEFAULT_CONFIG", "clean_signals", "preprocess_fmri_run", "resolve_config"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "clean_signals",
+    "estimate_single_trials",
+    "ncsnr_from_betas",
+    "noise_ceiling_from_ncsnr",
+    "preprocess_fmri_run",
+    "resolve_config",
+]

@@ -1,0 +1,22 @@
+# EEG decoding over all subjects at once (group cluster tests need them together):
+# time-resolved classification and feature decoding, identification of test images.
+if PLAN.eeg_recordings:
+
+    rule decode_eeg:
+        input:
+            epochs=[str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.eeg_recordings],
+            features=[str(p) for p in PLAN.all_feature_spaces().values()],
+        output:
+            directory(str(PLAN.decoding_store())),
+        params:
+            **stage_params("decoding", config["decoding"]),
+            spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
+        log:
+            log_path("decoding", V["decoding"]),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 6000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/decode_eeg.py"

@@ -1,0 +1,54 @@
+# EEG encoding: per recording and model, ridge from stimulus features to every
+# channel x latency of the epochs, scored on held-out (repeated) test stimuli.
+if config["eeg_encoding"]["enabled"]:
+
+    rule fit_eeg_encoding:
+        input:
+            unpack(eeg_encoding_inputs),
+        output:
+            directory(
+                str(
+                    PLAN.results
+                    / "eeg_encoding"
+                    / "{model}-{version}"
+                    / "sub-{subject}"
+                    / "{key}_encoding.zarr"
+                )
+            ),
+        params:
+            stage=lambda wc: f"eeg_encoding/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=lambda wc: PLAN.eeg_encoding_config(wc.model),
+        log:
+            log_path("eeg_encoding", "{model}-{version}", "sub-{subject}", "{key}"),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/fit_eeg_encoding.py"
+
+    rule evaluate_eeg_encoding:
+        input:
+            lambda wc: str(PLAN.eeg_encoding_store(wc.model, wc.key)),
+        output:
+            directory(
+                str(
+                    PLAN.results
+                    / "eeg_evaluation"
+                    / "{model}-{version}"
+                    / "sub-{subject}"
+                    / "{key}_scores.zarr"
+                )
+            ),
+        params:
+            stage=lambda wc: f"eeg_evaluation/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=config["evaluation"],
+        log:
+            log_path("eeg_evaluation", "{model}-{version}", "sub-{subject}", "{key}"),
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/evaluate_encoding.py"

@@ -1,0 +1,42 @@
+# Representational similarity: EEG (per time point, cross-temporal) and fMRI
+# (per ROI, ROI x ROI alignment), all subjects at once for the noise ceilings.
+if PLAN.eeg_recordings:
+
+    rule rsa_eeg:
+        input:
+            epochs=[str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.eeg_recordings],
+            features=[str(p) for p in PLAN.all_feature_spaces().values()],
+        output:
+            directory(str(PLAN.rsa_store("eeg"))),
+        params:
+            **stage_params("rsa", config["rsa"]),
+            spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
+        log:
+            log_path("rsa", V["rsa"], "eeg"),
+        resources:
+            mem_mb=lambda wildcards, attempt: 6000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/rsa_eeg.py"
+
+
+if PLAN.fmri_runs:
+
+    rule rsa_fmri:
+        input:
+            runs=[str(PLAN.fmri_store(r.key)) for r in PLAN.fmri_runs],
+            features=[str(p) for p in PLAN.all_feature_spaces().values()],
+        output:
+            directory(str(PLAN.rsa_store("fmri"))),
+        params:
+            **stage_params("rsa", config["rsa"]),
+            spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
+        log:
+            log_path("rsa", V["rsa"], "fmri"),
+        resources:
+            mem_mb=lambda wildcards, attempt: 6000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/rsa_fmri.py"

@@ -1,0 +1,220 @@
+"""The decode_eeg and rsa stages end to end on small synthetic stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.decoding import decode_eeg, decoding_rows
+from neuroflow.decoding.plotting import (
+    plot_alignment,
+    plot_cross_temporal,
+    plot_generalization,
+    plot_rdm,
+    plot_time_courses,
+)
+from neuroflow.decoding.stage import resolve_config
+from neuroflow.decoding.summary import DECODING_COLUMNS, append_rows, rsa_rows
+from neuroflow.rsa import event_responses, rsa_eeg, rsa_fmri
+
+N_TRAIN, N_TEST, N_REP, N_CH, N_T = 30, 10, 3, 6, 12
+
+
+def _features(tmp_path, rng, name, n_feat, ids):
+    F = rng.standard_normal((len(ids), n_feat)).astype(np.float32)
+    ds = xr.Dataset(
+        {"features": (("stimulus", "feature"), F)},
+        coords={"stimulus": np.array(ids, dtype=object), "feature": np.arange(n_feat)},
+        attrs={"feature_set": name, "model": f"model-{name}"},
+    )
+    return write_dataset(ds, tmp_path / f"{name}.zarr", provenance={}), F
+
+
+def _epochs(tmp_path, rng, subject, F, ids, latency):
+    stim_idx = np.r_[np.arange(N_TRAIN), np.repeat(np.arange(N_TRAIN, N_TRAIN + N_TEST), N_REP)]
+    rng.shuffle(stim_idx)
+    times = np.linspace(-0.1, 0.45, N_T)
+    topo = rng.standard_normal((F.shape[1], N_CH))
+    bump = np.exp(-0.5 * ((times - latency) / 0.04) ** 2)
+    data = 0.5 * rng.standard_normal((stim_idx.size, N_CH, N_T))
+    data += (F[stim_idx] @ topo)[:, :, None] * bump
+    ds = xr.Dataset(
+        {"epochs": (("epoch", "channel", "time"), data.astype(np.float32))},
+        coords={
+            "stimulus": ("epoch", np.array(ids, dtype=object)[stim_idx]),
+            "condition": ("epoch", np.where(stim_idx < N_TRAIN, "train", "test").astype(object)),
+            "channel": np.array([f"E{i}" for i in range(N_CH)], dtype=object),
+            "time": times,
+        },
+        attrs={"entities": {"subject": subject}, "sfreq": 20.0},
+    )
+    return write_dataset(ds, tmp_path / f"sub-{subject}_epo.zarr", provenance={})
+
+
+@pytest.fixture
+def eeg_inputs(tmp_path, rng):
+    ids = [f"img-{i:03d}" for i in range(N_TRAIN + N_TEST)]
+    vis, F = _features(tmp_path, rng, "visual", 4, ids)
+    sem, _ = _features(tmp_path, rng, "semantic", 5, ids)
+    epochs = [_epochs(tmp_path, rng, s, F, ids, 0.1) for s in ("01", "02")]
+    return epochs, {"visual": vis, "semantic": sem}
+
+
+CFG = {
+    "classification": {"n_permutations": 4, "generalization_permutations": 2},
+    "features": {"n_components": 3, "n_permutations": 30},
+    "identification": {"n_permutations": 50, "window": [0.0, 0.3]},
+    "contrastive": {"max_epochs": 30, "patience": 5, "device": "cpu"},
+    "n_splits": 3,
+}
+
+
+@pytest.mark.slow
+def test_decode_eeg_stage(tmp_path, eeg_inputs):
+    epochs, features = eeg_inputs
+    out = decode_eeg(
+        epochs=epochs,
+        features=features,
+        output=tmp_path / "dec.zarr",
+        config=CFG,
+        provenance={"stage": "decode_eeg"},
+    )
+    ds = open_dataset(out)
+    assert ds.sizes["subject"] == 2 and ds.sizes["time"] == N_T
+    assert ds["identification"].dims == ("subject", "feature_space", "decoder", "metric")
+    assert list(ds["metric"].values) == ["top1", "top5", "mean_rank"]
+    assert ds["generalization"].shape == (2, N_T, N_T)
+    assert ds["class_null"].shape == (2, 4, N_T)
+    assert "group_feature_cluster_p" in ds
+    vis = ds["identification"].sel(feature_space="visual", decoder="ridge", metric="top1")
+    assert (vis > 0.3).all()  # chance 0.1
+    peak = ds["feature_peak_latency"].sel(feature_space="visual").values
+    assert np.all(np.abs(peak - 0.1) < 0.06)
+    table = decoding_rows(ds.load())
+    assert list(table.columns) == list(DECODING_COLUMNS)
+    tsv = append_rows(table, tmp_path / "scores.tsv")
+    append_rows(pd.DataFrame({"subject": ["x"], "mean_r": [0.1]}), tsv)
+    back = pd.read_csv(tsv, sep="\t")
+    assert len(back) == len(table) + 1 and "mean_r" in back.columns
+    p = plot_time_courses(
+        ds["time"].values,
+        {"visual": ds["feature_score"].isel(subject=0, feature_space=0).values},
+        tmp_path / "tc.png",
+        significant={"visual": ds["feature_cluster_p"].isel(subject=0, feature_space=0) <= 0.05},
+        chance=0.0,
+    )
+    assert p.stat().st_size > 0
+    assert plot_generalization(
+        ds["time"].values, ds["generalization"].isel(subject=0).values, tmp_path / "g.png"
+    ).exists()
+
+
+def test_rsa_eeg_stage(tmp_path, eeg_inputs):
+    epochs, features = eeg_inputs
+    out = rsa_eeg(
+        epochs=epochs,
+        features=features,
+        output=tmp_path / "rsa.zarr",
+        config={"comparisons": ["spearman"]},
+        provenance={},
+    )
+    ds = open_dataset(out)
+    n_pairs = N_TEST * (N_TEST - 1) // 2
+    assert ds["brain_rdm"].shape == (2, N_T, n_pairs)
+    assert ds["cross_temporal"].dims == ("subject", "comparison", "layer", "time")
+    assert ds["noise_ceiling_subject"].shape == (2, 1, 2, N_T)
+    ct = ds["cross_temporal_mean"].sel(comparison="spearman", layer="visual")
+    assert abs(float(ds["time"][int(ct.argmax())]) - 0.1) < 0.06
+    assert plot_cross_temporal(
+        ds["time"].values,
+        ds["cross_temporal_mean"].isel(comparison=0).values,
+        list(ds["layer"].values),
+        tmp_path / "ct.png",
+    ).exists()
+    assert plot_rdm(ds["brain_rdm"].isel(subject=0, time=5).values, tmp_path / "r.png").exists()
+
+
+def _fmri_run(tmp_path, rng, subject, run, ids, F, roi_maps):
+    tr, n_vol = 1.0, 60
+    onsets = np.arange(len(ids)) * 5.0 + 1.0
+    order = rng.permutation(len(ids))
+    roi = np.repeat(["v1", "sem", "other"], 9)
+    bold = 0.3 * rng.standard_normal((n_vol, roi.size))
+    t = np.arange(n_vol) * tr
+    for k, i in enumerate(order):
+        pattern = np.concatenate([F[i] @ roi_maps[0], F[i] @ roi_maps[1], np.zeros(9)])
+        on = (t >= onsets[k] + 4.0) & (t < onsets[k] + 8.0)
+        bold[on] += pattern
+    ds = xr.Dataset(
+        {
+            "bold": (("time", "voxel"), bold.astype(np.float32)),
+            "event_onset": ("event", onsets),
+            "event_duration": ("event", np.full(len(ids), 4.0)),
+            "stim_file": ("event", np.array(ids, dtype=object)[order]),
+        },
+        coords={"time": t, "roi": ("voxel", roi.astype(object))},
+        attrs={"entities": {"subject": subject, "run": run}},
+    )
+    return write_dataset(ds, tmp_path / f"sub-{subject}_run-{run}_bold.zarr", provenance={})
+
+
+def test_rsa_fmri_stage_and_rows(tmp_path, rng):
+    ids = [f"shot-{i}" for i in range(8)]
+    vis, F = _features(tmp_path, rng, "visual", 4, ids)
+    maps = [rng.standard_normal((4, 9)), rng.standard_normal((4, 9))]
+    runs = [_fmri_run(tmp_path, rng, s, r, ids, F, maps) for s in ("01", "02") for r in "123"]
+    out = rsa_fmri(
+        runs=runs,
+        features={"visual": vis},
+        output=tmp_path / "f.zarr",
+        config={"comparisons": ["spearman", "cosine_cov"]},
+        provenance={},
+    )
+    ds = open_dataset(out).load()
+    assert ds["roi_rdm"].shape == (2, 3, 28)
+    sim = ds["model_similarity"].sel(comparison="spearman", layer="visual").mean("subject")
+    assert (
+        min(float(sim.sel(roi="v1")), float(sim.sel(roi="sem"))) > 0.3 > float(sim.sel(roi="other"))
+    )
+    assert ds["noise_ceiling"].sel(roi="v1", bound="upper", comparison="spearman") > 0.5
+    assert ds["roi_alignment"].shape == (2, 3, 3)
+    rows = rsa_rows(ds)
+    assert set(rows["subject"]) == {"01", "02", "group"}
+    assert plot_alignment(
+        ds["roi_alignment"].mean("subject").values, list(ds["roi"].values), tmp_path / "a.png"
+    ).exists()
+    with pytest.raises(ValueError, match=r"`rsa.fmri_rdm` must be"):
+        rsa_fmri(
+            runs=runs,
+            features={"visual": vis},
+            output=tmp_path / "g.zarr",
+            config={"fmri_rdm": "euclid"},
+            provenance={},
+        )
+
+
+def test_event_responses_windows():
+    ds = xr.Dataset(
+        {
+            "bold": (("time", "voxel"), np.arange(20.0).reshape(10, 2)),
+            "event_onset": ("event", [0.0, 5.0]),
+            "event_duration": ("event", [2.0, 0.1]),
+        },
+        coords={"time": np.arange(10.0)},
+    )
+    r = event_responses(ds, lag=3.0)
+    np.testing.assert_allclose(r[0], [7.0, 8.0])  # volumes at t = 3, 4
+    np.testing.assert_allclose(r[1], [16.0, 17.0])  # nearest to 8.05
+    with pytest.raises(ValueError, match=r"missing field `stim|missing field `bold"):
+        event_responses(ds.drop_vars("bold"), lag=0.0)
+
+
+def test_config_errors():
+    assert resolve_config(None)["identification"]["top_k"] == [1, 5]
+    with pytest.raises(ValueError, match="unknown key"):
+        resolve_config({"identification": {"windw": [0, 1]}})
+    with pytest.raises(ValueError, match=r"`decoding.cv_groups` must be"):
+        resolve_config({"cv_groups": "run"})

@@ -1,0 +1,141 @@
+"""The tiny demo through a real one-node SLURM cluster, against a local run.
+
+Opt-in (``make test-slurm``, or ``NEUROFLOW_SLURM_TEST=1 pytest tests/workflow/test_slurm.py``):
+it needs root and apt-get (``tests/workflow/slurm_cluster.sh`` installs Debian's
+``slurm-wlm`` and ``munge`` and starts slurmctld + slurmd on this machine) and
+takes a few minutes. The cluster is torn down in a ``finally``, whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+from workflow_helpers import REPO, TINY_CONFIG, snakemake, write_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.workflow]
+
+CLUSTER = Path(__file__).with_name("slurm_cluster.sh")
+PROFILE = REPO / "workflow" / "profiles" / "slurm"
+#: Rules that run on the submitting host (``localrule: True``), never through sbatch.
+LOCAL_RULES = {"generate_demo", "summarize_scores", "all"}
+_SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+
+
+def _skip_reason() -> str | None:
+    if not os.environ.get("NEUROFLOW_SLURM_TEST"):
+        return (
+            "set NEUROFLOW_SLURM_TEST=1 to run (installs slurm-wlm and munge with apt-get and "
+            "starts a one-node SLURM cluster on this machine; a few minutes)"
+        )
+    if os.geteuid() != 0:
+        return "the SLURM test needs root (it installs packages and starts daemons)"
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        return "neither slurmctld nor apt-get is available"
+    return None
+
+
+def _cluster(action: str, timeout: int) -> None:
+    subprocess.run(["bash", str(CLUSTER), action], check=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> Iterator[None]:
+    """A running one-node SLURM cluster, stopped afterwards whatever happens."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    _cluster("install", timeout=900)
+    try:
+        _cluster("up", timeout=120)
+        yield
+    finally:
+        _cluster("down", timeout=120)
+
+
+def _arrays(store: Path) -> dict[str, np.ndarray]:
+    """Every array of a zarr store (nested groups included), by path."""
+    group = zarr.open_group(store, mode="r")
+    return {
+        path: np.asarray(node[...])
+        for path, node in group.members(max_depth=None)
+        if isinstance(node, zarr.Array)
+    }
+
+
+def _stores(results: Path) -> list[Path]:
+    """Relative paths of the complete zarr stores under ``results``."""
+    return sorted(
+        meta.parent.relative_to(results)
+        for meta in results.rglob("zarr.json")
+        if meta.parent.suffix == ".zarr" and ".partial-" not in str(meta)
+    )
+
+
+def _scontrol_state(job_id: str) -> str:
+    out = subprocess.run(
+        ["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30
+    ).stdout
+    match = re.search(r"JobState=(\w+)", out)
+    return match.group(1) if match else f"unknown ({out.strip()[:200]})"
+
+
+def test_tiny_demo_on_slurm_matches_local(
+    slurm_cluster: None, tiny_run: Path, tmp_path: Path
+) -> None:
+    """Every non-local job goes through sbatch, and the stores equal a local run's."""
+    workdir = tmp_path / "slurm_run"
+    workdir.mkdir()
+    write_config(workdir / "config.yaml", TINY_CONFIG, "# tiny demo run on SLURM\n")
+    proc = snakemake(
+        workdir,
+        "--workflow-profile",
+        str(PROFILE),
+        # No accounting daemon on the test cluster: query job states with squeue.
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--slurm-keep-successful-logs",
+        # The test node has few CPUs: cap the profile's thread requests (single jobs and
+        # groups) so that every job fits on it.
+        "--max-threads",
+        str(os.cpu_count() or 1),
+        "--cores",
+        str(os.cpu_count() or 1),
+    )
+    log = proc.stdout + proc.stderr
+
+    submitted = _SUBMITTED.findall(log)
+    assert submitted, f"no job was submitted to SLURM:\n{log[-3000:]}"
+    states = {job_id: _scontrol_state(job_id) for job_id, _ in submitted}
+    assert set(states.values()) == {"COMPLETED"}, states
+    # One SLURM log folder per submitted rule or group; no remote rule ran locally.
+    submitted_rules = {
+        Path(p).relative_to(workdir / ".snakemake" / "slurm_logs").parts[0] for _, p in submitted
+    }
+    local_jobs = set(re.findall(r"^localrule (\w+):", log, flags=re.MULTILINE))
+    assert local_jobs <= LOCAL_RULES, local_jobs
+    assert {"rule_preprocess_fmri", "rule_fit_encoding"} <= submitted_rules, submitted_rules
+    assert any(r.startswith("group_") for r in submitted_rules), submitted_rules
+
+    local, remote = tiny_run / "results", workdir / "results"
+    assert _stores(remote) == _stores(local)
+    for rel in _stores(local):
+        a, b = _arrays(local / rel), _arrays(remote / rel)
+        assert a.keys() == b.keys(), rel
+        for name in a:
+            np.testing.assert_array_equal(b[name], a[name], err_msg=f"{rel}/{name}")
+    for table in sorted(local.rglob("*.tsv")):
+        rel = table.relative_to(local)
+        pd.testing.assert_frame_equal(
+            pd.read_csv(remote / rel, sep="\t"), pd.read_csv(table, sep="\t"), obj=str(rel)
+        )
