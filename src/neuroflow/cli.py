@@ -290,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, KeyError, ValueError) as err:
         print(f"neuroflow {args.command}: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into e.g. `head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

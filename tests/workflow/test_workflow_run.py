@@ -40,6 +40,10 @@ def test_every_stage_writes_versioned_xarray_stores(tiny_run: Path) -> None:
         "align_features",
         "encoding",
         "evaluation",
+        "eeg_encoding",
+        "eeg_evaluation",
+        "decoding",
+        "rsa",
         "summary",
     }
     for store in stores:

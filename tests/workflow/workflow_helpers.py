@@ -40,6 +40,13 @@ TINY_CONFIG: dict = {
         "split": {"test_runs": ["3", "4"]},
     },
     "evaluation": {"permutation": {"n_permutations": 50}, "plots": {"enabled": True}},
+    "decoding": {
+        "decim": 4,
+        "classification": {"n_permutations": 4, "generalization": False},
+        "features": {"n_permutations": 20},
+        "identification": {"n_permutations": 100},
+        "contrastive": {"max_epochs": 40},
+    },
 }
 
 

@@ -41,7 +41,10 @@ def job_logging(log_path: str | Path | None) -> Iterator[logging.Logger]:
     """
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        handler: logging.Handler = logging.FileHandler(log_path, mode="w")
+        Path(log_path).write_text("")
+        # Append mode: libraries that close their loggers' handlers (MNE does) must not
+        # silence the rest of the job's log; a closed handler reopens and appends.
+        handler: logging.Handler = logging.FileHandler(log_path, mode="a")
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
