@@ -9,7 +9,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from neuroflow.config import validate_config
+from neuroflow.config import sorted_config, validate_config
 
 min_version("9.0")
 
@@ -18,12 +18,15 @@ configfile: "config/config.yaml"
 
 
 # Validate before any job runs: unknown keys fail with a "did you mean" hint,
-# defaults from the schema are filled in.
+# defaults from the schema are filled in. Keys are sorted so that reordering the
+# config file changes nothing (Snakemake compares rule params in key order).
 config.update(
-    validate_config(
-        config,
-        Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
-        source="the config",
+    sorted_config(
+        validate_config(
+            config,
+            Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
+            source="the config",
+        )
     )
 )
 

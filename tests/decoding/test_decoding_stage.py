@@ -69,6 +69,7 @@ CFG = {
     "identification": {"n_permutations": 50, "window": [0.0, 0.3]},
     "contrastive": {"max_epochs": 30, "patience": 5, "device": "cpu"},
     "n_splits": 3,
+    "decim": 1,
 }
 
 

@@ -16,6 +16,7 @@ set -euo pipefail
 STATE=${NEUROFLOW_SLURM_STATE:-/tmp/neuroflow-slurm}
 CONF_DIR=/etc/slurm
 HOST=$(hostname -s)
+MARK=tests/workflow/slurm_cluster.sh
 
 log() { echo "[slurm_cluster] $*" >&2; }
 
@@ -37,9 +38,14 @@ real_memory() {
 }
 
 write_conf() {
+    # Never touch the configuration of a real cluster.
+    if [ -f "$CONF_DIR/slurm.conf" ] && ! grep -q "written by $MARK" "$CONF_DIR/slurm.conf"; then
+        log "$CONF_DIR/slurm.conf exists and was not written by this script: not replacing it"
+        exit 5
+    fi
     mkdir -p "$STATE"/{spool/ctld,spool/d,log,run} "$CONF_DIR"
     cat >"$CONF_DIR/slurm.conf" <<EOF
-# One-node test cluster written by tests/workflow/slurm_cluster.sh
+# One-node test cluster written by $MARK
 ClusterName=neuroflow
 SlurmctldHost=${HOST}(127.0.0.1)
 SlurmUser=root

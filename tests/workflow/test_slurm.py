@@ -21,13 +21,11 @@ import pytest
 import zarr
 from workflow_helpers import REPO, TINY_CONFIG, snakemake, write_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.workflow]
-
 CLUSTER = Path(__file__).with_name("slurm_cluster.sh")
 PROFILE = REPO / "workflow" / "profiles" / "slurm"
 #: Rules that run on the submitting host (``localrule: True``), never through sbatch.
 LOCAL_RULES = {"generate_demo", "summarize_scores", "all"}
-_SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+_SUBMITTED = re.compile(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 
 
 def _skip_reason() -> str | None:
@@ -43,6 +41,14 @@ def _skip_reason() -> str | None:
     return None
 
 
+_SKIP_REASON = _skip_reason()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.workflow,
+    pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or ""),
+]
+
+
 def _cluster(action: str, timeout: int) -> None:
     subprocess.run(["bash", str(CLUSTER), action], check=True, timeout=timeout)
 
@@ -50,9 +56,6 @@ def _cluster(action: str, timeout: int) -> None:
 @pytest.fixture(scope="module")
 def slurm_cluster() -> Iterator[None]:
     """A running one-node SLURM cluster, stopped afterwards whatever happens."""
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
     _cluster("install", timeout=900)
     try:
         _cluster("up", timeout=120)

@@ -5,7 +5,15 @@ from neuroflow.config.validation import (
     fill_defaults,
     load_config,
     load_schema,
+    sorted_config,
     validate_config,
 )
 
-__all__ = ["ConfigError", "fill_defaults", "load_config", "load_schema", "validate_config"]
+__all__ = [
+    "ConfigError",
+    "fill_defaults",
+    "load_config",
+    "load_schema",
+    "sorted_config",
+    "validate_config",
+]

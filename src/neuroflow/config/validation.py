@@ -19,7 +19,15 @@ from typing import Any
 import jsonschema
 import yaml
 
-__all__ = ["ConfigError", "fill_defaults", "load_config", "load_schema", "validate_config"]
+__all__ = [
+    "ConfigError",
+    "deep_update",
+    "fill_defaults",
+    "load_config",
+    "load_schema",
+    "sorted_config",
+    "validate_config",
+]
 
 _JSON_TYPES = {
     "object": "a mapping",
@@ -281,6 +289,27 @@ def load_config(
     if overrides:
         data = deep_update(data, overrides)
     return validate_config(data, schema_path, source=str(path))
+
+
+def sorted_config(config: Any) -> Any:
+    """Copy of ``config`` with every mapping's keys sorted, recursively.
+
+    Parameters
+    ----------
+    config : object
+        A validated configuration.
+
+    Returns
+    -------
+    config : object
+        Equal content in canonical key order, so two files that differ only in
+        key order give identical job parameters.
+    """
+    if isinstance(config, Mapping):
+        return {key: sorted_config(config[key]) for key in sorted(config)}
+    if isinstance(config, list):
+        return [sorted_config(item) for item in config]
+    return config
 
 
 def deep_update(base: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str, Any]:
