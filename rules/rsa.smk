@@ -9,10 +9,10 @@ if PLAN.eeg_recordings:
         output:
             directory(str(PLAN.rsa_store("eeg"))),
         params:
-            **stage_params("rsa", config["rsa"]),
+            **stage_params("rsa", config["rsa"], "eeg"),
             spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
         log:
-            log_path("rsa", V["rsa"], "eeg"),
+            log_path("rsa", f"eeg-{V['rsa/eeg']}"),
         resources:
             mem_mb=lambda wildcards, attempt: 6000 * attempt,
         conda:
@@ -30,10 +30,10 @@ if PLAN.fmri_runs:
         output:
             directory(str(PLAN.rsa_store("fmri"))),
         params:
-            **stage_params("rsa", config["rsa"]),
+            **stage_params("rsa", config["rsa"], "fmri"),
             spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
         log:
-            log_path("rsa", V["rsa"], "fmri"),
+            log_path("rsa", f"fmri-{V['rsa/fmri']}"),
         resources:
             mem_mb=lambda wildcards, attempt: 6000 * attempt,
         conda:

@@ -136,6 +136,11 @@ down() {
     if [ -s "$STATE/run/munged.started" ]; then
         stop_pid "$STATE/run/munged.started" munged
     fi
+    # With a slurm.conf naming a stopped controller, every `scontrol` call (which the
+    # snakemake SLURM plugin makes at start-up, even for local runs) waits ~9 s.
+    if [ -f "$CONF_DIR/slurm.conf" ] && grep -q "written by $MARK" "$CONF_DIR/slurm.conf"; then
+        rm -f "$CONF_DIR/slurm.conf"
+    fi
     log "cluster down"
 }
 

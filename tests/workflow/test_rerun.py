@@ -28,7 +28,7 @@ UPSTREAM_OF_ENCODING = {
     "align_features",
 }
 #: Rules that read only EEG (and features), never the cleaned fMRI.
-EEG_ONLY = {"fit_eeg_encoding", "evaluate_eeg_encoding", "decode_eeg"}
+EEG_ONLY = {"fit_eeg_encoding", "evaluate_eeg_encoding", "decode_eeg", "rsa_eeg"}
 
 
 def _changed(config: dict, dotted: str, value: Any) -> dict:
@@ -72,11 +72,6 @@ def test_unchanged_and_cosmetic_config_has_nothing_to_do(tiny_copy: Path) -> Non
     assert planned_jobs(tiny_copy) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="version ids ignore key order, but Snakemake's params trigger compares the "
-    "config sections as insertion-ordered dicts, so reordered keys rerun every stage",
-)
 def test_reordered_config_keys_have_nothing_to_do(tiny_copy: Path) -> None:
     """The same settings with keys in another order schedule no job."""
     text = _cosmetic(TINY_CONFIG, sort_keys=True)
@@ -110,12 +105,11 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
         "align_features",
         "fit_encoding",
         "evaluate_encoding",
+        "rsa_fmri",
         "summarize_scores",
         "all",
     }
-    assert fmri_chain <= set(jobs), jobs
-    # Stages that read the cleaned BOLD (e.g. RSA on fMRI) may follow; nothing upstream or
-    # EEG-only does.
+    assert set(jobs) == fmri_chain, jobs
     assert not set(jobs) & (UPSTREAM_OF_ENCODING - {"preprocess_fmri", "align_features"}), jobs
     assert not set(jobs) & EEG_ONLY, jobs
     fmri = TINY_CONFIG["demo"]["fmri"]

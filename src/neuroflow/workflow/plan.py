@@ -19,7 +19,7 @@ Layout of ``results/``::
     eeg_encoding/<model>-<v>/sub-XX/<key>_encoding.zarr
     eeg_evaluation/<model>-<v>/sub-XX/<key>_scores.zarr
     decoding/<v>/decoding_eeg.zarr
-    rsa/<v>/rsa_eeg.zarr, rsa_fmri.zarr
+    rsa/eeg-<v>/rsa_eeg.zarr, rsa/fmri-<v>/rsa_fmri.zarr
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ class WorkflowPlan:
 
     def rsa_store(self, modality: str) -> Path:
         """RSA results of every subject for ``"eeg"`` or ``"fmri"``."""
-        return self.stage_dir("rsa") / f"rsa_{modality}.zarr"
+        return self.stage_dir("rsa", modality) / f"rsa_{modality}.zarr"
 
     def summary_dir(self) -> Path:
         """Folder of the cross-model, cross-subject summary."""

@@ -167,17 +167,16 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
         config["decoding"],
         {"preprocess_eeg": versions["preprocess_eeg"], **feature_versions},
     )
-    versions["rsa"] = _v(
-        "rsa",
-        config["rsa"],
-        {
-            "preprocess_eeg": versions["preprocess_eeg"],
-            "preprocess_fmri": versions["preprocess_fmri"],
-            **feature_versions,
-        },
+    versions["rsa/eeg"] = _v(
+        "rsa", config["rsa"], {"preprocess_eeg": versions["preprocess_eeg"], **feature_versions}
+    )
+    versions["rsa/fmri"] = _v(
+        "rsa", config["rsa"], {"preprocess_fmri": versions["preprocess_fmri"], **feature_versions}
     )
     evaluation_inputs = {
-        k: v for k, v in versions.items() if k.startswith("evaluation/") or k in ("decoding", "rsa")
+        k: v
+        for k, v in versions.items()
+        if k.startswith(("evaluation/", "rsa/")) or k == "decoding"
     }
     versions["summary"] = _v("summary", config["evaluation"], evaluation_inputs)
     return versions

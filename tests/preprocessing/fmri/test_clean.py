@@ -125,3 +125,18 @@ def test_bad_arguments(rng):
         keep = np.ones(20, bool)
         keep[4] = False
         clean_signals(y, t_r=1.0, filter="butterworth", high_pass=0.05, sample_mask=keep)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("n_voxels", [9, 1300])
+def test_clean_signals_leaves_input_untouched(order: str, n_voxels: int) -> None:
+    """With ``copy=True`` (the default) the caller's array is never modified."""
+    rng = np.random.default_rng(7)
+    y = np.asarray(rng.standard_normal((57, n_voxels)) + 100, dtype=np.float32, order=order)
+    before = y.copy()
+    out = clean_signals(y, t_r=2.0, detrend_order=1, high_pass=0.01)
+    np.testing.assert_array_equal(y, before)
+    assert not np.shares_memory(out, y)
+    np.testing.assert_allclose(out.mean(axis=0), 0, atol=1e-4)
+    inplace = clean_signals(y, t_r=2.0, detrend_order=1, high_pass=0.01, copy=False)
+    np.testing.assert_allclose(inplace, out, atol=1e-5)
