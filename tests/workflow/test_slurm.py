@@ -2,8 +2,10 @@
 
 Opt-in (``make test-slurm``, or ``NEUROFLOW_SLURM_TEST=1 pytest tests/workflow/test_slurm.py``):
 it needs root and apt-get (``tests/workflow/slurm_cluster.sh`` installs Debian's
-``slurm-wlm`` and ``munge`` and starts slurmctld + slurmd on this machine) and
-takes a few minutes. The cluster is torn down in a ``finally``, whatever happens.
+``slurm-wlm``, ``slurmdbd``, ``munge`` and ``mariadb-server`` and starts MariaDB, slurmdbd,
+slurmctld and slurmd on this machine) and takes a few minutes. The cluster keeps job
+accounting, so ``sacct`` must list every submitted job as COMPLETED. The cluster is torn
+down in a ``finally``, whatever happens.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,13 +29,16 @@ PROFILE = REPO / "workflow" / "profiles" / "slurm"
 #: Rules that run on the submitting host (``localrule: True``), never through sbatch.
 LOCAL_RULES = {"generate_demo", "summarize_scores", "all"}
 _SUBMITTED = re.compile(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
+#: slurmctld sends a job's end to slurmdbd asynchronously: how long to wait for it.
+SACCT_WAIT_S = 60
 
 
 def _skip_reason() -> str | None:
     if not os.environ.get("NEUROFLOW_SLURM_TEST"):
         return (
-            "set NEUROFLOW_SLURM_TEST=1 to run (installs slurm-wlm and munge with apt-get and "
-            "starts a one-node SLURM cluster on this machine; a few minutes)"
+            "set NEUROFLOW_SLURM_TEST=1 to run (installs slurm-wlm, slurmdbd, munge and "
+            "mariadb-server with apt-get and starts a one-node SLURM cluster with accounting "
+            "on this machine; a few minutes)"
         )
     if os.geteuid() != 0:
         return "the SLURM test needs root (it installs packages and starts daemons)"
@@ -91,10 +97,41 @@ def _scontrol_state(job_id: str) -> str:
     return match.group(1) if match else f"unknown ({out.strip()[:200]})"
 
 
+def _sacct(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], str]:
+    """Job id -> (job name, state) of the allocations ``sacct`` lists, and its raw output.
+
+    Fails the test, with the states ``scontrol`` still knows, when ``sacct`` is missing or
+    accounting does not answer.
+    """
+    cmd = ["sacct", "-n", "-X", "-P", "-o", "JobID,JobName,State", "-j", ",".join(job_ids)]
+    if shutil.which("sacct") is None:
+        proc = None
+    else:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if proc is None or proc.returncode != 0:
+        fallback = {job_id: _scontrol_state(job_id) for job_id in job_ids}
+        why = "sacct not found" if proc is None else proc.stderr.strip()
+        pytest.fail(f"sacct must list the jobs, got {why!r} instead; scontrol: {fallback}")
+    rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
+    return {row[0]: (row[1], row[2]) for row in rows if len(row) == 3}, proc.stdout
+
+
+def _wait_sacct_completed(job_ids: list[str]) -> tuple[dict[str, tuple[str, str]], str]:
+    """:func:`_sacct`, repeated until every job shows COMPLETED or ``SACCT_WAIT_S`` passed."""
+    deadline = time.monotonic() + SACCT_WAIT_S
+    while True:
+        jobs, listing = _sacct(job_ids)
+        done = all(jobs.get(job_id, ("", ""))[1] == "COMPLETED" for job_id in job_ids)
+        if done or time.monotonic() > deadline:
+            return jobs, listing
+        time.sleep(1)
+
+
 def test_tiny_demo_on_slurm_matches_local(
     slurm_cluster: None, tiny_run: Path, tmp_path: Path
 ) -> None:
-    """Every non-local job goes through sbatch, and the stores equal a local run's."""
+    """Every non-local job runs through sbatch, sacct lists each one COMPLETED, and the
+    stores equal a local run's."""
     workdir = tmp_path / "slurm_run"
     workdir.mkdir()
     write_config(workdir / "config.yaml", TINY_CONFIG, "# tiny demo run on SLURM\n")
@@ -102,9 +139,10 @@ def test_tiny_demo_on_slurm_matches_local(
         workdir,
         "--workflow-profile",
         str(PROFILE),
-        # No accounting daemon on the test cluster: query job states with squeue.
+        # The test cluster keeps accounting: query job states with sacct, as on most
+        # production clusters (the plugin's default where sacct exists).
         "--slurm-status-command",
-        "squeue",
+        "sacct",
         "--slurm-init-seconds-before-status-checks",
         "1",
         "--slurm-keep-successful-logs",
@@ -119,8 +157,14 @@ def test_tiny_demo_on_slurm_matches_local(
 
     submitted = _SUBMITTED.findall(log)
     assert submitted, f"no job was submitted to SLURM:\n{log[-3000:]}"
-    states = {job_id: _scontrol_state(job_id) for job_id, _ in submitted}
-    assert set(states.values()) == {"COMPLETED"}, states
+    job_ids = [job_id for job_id, _ in submitted]
+    jobs, listing = _wait_sacct_completed(job_ids)
+    print(f"sacct -n -X -P -o JobID,JobName,State:\n{listing}")
+    assert set(jobs) >= set(job_ids), f"sacct misses jobs {set(job_ids) - set(jobs)}:\n{listing}"
+    states = {job_id: jobs[job_id][1] for job_id in job_ids}
+    assert set(states.values()) == {"COMPLETED"}, listing
+    # Every job of one snakemake run carries the run's id as its SLURM job name.
+    assert len({jobs[job_id][0] for job_id in job_ids}) == 1, listing
     # One SLURM log folder per submitted rule or group; no remote rule ran locally.
     submitted_rules = {
         Path(p).relative_to(workdir / ".snakemake" / "slurm_logs").parts[0] for _, p in submitted

@@ -204,6 +204,9 @@ def summarize_all(
             _rsa_figures(ds, Path(path).stem, plots_dir)
     if rows:
         append_rows(pd.concat(rows, ignore_index=True), table)
+        merged = pd.read_csv(table, sep="\t", na_values=["n/a"], keep_default_na=False)
+        merged["analysis"] = merged["analysis"].fillna("encoding")
+        merged.to_csv(table, sep="\t", index=False, na_rep="n/a")
     logger.info(
         "Summary of %d score stores, %d decoding and %d RSA stores written to %s.",
         len(scores),
