@@ -68,6 +68,17 @@ def _stage_version_dirs(results: Path, stage: str | None) -> dict[str, list[Path
     return out
 
 
+def _comparable(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Config values and upstream versions of a version folder, flattened for diffing."""
+    flat = _flatten(record.get("config", {}))
+    upstream: dict[str, set[str]] = {}
+    for item in record.get("inputs", []):
+        if item.get("stage") and item.get("version"):
+            upstream.setdefault(f"input {item['stage']}", set()).add(str(item["version"]))
+    flat.update({key: ",".join(sorted(v)) for key, v in upstream.items()})
+    return flat
+
+
 # --------------------------------------------------------------------------- inspect
 def _describe_store(path: Path) -> list[str]:
     import zarr
@@ -162,7 +173,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
         return 0
     for stage, folders in found.items():
         print(f"{stage}:")
-        records = {f: _flatten(_version_record(f).get("config", {})) for f in folders}
+        records = {f: _comparable(_version_record(f)) for f in folders}
         keys = sorted({k for r in records.values() for k in r})
         differing = [k for k in keys if len({json.dumps(r.get(k)) for r in records.values()}) > 1]
         for folder in folders:
