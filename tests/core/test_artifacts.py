@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -101,21 +101,28 @@ def test_exception_during_write_leaves_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def _slow_writer(path: str) -> None:
-    with atomic_directory(path) as tmp:
-        (tmp / "zarr.json").write_text("{}")
-        time.sleep(60)
+_SLOW_WRITER = """
+import sys, time
+from neuroflow.artifacts import atomic_directory
+with atomic_directory(sys.argv[1]) as tmp:
+    (tmp / "zarr.json").write_text("{}")
+    time.sleep(60)
+"""
 
 
 def test_killed_write_leaves_no_complete_looking_store(tmp_path: Path) -> None:
     target = tmp_path / "killed.zarr"
-    proc = mp.get_context("spawn").Process(target=_slow_writer, args=(str(target),))
-    proc.start()
-    deadline = time.time() + 30
-    while time.time() < deadline and not any(PARTIAL_MARKER in p.name for p in tmp_path.iterdir()):
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.join()
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(target)])
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(
+            PARTIAL_MARKER in p.name for p in tmp_path.iterdir()
+        ):
+            time.sleep(0.05)
+        assert any(PARTIAL_MARKER in p.name for p in tmp_path.iterdir()), "writer never started"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
     assert not target.exists()
     leftovers = list(tmp_path.iterdir())
     assert leftovers and all(is_partial(p) for p in leftovers)

@@ -154,3 +154,22 @@ def test_plan_indexes_real_bids_tree_with_missing_session(
     ]
     assert plan.eeg_recordings == []
     assert "demo" not in plan.versions and "dataset" in plan.versions
+
+
+@pytest.mark.parametrize(
+    ("stage", "module"),
+    [
+        ("demo", "neuroflow.demo.generate"),
+        ("preprocess_fmri", "neuroflow.preprocessing.fmri.stage"),
+        ("single_trial", "neuroflow.preprocessing.fmri.single_trial"),
+        ("preprocess_eeg", "neuroflow.preprocessing.eeg.stage"),
+        ("evaluation", "neuroflow.evaluation.stage"),
+        ("decoding", "neuroflow.decoding.stage"),
+        ("rsa", "neuroflow.rsa.stage"),
+    ],
+)
+def test_stage_modules_agree_with_format_versions(stage: str, module: str) -> None:
+    """A stage's own FORMAT_VERSION and the one in its version ids are the same number."""
+    import importlib
+
+    assert FORMAT_VERSIONS[stage] == importlib.import_module(module).FORMAT_VERSION

@@ -70,11 +70,29 @@ def test_fmri_files_readable(small):
         assert set(ev["stim_file"]) <= set(captions["stim_file"])
         assert all((root / "stimuli" / f).exists() for f in ev["stim_file"])
         conf = pd.read_csv(rec.confounds, sep="\t", na_values="n/a")
-        assert conf.shape == (40, 7) and np.isnan(conf["framewise_displacement"].iloc[0])
+        assert conf.shape == (40, 25) and np.isnan(conf["framewise_displacement"].iloc[0])
+        assert np.isnan(conf["rot_z_derivative1"].iloc[0])
+        np.testing.assert_allclose(conf["trans_y_power2"], conf["trans_y"] ** 2, atol=1e-6)
     test = [pd.read_csv(r.events, sep="\t") for r in layout.fmri_runs if r.run in ("3", "4")]
     pd.testing.assert_frame_equal(test[0], test[1])
     train_shots = [set(pd.read_csv(r.events, sep="\t")["stim_file"]) for r in layout.fmri_runs]
     assert not train_shots[0] & train_shots[1] and not train_shots[0] & train_shots[2]
+
+
+def test_confounds_give_fmriprep_motion_models(small):
+    """The 24-parameter motion model of the preprocessing stage loads from the demo."""
+    from neuroflow.preprocessing.fmri.confounds import select_confounds
+    from neuroflow.preprocessing.fmri.stage import resolve_config
+
+    root, _ = small
+    rec = demo_layout(SMALL, root).fmri_runs[0]
+    counts = {}
+    for model in ("basic", "full"):
+        cfg = resolve_config({"confounds": {"strategy": ["motion"], "motion": model}})
+        selected = select_confounds(path=rec.confounds, n_volumes=40, config=cfg["confounds"])
+        assert np.isfinite(selected.table.to_numpy()).all()
+        counts[model] = selected.table.shape[1]
+    assert counts == {"basic": 6, "full": 24}
 
 
 def test_eeg_files_readable(small):

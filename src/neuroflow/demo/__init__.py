@@ -28,9 +28,11 @@ the run), then ``n_test_repeats`` runs show one test movie with identical events
 ``_events.tsv``: onset, duration, trial_type (``shot``), stim_file. BOLD is int16 on a
 ``grid_shape`` grid of ``voxel_size`` mm voxels, TR in the header and in
 ``task-movie_bold.json``. ``sub-XX/anat`` holds the brain mask (an ellipsoid, on the
-BOLD grid) and a synthetic T1w. Motion parameters and framewise displacement are in
-``derivatives/confounds/`` (fMRIPrep column names). The response model is described
-in :mod:`neuroflow.demo.fmri`.
+BOLD grid) and a synthetic T1w. Motion parameters with fMRIPrep's expansions
+(``*_derivative1``, ``*_power2``, ``*_derivative1_power2``, derivatives ``n/a`` at the
+first volume) and framewise displacement are in ``derivatives/confounds/`` (fMRIPrep
+column names), so every ``preprocess_fmri.confounds.motion`` model loads from them.
+The response model is described in :mod:`neuroflow.demo.fmri`.
 
 EEG (task ``images``)
 ---------------------
@@ -62,10 +64,14 @@ Ground truth (``derivatives/groundtruth/``)
     ``weights_visual`` (n_brain, 24), ``weights_semantic`` (n_brain, 384) in percent
     signal change per standardised feature unit, ``snr`` (signal variance over noise
     variance), ``ceiling_single`` (expected correlation between the noiseless signal
-    and one test run's signal plus AR noise), ``ceiling_mean`` (same against the mean
-    of the test repeats), ``ceiling_realized`` (the drawn single-run value), ``signal``
-    (n_runs, n_volumes, n_brain) noiseless response in percent signal change, plus
-    ``run`` labels and the ``affine``. Ceilings assume drift and motion are removed.
+    and one test run, both passed through the default ``preprocess_fmri`` cleaning),
+    ``ceiling_mean`` (same against the mean of the cleaned test repeats),
+    ``ceiling_realized`` (the drawn single-run value, z-scored as the stage does),
+    ``signal`` (n_runs, n_volumes, n_brain) noiseless response in percent signal
+    change, plus ``run`` labels and the ``affine``. The ceilings are what a perfect
+    model reaches after cleaning: detrending, high-pass and confound regression remove
+    part of the signal as well as drift, and whatever drift or motion they leave counts
+    as noise (see :mod:`neuroflow.demo.ceiling`).
 ``sub-XX/sub-XX_eeg.npz``
     ``ch_names``, ``onsets`` (samples), ``stimulus`` per trial, ``topographies_visual``
     and ``topographies_semantic`` (n_components, n_channels), ``weights_*``

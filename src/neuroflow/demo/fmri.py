@@ -202,6 +202,9 @@ class FmriSubject:
     motion : list of ndarray, shape (n_volumes, 6)
     truth : dict of str to ndarray
         Per-brain-voxel ground truth (see :func:`simulate_subject`).
+    test_noise, test_nuisance : dict of int to ndarray, shape (n_volumes, n_brain)
+        Per test run (index into the runs), the AR noise and the drift plus motion
+        term over the brain voxels, in PSC, for the ceilings after cleaning.
     """
 
     mask: np.ndarray
@@ -209,6 +212,8 @@ class FmriSubject:
     bold: list[np.ndarray]
     motion: list[np.ndarray]
     truth: dict[str, np.ndarray]
+    test_noise: dict[int, np.ndarray]
+    test_nuisance: dict[int, np.ndarray]
 
 
 def _weights(rng: np.random.Generator, n_features: int, n_voxels: int, rank: int) -> np.ndarray:
@@ -247,11 +252,9 @@ def simulate_subject(
         ``truth`` holds, over the ``n_brain`` mask voxels in C order: ``voxel_ijk``
         (n_brain, 3), ``roi`` (n_brain,), ``weights_visual`` (n_brain, n_visual) and
         ``weights_semantic`` (n_brain, n_semantic) in PSC per standardised feature unit,
-        ``snr`` (n_brain,), ``ceiling_single`` / ``ceiling_mean`` (n_brain,): expected
-        correlation of the noiseless signal with one test run / with the mean of the
-        test repeats, ``ceiling_realized`` (n_brain,): that correlation with one test run
-        as drawn (AR noise only, mean over repeats), and ``signal`` (n_runs, n_volumes,
-        n_brain) in PSC.
+        ``snr`` (n_brain,) and ``signal`` (n_runs, n_volumes, n_brain) in PSC. The
+        noise ceilings depend on the cleaning and are added by
+        :func:`neuroflow.demo.ceiling.cleaned_ceilings`.
     """
     f = config["fmri"]
     seed = config["seed"]
@@ -287,7 +290,8 @@ def simulate_subject(
     baseline[mask] = BRAIN_BASELINE * rng_n.uniform(0.85, 1.15, size=n_brain)
     n_all = int(np.prod(shape))
     drift_basis = _drift_basis(n_vol, tr)
-    bold, motions, realized = [], [], []
+    bold, motions = [], []
+    test_noise, test_nuisance = {}, {}
     for r, movie in enumerate(runs):
         noise = _ar1(rng_n, n_vol, n_all, f["ar_coef"]) * psc
         coef = rng_n.standard_normal((drift_basis.shape[1], n_all))
@@ -302,40 +306,25 @@ def simulate_subject(
         bold.append(np.clip(np.round(np.moveaxis(vol, 0, -1)), 0, 32767).astype(np.int16))
         motions.append(motion)
         if movie.name == test_movie:
-            realized.append(
-                _columnwise_corr(signal[r], signal[r] + noise.reshape(n_vol, *shape)[:, mask])
-            )
-
-    ceiling_single = np.zeros(n_brain)
-    ceiling_mean = np.zeros(n_brain)
-    ceiling_real = np.zeros(n_brain)
-    if test_movie is not None:
-        n_rep = sum(m.name == test_movie for m in runs)
-        first = next(i for i, m in enumerate(runs) if m.name == test_movie)
-        v = signal[first].var(axis=0) / psc**2
-        ceiling_single = np.sqrt(v / (v + 1.0))
-        ceiling_mean = np.sqrt(v / (v + 1.0 / n_rep))
-        ceiling_real = np.mean(realized, axis=0)
+            test_noise[r] = noise.reshape(n_vol, *shape)[:, mask]
+            test_nuisance[r] = (drift + nuisance).reshape(n_vol, *shape)[:, mask]
     truth = {
         "voxel_ijk": ijk.astype(np.int16),
         "roi": roi.astype(np.uint8),
         "weights_visual": w_vis.T.astype(np.float32),
         "weights_semantic": w_sem.T.astype(np.float32),
         "snr": snr.astype(np.float32),
-        "ceiling_single": ceiling_single.astype(np.float32),
-        "ceiling_mean": ceiling_mean.astype(np.float32),
-        "ceiling_realized": ceiling_real.astype(np.float32),
         "signal": signal.astype(np.float32),
     }
-    return FmriSubject(mask=mask, labels=labels, bold=bold, motion=motions, truth=truth)
-
-
-def _columnwise_corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation of matching columns, shape (n_columns,); 0 for constant columns."""
-    a = a - a.mean(axis=0)
-    b = b - b.mean(axis=0)
-    den = np.sqrt((a**2).sum(axis=0) * (b**2).sum(axis=0))
-    return np.divide((a * b).sum(axis=0), den, out=np.zeros(a.shape[1]), where=den > 0)
+    return FmriSubject(
+        mask=mask,
+        labels=labels,
+        bold=bold,
+        motion=motions,
+        truth=truth,
+        test_noise=test_noise,
+        test_nuisance=test_nuisance,
+    )
 
 
 def synthetic_t1w(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -21,7 +21,7 @@ from .stimuli import Shot, embed_captions, plan_eeg_images, plan_movies, render_
 __all__ = ["FORMAT_VERSION", "generate_demo_dataset", "load_ground_truth"]
 
 #: Bumped when the dataset's content changes meaning.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 BIDS_VERSION = "1.9.0"
 SEMANTIC_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _GENERATED_BY = [{"Name": "neuroflow", "Description": "neuroflow.demo simulation"}]
@@ -145,9 +145,45 @@ def _write_fmri_subject(root, cfg, sub, layout_runs, sim, affine, movies) -> Non
             default_decimals=3,
         )
         if rec.confounds is not None:
-            cols = {name: motion[:, i] for i, name in enumerate(_MOTION)}
+            cols = _motion_columns(motion)
             cols["framewise_displacement"] = fmri_sim.framewise_displacement(motion)
             write_tsv(rec.confounds, cols, default_decimals=6)
+
+
+def _motion_columns(motion: np.ndarray) -> dict[str, np.ndarray]:
+    """fMRIPrep's 24 motion columns of (n_volumes, 6) parameters (derivatives n/a first)."""
+    cols = {}
+    for i, name in enumerate(_MOTION):
+        deriv = np.concatenate([[np.nan], np.diff(motion[:, i])])
+        cols[name] = motion[:, i]
+        cols[f"{name}_derivative1"] = deriv
+        cols[f"{name}_power2"] = motion[:, i] ** 2
+        cols[f"{name}_derivative1_power2"] = deriv**2
+    return cols
+
+
+def _add_ceilings(sim: fmri_sim.FmriSubject, cfg: Mapping[str, Any], recs: list) -> None:
+    """Add the noise ceilings after the default cleaning to ``sim.truth``."""
+    from .ceiling import cleaned_ceilings, cleaning_models
+
+    f = cfg["fmri"]
+    n_brain = sim.truth["roi"].size
+    ceilings = dict.fromkeys(("ceiling_single", "ceiling_mean", "ceiling_realized"))
+    if sim.test_noise:
+        runs = sorted(sim.test_noise)
+        models = cleaning_models(
+            tr=f["tr"], n_volumes=f["n_volumes"], confounds=[recs[r].confounds for r in runs]
+        )
+        ceilings = cleaned_ceilings(
+            signal=sim.truth["signal"][runs[0]].astype(np.float64),
+            noise=[sim.test_noise[r] for r in runs],
+            nuisance=[sim.test_nuisance[r] for r in runs],
+            models=models,
+            noise_sd=f["noise_psc"],
+            ar_coef=f["ar_coef"],
+        )
+    for key, value in ceilings.items():
+        sim.truth[key] = (np.zeros(n_brain) if value is None else value).astype(np.float32)
 
 
 def _write_eeg_subject(root, cfg, sub, rec, sim, images, order) -> None:
@@ -349,6 +385,7 @@ def _generate(root: Path, cfg: dict[str, Any]) -> None:
         )
         recs = [r for r in layout.fmri_runs if r.subject == sub]
         _write_fmri_subject(root, cfg, sub, recs, sim, affine, run_list)
+        _add_ceilings(sim, cfg, recs)
         write_nifti(gt / f"sub-{sub}" / f"sub-{sub}_desc-rois_dseg.nii.gz", sim.labels, affine)
         write_npz(
             gt / f"sub-{sub}" / f"sub-{sub}_fmri.npz",

@@ -29,7 +29,7 @@ __all__ = [
 
 #: Format version of each stage's output.
 FORMAT_VERSIONS: dict[str, int] = {
-    "demo": 1,
+    "demo": 2,
     "preprocess_fmri": 1,
     "preprocess_eeg": 1,
     "features": 1,
