@@ -53,7 +53,7 @@ def test_schema_is_strict_and_matches_defaults():
 
 def test_with_defaults_and_alphas():
     cfg = with_defaults({"delays": {"lags": [2, 3]}, "dtype": "float64"})
-    assert cfg["delays"] == {"method": "fir", "lags": [2, 3], "hrf_model": "glover"}
+    assert cfg["delays"] == {"method": "hrf", "lags": [2, 3], "hrf_model": "glover"}
     assert cfg["dtype"] == "float64" and cfg["model"] == "auto"
     assert DEFAULT_CONFIG["delays"]["lags"] == [1, 2, 3, 4]  # defaults untouched
     np.testing.assert_allclose(make_alphas({"start": -1, "stop": 2, "num": 4}), [0.1, 1, 10, 100])

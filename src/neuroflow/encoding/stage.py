@@ -39,9 +39,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "alphas": {"start": 0.0, "stop": 6.0, "num": 13},
     "cv": "leave-one-run-out",
     "scoring": "r2",
-    "delays": {"method": "fir", "lags": [1, 2, 3, 4], "hrf_model": "glover"},
+    "delays": {"method": "hrf", "lags": [1, 2, 3, 4], "hrf_model": "glover"},
     "split": {"test_runs": ["4", "5"]},
     "standardize": True,
+    "filter_design": True,
     "banded": {"n_iter": 100, "concentration": [0.1, 1.0], "random_state": 0},
     "target_batch_size": 10000,
     "device": "auto",
@@ -96,6 +97,7 @@ class _Run:
     time: np.ndarray  # (n_times,)
     features: dict[str, np.ndarray] = field(default_factory=dict)  # space -> (n_times, n_feat)
     stimuli: Any = None
+    nuisance: np.ndarray | None = None  # (n_times, n_nuisance), orthonormal columns
 
 
 def _load_brain(path: Path) -> tuple[_Run, xr.Dataset]:
@@ -114,6 +116,14 @@ def _load_brain(path: Path) -> tuple[_Run, xr.Dataset]:
     key = entity_key(*(entities.get(n) for n in names))
     run = _Run(path, key, entities, bold, np.asarray(ds["time"].values))
     run.stimuli = ds.attrs.get("stim_files")
+    if "nuisance_basis" in ds:
+        basis = ds["nuisance_basis"]
+        if basis.dims != ("time", "nuisance") or basis.shape[0] != bold.shape[0]:
+            raise ValueError(
+                f"{path}: `nuisance_basis` must have dims (time, nuisance) with "
+                f"{bold.shape[0]} time points, got {basis.dims} {basis.shape} instead."
+            )
+        run.nuisance = np.asarray(basis.values, dtype=np.float64)
     return run, ds
 
 
@@ -206,20 +216,42 @@ def _standardizer(
     return stats
 
 
+def filter_like_data(X: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
+    """Remove from a run's design what the cleaning removed from its BOLD.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_times, n_features)
+        Delayed design of one run.
+    basis : ndarray, shape (n_times, n_nuisance) | None
+        Orthonormal nuisance basis of the run (``nuisance_basis`` of the preprocessed
+        store); ``None`` leaves ``X`` unchanged.
+
+    Returns
+    -------
+    X_filtered : ndarray, shape (n_times, n_features)
+        ``(I - Q Qᵀ) X``.
+    """
+    if basis is None or basis.shape[1] == 0:
+        return X
+    return X - basis @ (basis.T @ X)
+
+
 def _design(
     run: _Run,
     spaces: Sequence[str],
     stats: Mapping[str, tuple[np.ndarray, np.ndarray]],
     delays: Mapping[str, Any],
     tr: float,
+    filter_design: bool = False,
 ) -> list[np.ndarray]:
-    """Standardised, delayed features of one run, one array per space."""
+    """Standardised, delayed (and optionally nuisance-filtered) features, one array per space."""
     out = []
+    basis = run.nuisance if filter_design else None
     for s in spaces:
         mean, std = stats[s]
-        out.append(
-            apply_delays((run.features[s] - mean) / std, dict(delays), tr).astype(np.float32)
-        )
+        X = apply_delays((run.features[s] - mean) / std, dict(delays), tr)
+        out.append(filter_like_data(X, basis).astype(np.float32))
     return out
 
 
@@ -303,9 +335,10 @@ def fit_encoding(
 
     stats = _standardizer(train, spaces, bool(cfg["standardize"]))
     delays = cfg["delays"]
+    filtered = bool(cfg["filter_design"])
     Xs_train = [
         np.concatenate(b)
-        for b in zip(*(_design(r, spaces, stats, delays, tr) for r in train), strict=True)
+        for b in zip(*(_design(r, spaces, stats, delays, tr, filtered) for r in train), strict=True)
     ]
     Y_train = np.concatenate([r.bold for r in train])
     y_mean = Y_train.mean(0)
@@ -348,16 +381,33 @@ def fit_encoding(
         )
     preds, obs, times, split_parts = [], [], [], []
     for grp in groups_test:
-        Xs = [
-            X - m
-            for X, m in zip(_design(test[grp[0]], spaces, stats, delays, tr), x_means, strict=True)
+        # one prediction per repeat, each filtered like that repeat's BOLD; their mean
+        # is compared with the mean of the repeats
+        designs = [
+            [
+                X - m
+                for X, m in zip(
+                    _design(test[i], spaces, stats, delays, tr, filtered), x_means, strict=True
+                )
+            ]
+            for i in grp
         ]
         parts = (
-            np.stack([X @ result.coef[sl] for X, sl in zip(Xs, slices, strict=True)])
+            np.mean(
+                [
+                    np.stack([X @ result.coef[sl] for X, sl in zip(Xs, slices, strict=True)])
+                    for Xs in designs
+                ],
+                axis=0,
+            )
             if model != "ridge"
             else None
         )
-        pred = (parts.sum(0) if parts is not None else np.concatenate(Xs, 1) @ result.coef) + y_mean
+        pred = (
+            parts.sum(0)
+            if parts is not None
+            else np.mean([np.concatenate(Xs, 1) @ result.coef for Xs in designs], axis=0)
+        ) + y_mean
         preds.append(pred.astype(np.float32))
         obs.append(np.stack([test[i].bold for i in grp]))
         times.append(test[grp[0]].time)
@@ -385,6 +435,7 @@ def fit_encoding(
         repeat_runs=[[test[i].key for i in g] for g in groups_test],
         device=str(device),
         dtype=cfg["dtype"],
+        design_filtered=bool(filtered and all(r.nuisance is not None for r in runs)),
     )
     return write_dataset(ds, output, provenance=provenance)
 

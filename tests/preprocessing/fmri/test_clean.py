@@ -140,3 +140,38 @@ def test_clean_signals_leaves_input_untouched(order: str, n_voxels: int) -> None
     np.testing.assert_allclose(out.mean(axis=0), 0, atol=1e-4)
     inplace = clean_signals(y, t_r=2.0, detrend_order=1, high_pass=0.01, copy=False)
     np.testing.assert_allclose(inplace, out, atol=1e-5)
+
+
+@pytest.mark.parametrize("detrend_order", [0, 1, 2])
+def test_cleaning_basis_reproduces_the_cleaning(rng, detrend_order):
+    from neuroflow.preprocessing.fmri.clean import cleaning_basis
+
+    n = 73
+    y = rng.standard_normal((n, 6)) + np.linspace(0, 5, n)[:, None] + 50.0
+    conf = rng.standard_normal((n, 4))
+    keep = np.ones(n, bool)
+    keep[[3, 40, 41]] = False
+    cfg = {
+        "t_r": 2.0,
+        "detrend_order": detrend_order,
+        "high_pass": 0.01,
+        "confounds": conf,
+        "sample_mask": keep,
+    }
+    cleaned = clean_signals(y, **cfg)
+    q = cleaning_basis(n, **cfg)
+    assert q.shape[0] == keep.sum()
+    np.testing.assert_allclose(q.T @ q, np.eye(q.shape[1]), atol=1e-10)
+    resid = y[keep] - q @ (q.T @ y[keep])
+    expected = resid / resid.std(axis=0, ddof=1)
+    np.testing.assert_allclose(cleaned, expected, atol=1e-8)
+
+
+def test_cleaning_basis_is_none_for_butterworth():
+    from neuroflow.preprocessing.fmri.clean import cleaning_basis
+
+    assert cleaning_basis(50, t_r=2.0, filter="butterworth", high_pass=0.01) is None
+    conf = np.ones((50, 1))
+    assert cleaning_basis(50, t_r=2.0, detrend_order=None, confounds=conf) is None
+    with pytest.raises(ValueError, match="`t_r` must be a positive float"):
+        cleaning_basis(50, t_r=0.0)

@@ -56,6 +56,7 @@ from nilearn.signal import butterworth, create_cosine_drift
 
 __all__ = [
     "clean_signals",
+    "cleaning_basis",
     "cosine_drifts",
     "orthonormal_basis",
     "polynomial_drifts",
@@ -263,6 +264,115 @@ def _check_confounds(confounds: np.ndarray | None, n_times: int) -> np.ndarray:
     return c
 
 
+def _nuisance_parts(
+    n_times: int,
+    *,
+    t_r: float,
+    detrend_order: int | None,
+    filter: str | None,
+    high_pass: float | None,
+    confounds: np.ndarray | None,
+    sample_mask: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Checked inputs of the cleaning: kept volumes and the regressors on them.
+
+    Returns
+    -------
+    keep : ndarray of bool, shape (n_times,)
+    trend : ndarray, shape (n_kept, n_polynomials)
+        Polynomial drifts on the kept acquisition times (none when ``detrend_order``
+        is ``None``).
+    drifts : ndarray, shape (n_kept, n_cosines)
+        Cosine high-pass regressors (none unless ``filter`` is ``"cosine"``).
+    confounds : ndarray, shape (n_kept, n_confounds)
+    """
+    if not t_r > 0:
+        raise ValueError(f"`t_r` must be a positive float, got {t_r!r} instead.")
+    if filter not in ("cosine", "butterworth", None):
+        raise ValueError(
+            f"`filter` must be 'cosine', 'butterworth' or None, got {filter!r} instead."
+        )
+    conf = _check_confounds(confounds, n_times)
+    frame_times = np.arange(n_times) * float(t_r)
+    keep = np.ones(n_times, bool) if sample_mask is None else np.asarray(sample_mask, bool)
+    if keep.shape != (n_times,):
+        raise ValueError(
+            f"`sample_mask` must be a boolean array of shape ({n_times},), "
+            f"got {keep.shape} instead."
+        )
+    if keep.sum() < 2:
+        raise ValueError(f"At least 2 volumes must be kept, got {int(keep.sum())} instead.")
+    drifts = np.zeros((n_times, 0))
+    if filter == "cosine" and high_pass is not None:
+        drifts = cosine_drifts(frame_times, high_pass)
+        if drifts.shape[1] == 0:
+            warnings.warn(
+                f"No cosine regressor below high_pass={high_pass} Hz for a run of "
+                f"{n_times} volumes; the run is not high-pass filtered.",
+                stacklevel=3,
+            )
+    times = frame_times[keep]
+    trend = (
+        polynomial_drifts(times, detrend_order)
+        if detrend_order is not None
+        else np.zeros((times.size, 0))
+    )
+    return keep, trend, drifts[keep], conf[keep]
+
+
+def cleaning_basis(
+    n_times: int,
+    *,
+    t_r: float,
+    detrend_order: int | None = 1,
+    filter: Literal["cosine", "butterworth"] | None = "cosine",
+    high_pass: float | None = None,
+    low_pass: float | None = None,
+    confounds: np.ndarray | None = None,
+    sample_mask: np.ndarray | None = None,
+    standardize: bool = True,
+) -> np.ndarray | None:
+    """Orthonormal basis of everything :func:`clean_signals` removes from a run.
+
+    On the projection path (cosine high-pass or none) the cleaning is linear:
+    ``cleaned = zscore(Y[keep] - Q Qᵀ Y[keep])``. Applying the same projection to a
+    model's predictions (or to its design) filters them exactly like the data.
+
+    Parameters
+    ----------
+    n_times : int
+        Volumes of the run before censoring.
+    t_r, detrend_order, filter, high_pass, low_pass, confounds, sample_mask, standardize
+        As for :func:`clean_signals`.
+
+    Returns
+    -------
+    basis : ndarray, shape (n_kept, n_regressors) | None
+        Orthonormal columns (float64), the constant included whenever the mean is
+        removed; ``None`` when the cleaning is not one orthogonal projection (the
+        Butterworth path, or z-scoring without detrending after confound regression).
+    """
+    if filter == "butterworth" and (high_pass is not None or low_pass is not None):
+        return None
+    if detrend_order is None and standardize and confounds is not None:
+        # z-scoring then removes the mean after the projection: not one projection
+        return None
+    with warnings.catch_warnings():
+        # clean_signals already warns about a run too short for its high-pass
+        warnings.simplefilter("ignore", UserWarning)
+        _, trend, drifts, conf = _nuisance_parts(
+            n_times,
+            t_r=t_r,
+            detrend_order=detrend_order,
+            filter=filter,
+            high_pass=high_pass,
+            confounds=confounds,
+            sample_mask=sample_mask,
+        )
+    constant = np.ones((trend.shape[0], 1 if detrend_order is not None or standardize else 0))
+    return orthonormal_basis(np.hstack([constant, trend, drifts, conf]))
+
+
 def clean_signals(
     signals: np.ndarray,
     *,
@@ -316,47 +426,21 @@ def clean_signals(
     if y.dtype.kind != "f":
         y = y.astype(np.float64)
     n_times = y.shape[0]
-    if not t_r > 0:
-        raise ValueError(f"`t_r` must be a positive float, got {t_r!r} instead.")
-    if filter not in ("cosine", "butterworth", None):
-        raise ValueError(
-            f"`filter` must be 'cosine', 'butterworth' or None, got {filter!r} instead."
-        )
-    conf = _check_confounds(confounds, n_times)
-    frame_times = np.arange(n_times) * float(t_r)
-    keep = np.ones(n_times, bool) if sample_mask is None else np.asarray(sample_mask, bool)
-    if keep.shape != (n_times,):
-        raise ValueError(
-            f"`sample_mask` must be a boolean array of shape ({n_times},), "
-            f"got {keep.shape} instead."
-        )
-    if keep.sum() < 2:
-        raise ValueError(f"At least 2 volumes must be kept, got {int(keep.sum())} instead.")
-
-    drifts = []
-    if filter == "cosine" and high_pass is not None:
-        cos = cosine_drifts(frame_times, high_pass)
-        if cos.shape[1] == 0:
-            warnings.warn(
-                f"No cosine regressor below high_pass={high_pass} Hz for a run of "
-                f"{n_times} volumes; the run is not high-pass filtered.",
-                stacklevel=2,
-            )
-        drifts.append(cos)
+    keep, trend, drifts, conf = _nuisance_parts(
+        n_times,
+        t_r=t_r,
+        detrend_order=detrend_order,
+        filter=filter,
+        high_pass=high_pass,
+        confounds=confounds,
+        sample_mask=sample_mask,
+    )
     if not keep.all():
         y = y[keep]
         owned = True
-        conf = conf[keep]
-        drifts = [d[keep] for d in drifts]
     if not (y.flags.c_contiguous or y.flags.f_contiguous):
         y = np.array(y, order="F" if y.strides[0] < y.strides[1] else "C")
         owned = True
-    times = frame_times[keep]
-    trend = (
-        polynomial_drifts(times, detrend_order)
-        if detrend_order is not None
-        else np.zeros((keep.sum(), 0))
-    )
 
     if filter == "butterworth" and (high_pass is not None or low_pass is not None):
         if not owned:
@@ -381,7 +465,7 @@ def clean_signals(
     else:
         if standardize and y.shape[0] < 2:
             raise ValueError(f"z-scoring needs more than 1 time point, got {y.shape[0]} instead.")
-        design = np.hstack([trend, *drifts, conf])
+        design = np.hstack([trend, drifts, conf])
         out = y if owned else np.empty_like(y, order="K")
         _clean_blocks(
             y,

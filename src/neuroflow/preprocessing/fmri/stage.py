@@ -28,7 +28,7 @@ import xarray as xr
 
 from neuroflow.artifacts import write_dataset
 from neuroflow.io.bids import parse_bids_name, read_sidecar
-from neuroflow.preprocessing.fmri.clean import clean_signals
+from neuroflow.preprocessing.fmri.clean import clean_signals, cleaning_basis
 from neuroflow.preprocessing.fmri.confounds import (
     non_steady_state_count,
     read_confounds_table,
@@ -48,7 +48,7 @@ from neuroflow.preprocessing.fmri.inputs import (
 __all__ = ["DEFAULT_CONFIG", "FORMAT_VERSION", "preprocess_fmri_run", "resolve_config"]
 
 #: Bumped when the meaning of the stage's output changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 #: Defaults of the ``preprocess_fmri`` config section (see its schema).
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -404,18 +404,18 @@ def preprocess_fmri_run(
     filt = cfg["high_pass"]["filter"]
     high_pass = cfg["high_pass"]["cutoff_hz"] if filt != "none" else None
     low_pass = cfg["low_pass_hz"] if filt == "butterworth" else None
-    cleaned = clean_signals(
-        data,
-        t_r=tr,
-        detrend_order=cfg["detrend_order"],
-        filter=None if filt == "none" else filt,
-        high_pass=high_pass,
-        low_pass=low_pass,
-        confounds=regressors if regressors.shape[1] else None,
-        sample_mask=sample_mask,
-        standardize=bool(cfg["standardize"]),
-        copy=False,
-    )
+    cleaning = {
+        "t_r": tr,
+        "detrend_order": cfg["detrend_order"],
+        "filter": None if filt == "none" else filt,
+        "high_pass": high_pass,
+        "low_pass": low_pass,
+        "confounds": regressors if regressors.shape[1] else None,
+        "sample_mask": sample_mask,
+        "standardize": bool(cfg["standardize"]),
+    }
+    cleaned = clean_signals(data, copy=False, **cleaning)
+    basis = cleaning_basis(len(kept), **cleaning)
     del data
     if sample_mask is not None:
         kept = kept[sample_mask]
@@ -450,6 +450,16 @@ def preprocess_fmri_run(
         "bold": (("time", "voxel"), cleaned, {"units": "z" if cfg["standardize"] else "a.u."}),
         **_event_variables(event_table),
     }
+    if basis is not None:
+        variables["nuisance_basis"] = (
+            ("time", "nuisance"),
+            basis.astype(np.float32),
+            {
+                "description": "orthonormal basis of what the cleaning projected out "
+                "(constant, trends, cosines, confounds); (I - Q Q^T) filters a model's "
+                "predictions like the data"
+            },
+        )
     encoding = {"bold": {"chunks": (len(kept), _chunk_voxels(len(kept), len(voxels)))}}
     if cfg["rois"]["parcels"] and roi_values is not None:
         parcels, index = np.unique(roi_values[roi_values > 0], return_inverse=True)
