@@ -21,7 +21,7 @@ from .stimuli import Shot, embed_captions, plan_eeg_images, plan_movies, render_
 __all__ = ["FORMAT_VERSION", "generate_demo_dataset", "load_ground_truth"]
 
 #: Bumped when the dataset's content changes meaning.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 BIDS_VERSION = "1.9.0"
 SEMANTIC_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _GENERATED_BY = [{"Name": "neuroflow", "Description": "neuroflow.demo simulation"}]

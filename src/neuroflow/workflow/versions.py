@@ -29,12 +29,12 @@ __all__ = [
 
 #: Format version of each stage's output.
 FORMAT_VERSIONS: dict[str, int] = {
-    "demo": 2,
-    "preprocess_fmri": 1,
+    "demo": 3,
+    "preprocess_fmri": 2,
     "preprocess_eeg": 1,
     "features": 1,
     "align_features": 1,
-    "encoding": 1,
+    "encoding": 2,
     "evaluation": 1,
     "summary": 1,
     "single_trial": 1,
