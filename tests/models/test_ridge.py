@@ -154,3 +154,36 @@ def test_input_errors(rng):
         resolve_device("tpu")
     with pytest.raises(ValueError, match="outside"):
         ridge_cv(X, Y, alphas=[1.0], splits=[(np.arange(10), np.arange(40, 50))])
+
+
+@pytest.mark.parametrize("form", ["primal", "kernel"])
+def test_rank_deficient_design_matches_explicit_fold_loop(rng, form):
+    """Few distinct stimuli (rank 6 of 31 features): round-off directions are dropped."""
+    n, p = 96, 31
+    X = rng.standard_normal((n, 6)) @ rng.standard_normal((6, p))
+    Y = X @ rng.standard_normal((p, 11)) + 4.0 * rng.standard_normal((n, 11))
+    X -= X.mean(0)
+    Y -= Y.mean(0)
+    splits = run_splits(np.repeat(np.arange(4), n // 4))
+    alphas = np.logspace(-1, 4, 9)
+    res = ridge_cv(X, Y, alphas=alphas, splits=splits, form=form, dtype="float64", device="cpu")
+    scores = np.zeros((len(alphas), Y.shape[1]))
+    for train, val in splits:
+        for i, a in enumerate(alphas):
+            W = _numpy_ridge(X[train], Y[train], np.full(Y.shape[1], a))
+            err = ((Y[val] - X[val] @ W) ** 2).sum(0)
+            scores[i] += 1 - err / ((Y[val] - Y[val].mean(0)) ** 2).sum(0)
+    scores /= len(splits)
+    np.testing.assert_allclose(res.cv_score, scores.max(0), atol=1e-9)
+    np.testing.assert_array_equal(res.best_alpha, alphas[scores.argmax(0)])
+    np.testing.assert_allclose(res.coef, _numpy_ridge(X, Y, res.best_alpha), atol=1e-9)
+
+
+def test_numerical_rank_keeps_only_real_directions(rng):
+    from neuroflow.models._engine import _eigh, _numerical_rank
+
+    X = rng.standard_normal((50, 6)) @ rng.standard_normal((6, 23))
+    for dtype in (torch.float32, torch.float64):
+        lam, _ = _eigh(torch.as_tensor(X.T @ X, dtype=dtype))
+        assert int(_numerical_rank(lam).sum()) == 6
+    assert bool(_numerical_rank(torch.linalg.eigvalsh(torch.eye(5))).all())

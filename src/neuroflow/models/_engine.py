@@ -100,6 +100,20 @@ class _Fold:
     A: torch.Tensor  # (n_val, r)
 
 
+def _numerical_rank(lam: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues above round-off, as a boolean mask, shape (r,).
+
+    A direction whose eigenvalue is at round-off level carries no training variance:
+    its rotated responses are round-off too, so dropping it changes no prediction beyond
+    round-off, and makes every later product cheaper when the design is rank deficient
+    (e.g. features of few distinct stimuli, convolved in time).
+    """
+    if lam.numel() == 0:
+        return torch.ones_like(lam, dtype=torch.bool)
+    tol = lam.max() * lam.numel() * torch.finfo(lam.dtype).eps
+    return lam > tol
+
+
 def _decompose_folds(design: Design, gamma: np.ndarray, splits: Sequence[Split]) -> list[_Fold]:
     device = design.X.device
     folds = []
@@ -112,9 +126,13 @@ def _decompose_folds(design: Design, gamma: np.ndarray, splits: Sequence[Split])
             Xtr = design.X[tr] * s
             Xva = design.X[va] * s
             lam, V = _eigh(Xtr.T @ Xtr)
+            keep = _numerical_rank(lam)
+            lam, V = lam[keep], V[:, keep]
             folds.append(_Fold(tr, va, lam, V, Xva @ V))
         else:
             lam, U = _eigh(K[tr][:, tr])
+            keep = _numerical_rank(lam)
+            lam, U = lam[keep], U[:, keep]
             folds.append(_Fold(tr, va, lam, U, K[va][:, tr] @ U))
     return folds
 
