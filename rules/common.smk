@@ -49,6 +49,8 @@ def all_targets():
         targets.append(str(PLAN.summary_dir() / "scores.tsv"))
     if config["single_trial"]["enabled"]:
         targets += [str(PLAN.single_trial_store(s)) for s in PLAN.subjects]
+        for model in PLAN.encoding_models():
+            targets += [str(PLAN.trial_scores_store(model, s)) for s in PLAN.subjects]
     if config["eeg_encoding"]["enabled"]:
         for model in PLAN.encoding_models():
             targets += [str(PLAN.eeg_scores_store(model, r.key)) for r in PLAN.eeg_recordings]
@@ -103,6 +105,17 @@ def encoding_inputs(wildcards):
     for space in PLAN.encoding_config(wildcards.model)["feature_spaces"]:
         name, layer = PLAN.feature_space(space)
         inputs[f"space_{space}"] = [str(PLAN.aligned_store(name, layer, r.key)) for r in runs]
+    return inputs
+
+
+def trial_encoding_inputs(wildcards):
+    """The subject's single-trial betas, one run store (voxel grid) and the feature stores."""
+    runs = PLAN.runs_of(wildcards.subject)
+    inputs = {"betas": str(PLAN.single_trial_store(wildcards.subject))}
+    inputs["brain"] = str(PLAN.fmri_store(runs[0].key))
+    for space in PLAN.trial_encoding_config(wildcards.model)["feature_spaces"]:
+        name, layer = PLAN.feature_space(space)
+        inputs[f"space_{space}"] = str(PLAN.feature_store(name, layer))
     return inputs
 
 

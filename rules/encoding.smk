@@ -1,5 +1,7 @@
 # Encoding: per subject and model, ridge (or banded ridge) from aligned features
-# to cleaned BOLD, penalties chosen by run-wise cross-validation on training runs.
+# to cleaned BOLD, penalties chosen by run-wise cross-validation on training runs;
+# with single_trial.enabled, also from per-stimulus features to single-trial betas,
+# scored on held-out stimuli.
 
 
 rule fit_encoding:
@@ -20,3 +22,27 @@ rule fit_encoding:
         CONDA_ENV
     script:
         "../scripts/fit_encoding.py"
+
+
+if config["single_trial"]["enabled"]:
+
+    rule fit_trial_encoding:
+        input:
+            unpack(trial_encoding_inputs),
+        output:
+            directory(
+                str(PLAN.results / "trial_encoding" / "{model}-{version}" / "sub-{subject}_encoding.zarr")
+            ),
+        params:
+            stage=lambda wc: f"trial_encoding/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=lambda wc: PLAN.trial_encoding_config(wc.model),
+        log:
+            log_path("trial_encoding", "{model}-{version}", "sub-{subject}"),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/fit_trial_encoding.py"

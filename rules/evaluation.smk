@@ -19,13 +19,30 @@ rule evaluate_encoding:
         "../scripts/evaluate_encoding.py"
 
 
+if config["single_trial"]["enabled"]:
+
+    rule evaluate_trial_encoding:
+        input:
+            lambda wc: str(PLAN.trial_encoding_store(wc.model, wc.subject)),
+        output:
+            directory(
+                str(PLAN.results / "trial_evaluation" / "{model}-{version}" / "sub-{subject}_scores.zarr")
+            ),
+        params:
+            stage=lambda wc: f"trial_evaluation/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=config["evaluation"],
+        log:
+            log_path("trial_evaluation", "{model}-{version}", "sub-{subject}"),
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/evaluate_encoding.py"
+
+
 rule summarize_scores:
     input:
-        scores=[
-            str(PLAN.scores_store(model, subject))
-            for model in PLAN.encoding_models()
-            for subject in PLAN.subjects
-        ],
+        scores=[str(p) for p in PLAN.all_scores_stores()],
         decoding=[str(PLAN.decoding_store())] if PLAN.eeg_recordings else [],
         rsa=[
             str(PLAN.rsa_store(modality))

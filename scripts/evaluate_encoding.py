@@ -1,4 +1,4 @@
-"""Score one subject's encoding model on its held-out data."""
+"""Score one subject's encoding model (runs or single trials) on its held-out data."""
 
 from neuroflow.evaluation import evaluate_model
 from neuroflow.workflow.runner import run_job

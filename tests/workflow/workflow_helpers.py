@@ -88,3 +88,18 @@ def planned_jobs(workdir: Path, *targets: str) -> dict[str, int]:
         if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
             counts[parts[0]] = int(parts[1])
     return counts
+
+
+def trial_config(base: dict | None = None) -> dict:
+    """``base`` (default :data:`TINY_CONFIG`) with single-trial betas and models on, fMRI only.
+
+    The ``movie`` task filter leaves out the EEG recordings (and so the EEG, decoding and
+    EEG RSA jobs); every movie shot is a trial, the test movie's shots the repeated ones.
+    """
+    import copy
+
+    config = copy.deepcopy(TINY_CONFIG if base is None else base)
+    config.setdefault("dataset", {})["tasks"] = ["movie"]
+    config["single_trial"] = {"enabled": True}
+    config["encoding"]["trial_split"] = {"test": "repeated", "cv": {"grouped_kfold": 4}}
+    return config

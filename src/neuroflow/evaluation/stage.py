@@ -208,10 +208,11 @@ def evaluate_model(
     ceiling_r2 = ceiling_r**2
 
     perm = cfg["permutation"]
-    block = block_length_samples(perm, float(ds.attrs["tr"]), n_times)
     if ds.attrs.get("exchangeable_samples"):
-        # Samples are independent test stimuli (e.g. EEG epochs), not a time series.
+        # Samples are independent test stimuli (EEG epochs, single trials), not a time series.
         block = 1
+    else:
+        block = block_length_samples(perm, float(ds.attrs["tr"]), n_times)
     if perm["n_permutations"] > 0:
         _, p_value = permutation_test(
             y_mean,

@@ -16,6 +16,8 @@ Layout of ``results/``::
     evaluation/<model>-<v>/sub-XX_scores.zarr
     summary/<v>/scores.tsv, summary.zarr, plots/
     single_trial/<v>/sub-XX/sub-XX_desc-singletrial_betas.zarr   (when enabled)
+    trial_encoding/<model>-<v>/sub-XX_encoding.zarr              (when single_trial is enabled)
+    trial_evaluation/<model>-<v>/sub-XX_scores.zarr
     eeg_encoding/<model>-<v>/sub-XX/<key>_encoding.zarr
     eeg_evaluation/<model>-<v>/sub-XX/<key>_scores.zarr
     decoding/<v>/decoding_eeg.zarr
@@ -30,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.io.records import EegRecording, FmriRun
-from neuroflow.workflow.versions import eeg_encoding_config, encoding_config, stage_versions
+from neuroflow.workflow.versions import (
+    eeg_encoding_config,
+    encoding_config,
+    stage_versions,
+    trial_encoding_config,
+)
 
 __all__ = ["WorkflowPlan"]
 
@@ -281,6 +288,33 @@ class WorkflowPlan:
             / f"sub-{subject}"
             / f"sub-{subject}_desc-singletrial_betas.zarr"
         )
+
+    def trial_encoding_config(self, model: str) -> dict[str, Any]:
+        """What the single-trial encoding stage receives for ``model``."""
+        return trial_encoding_config(self.config, model)
+
+    def trial_encoding_store(self, model: str, subject: str) -> Path:
+        """Single-trial encoding model and held-out stimulus predictions of one subject."""
+        return self.stage_dir("trial_encoding", model) / f"sub-{subject}_encoding.zarr"
+
+    def trial_scores_store(self, model: str, subject: str) -> Path:
+        """Per-voxel scores of one subject's single-trial encoding model."""
+        return self.stage_dir("trial_evaluation", model) / f"sub-{subject}_scores.zarr"
+
+    def all_scores_stores(self) -> list[Path]:
+        """Score stores of every voxel-wise model the summary gathers.
+
+        Returns
+        -------
+        stores : list of Path
+            Run-based models (model x subject), then, when ``single_trial.enabled``,
+            the single-trial models (model x subject).
+        """
+        models, subjects = self.encoding_models(), self.subjects
+        out = [self.scores_store(m, s) for m in models for s in subjects]
+        if self.config["single_trial"]["enabled"]:
+            out += [self.trial_scores_store(m, s) for m in models for s in subjects]
+        return out
 
     def all_feature_spaces(self) -> dict[str, Path]:
         """Every extractor layer by label (``name``, or ``name:layer`` for several layers)."""

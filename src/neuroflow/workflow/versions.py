@@ -25,6 +25,7 @@ __all__ = [
     "eeg_encoding_config",
     "encoding_config",
     "stage_versions",
+    "trial_encoding_config",
 ]
 
 #: Format version of each stage's output.
@@ -42,6 +43,8 @@ FORMAT_VERSIONS: dict[str, int] = {
     "eeg_evaluation": 1,
     "decoding": 1,
     "rsa": 1,
+    "trial_encoding": 1,
+    "trial_evaluation": 1,
 }
 
 #: Stage name -> upstream stages, in execution order.
@@ -59,6 +62,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "eeg_evaluation": ("eeg_encoding",),
     "decoding": ("preprocess_eeg", "features"),
     "rsa": ("preprocess_eeg", "preprocess_fmri", "features"),
+    "trial_encoding": ("single_trial", "features"),
+    "trial_evaluation": ("trial_encoding",),
 }
 
 
@@ -106,7 +111,10 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     versions : dict of str to str
         Keys are ``"demo"`` (or ``"dataset"``), ``"preprocess_fmri"``,
         ``"preprocess_eeg"``, ``"features/<name>"``, ``"align_features/<name>"``,
-        ``"encoding/<model>"``, ``"evaluation/<model>"`` and ``"summary"``.
+        ``"encoding/<model>"``, ``"evaluation/<model>"``, ``"single_trial"``,
+        ``"eeg_encoding/<model>"``, ``"eeg_evaluation/<model>"``, ``"decoding"``,
+        ``"rsa/<modality>"``, ``"summary"`` and, when ``single_trial.enabled``,
+        ``"trial_encoding/<model>"`` and ``"trial_evaluation/<model>"``.
     """
     identity = dataset_identity(config)
     data_key = "demo" if identity["source"] == "demo" else "dataset"
@@ -161,6 +169,19 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
             {"eeg_encoding": versions[f"eeg_encoding/{model}"]},
         )
 
+    if config["single_trial"]["enabled"]:
+        for model in config["encoding"]["models"]:
+            section = trial_encoding_config(config, model)
+            inputs = {"single_trial": versions["single_trial"]}
+            for space in section["feature_spaces"]:
+                inputs[f"features/{space}"] = versions[f"features/{space.split(':')[0]}"]
+            versions[f"trial_encoding/{model}"] = _v("trial_encoding", section, inputs)
+            versions[f"trial_evaluation/{model}"] = _v(
+                "trial_evaluation",
+                config["evaluation"],
+                {"trial_encoding": versions[f"trial_encoding/{model}"]},
+            )
+
     feature_versions = {k: v for k, v in versions.items() if k.startswith("features/")}
     versions["decoding"] = _v(
         "decoding",
@@ -176,7 +197,7 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     evaluation_inputs = {
         k: v
         for k, v in versions.items()
-        if k.startswith(("evaluation/", "rsa/")) or k == "decoding"
+        if k.startswith(("evaluation/", "trial_evaluation/", "rsa/")) or k == "decoding"
     }
     versions["summary"] = _v("summary", config["evaluation"], evaluation_inputs)
     return versions
@@ -202,7 +223,41 @@ def encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         raise KeyError(
             f"No encoding model named {model!r}; configured: {list(encoding['models'])}."
         )
-    shared = {k: v for k, v in encoding.items() if k != "models"}
+    # trial_split only concerns the single-trial models: changing it reruns nothing here.
+    shared = {k: v for k, v in encoding.items() if k not in ("models", *_TRIAL_ONLY_KEYS)}
+    return {**shared, **encoding["models"][model], "name": model}
+
+
+#: ``encoding`` keys read only by the single-trial models.
+_TRIAL_ONLY_KEYS = ("trial_split",)
+#: ``encoding`` keys read only by the run-based models (time series, held-out runs).
+_RUN_ONLY_KEYS = ("cv", "delays", "split", "filter_design")
+
+
+def trial_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """Settings of one single-trial encoding model (held-out stimuli).
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+    model : str
+        A key of ``encoding.models``.
+
+    Returns
+    -------
+    section : dict
+        The ``encoding`` settings the trial stage reads (solver, penalties, scoring,
+        standardisation, banded search, ``trial_split``, device, dtype) plus the
+        model's entry; the run-only keys (``cv``, ``delays``, ``split``,
+        ``filter_design``) are left out, so changing them reruns no trial model.
+    """
+    encoding = config["encoding"]
+    if model not in encoding["models"]:
+        raise KeyError(
+            f"No encoding model named {model!r}; configured: {list(encoding['models'])}."
+        )
+    shared = {k: v for k, v in encoding.items() if k not in ("models", *_RUN_ONLY_KEYS)}
     return {**shared, **encoding["models"][model], "name": model}
 
 

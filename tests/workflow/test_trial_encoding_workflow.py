@@ -1,0 +1,98 @@
+"""Single-trial encoding in the workflow: betas -> held-out stimuli -> scores -> summary."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from workflow_helpers import REPO, planned_jobs, snakemake, trial_config, write_config
+
+from neuroflow.artifacts import read_provenance
+from neuroflow.config import load_schema, validate_config
+from neuroflow.workflow import WorkflowPlan, stage_versions
+
+
+def _versions_changed(before: dict, after: dict) -> set[str]:
+    a, b = stage_versions(before), stage_versions(after)
+    return {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+
+
+def test_trial_versions_and_paths() -> None:
+    schema = load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    off = validate_config({}, schema)
+    assert not [k for k in stage_versions(off) if k.startswith("trial_")]
+    on = validate_config({"single_trial": {"enabled": True}}, schema)
+    models = list(on["encoding"]["models"])
+    trial_keys = {f"trial_{s}/{m}" for s in ("encoding", "evaluation") for m in models}
+    assert _versions_changed(off, on) == {"single_trial", *trial_keys, "summary"}
+
+    # the split of the trial models reaches only them; the run-based split only the runs
+    changed = copy.deepcopy(on)
+    changed["encoding"]["trial_split"]["cv"] = {"grouped_kfold": 3}
+    assert _versions_changed(on, changed) == {*trial_keys, "summary"}
+    changed = copy.deepcopy(on)
+    changed["encoding"]["delays"]["method"] = "fir"
+    assert not {k for k in _versions_changed(on, changed) if k.startswith("trial_")}
+    changed = copy.deepcopy(on)
+    changed["encoding"]["alphas"]["num"] = 5
+    assert trial_keys <= _versions_changed(on, changed)
+
+    plan = WorkflowPlan(on)
+    store = plan.trial_encoding_store("visual", "01")
+    assert store.parts[-3:-1] == (
+        "trial_encoding",
+        f"visual-{plan.versions['trial_encoding/visual']}",
+    )
+    assert plan.trial_scores_store("visual", "01").name == "sub-01_scores.zarr"
+    assert plan.trial_scores_store("joint", "02") in plan.all_scores_stores()
+    assert plan.trial_encoding_config("joint")["trial_split"] == {
+        "test": "repeated",
+        "cv": {"grouped_kfold": 5},
+    }
+    assert "delays" not in plan.trial_encoding_config("joint")
+    assert "trial_split" not in plan.encoding_config("joint")
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_trial_encoding_runs_end_to_end(tmp_path: Path) -> None:
+    config = trial_config()
+    models = list(config["encoding"]["models"])
+    write_config(tmp_path / "config.yaml", config, "# tiny demo, single-trial models\n")
+    snakemake(tmp_path, "--cores", "2")
+    results = tmp_path / "results"
+
+    encoded = sorted((results / "trial_encoding").glob("*/sub-*_encoding.zarr"))
+    scored = sorted((results / "trial_evaluation").glob("*/sub-*_scores.zarr"))
+    assert len(encoded) == len(scored) == len(models)
+    for path in encoded:
+        ds = xr.open_zarr(path)
+        assert ds["y_pred"].dims == ("stimulus", "voxel")
+        assert ds["y_test"].dims == ("repeat", "stimulus", "voxel")
+        assert ds.sizes["repeat"] == 2 and ds.sizes["stimulus"] >= 5
+        assert all(str(s).startswith("shots/") for s in ds["stimulus"].values)
+        assert ds.attrs["model"].endswith("_trials") and ds.attrs["design"] == "trials"
+        record = read_provenance(path)
+        assert record["stage"].startswith("trial_encoding/")
+        assert any("single_trial" in str(i.get("stage")) for i in record["inputs"])
+    for path in scored:
+        ds = xr.open_zarr(path)
+        assert np.isfinite(ds["r"].values).mean() > 0.9
+        assert ds.attrs["permutation_block_samples"] == 1
+
+    table = next(results.glob("summary/*/scores.tsv"))
+    scores = pd.read_csv(table, sep="\t", na_values=["n/a"], keep_default_na=False)
+    subject_rows = scores[scores["statistic"] == "value"]
+    for model in models:
+        rows = subject_rows[subject_rows["model"] == f"{model}_trials"]
+        assert set(rows["roi"]) >= {"early_visual", "semantic", "noise", "all"}
+        assert len(rows) == len(set(rows["roi"]))  # one row per subject x model x ROI
+        assert len(subject_rows[subject_rows["model"] == model])  # run-based models stay
+    visual = subject_rows[subject_rows["model"] == "visual_trials"].set_index("roi")
+    assert visual.loc["early_visual", "mean_r"] > visual.loc["noise", "mean_r"]
+
+    assert planned_jobs(tmp_path) == {}
