@@ -119,12 +119,31 @@ def test_rsa_eeg_stage(tmp_path, eeg_inputs):
         epochs=epochs,
         features=features,
         output=tmp_path / "rsa.zarr",
-        config={"comparisons": ["spearman"]},
+        config={"comparisons": ["spearman"], "decim": 1},
         provenance={},
     )
     ds = open_dataset(out)
     n_pairs = N_TEST * (N_TEST - 1) // 2
     assert ds["brain_rdm"].shape == (2, N_T, n_pairs)
+    assert int(ds["n_rsa_stimuli"]) == N_TRAIN + N_TEST and ds.attrs["rsa_stimuli"] == "all"
+    rep = open_dataset(
+        rsa_eeg(
+            epochs=epochs,
+            features=features,
+            output=tmp_path / "rsa_rep.zarr",
+            config={"comparisons": ["spearman"], "eeg_stimuli": "repeated"},
+            provenance={},
+        )
+    )
+    assert int(rep["n_rsa_stimuli"]) == N_TEST and rep.sizes["time"] == (N_T + 1) // 2
+    with pytest.raises(ValueError, match=r"`rsa\.eeg_stimuli` must be 'all' or 'repeated'"):
+        rsa_eeg(
+            epochs=epochs,
+            features=features,
+            output=tmp_path / "x.zarr",
+            config={"eeg_stimuli": "some"},
+            provenance={},
+        )
     assert ds["cross_temporal"].dims == ("subject", "comparison", "layer", "time")
     assert ds["noise_ceiling_subject"].shape == (2, 1, 2, N_T)
     ct = ds["cross_temporal_mean"].sel(comparison="spearman", layer="visual")

@@ -79,5 +79,5 @@ def test_layout_is_pure_and_consistent(tmp_path):
     )
     assert len(set(layout.stimulus_ids)) == len(layout.stimulus_ids)
     n_eeg = sum(s.startswith("images/") for s in layout.stimulus_ids)
-    assert n_eeg == 240 - 20 * 4 + 20
+    assert n_eeg == 1200 - 40 * 10 + 40
     assert layout == demo_layout(cfg, tmp_path / "ds")

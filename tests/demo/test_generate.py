@@ -19,7 +19,14 @@ SMALL = {
     "n_subjects": 1,
     "image_size": 32,
     "fmri": {"n_train_runs": 2, "n_test_repeats": 2, "n_volumes": 40, "grid_shape": [12, 13, 11]},
-    "eeg": {"n_trials": 40, "n_test_images": 4, "n_repeats": 3, "sfreq": 200.0, "snr": 2.0},
+    "eeg": {
+        "n_trials": 40,
+        "n_test_images": 4,
+        "n_repeats": 3,
+        "sfreq": 200.0,
+        "snr": 2.0,
+        "n_components": 3,
+    },
 }
 
 

@@ -240,3 +240,16 @@ def test_model_r_near_simulated_ceiling(demo_run, space, roi):
     r = float(np.nanmean(ds["r"].values[inside]))
     ceiling = float(np.mean(fmri["ceiling_mean"][idx[inside]]))
     assert ceiling - r <= CEILING_TOL, (r, ceiling)
+
+
+@pytest.mark.parametrize("space", ["image_statistics", "minilm"])
+def test_false_discovery_proportion_over_the_brain(demo_run, space):
+    """Among all voxels called significant, those without planted signal stay rare."""
+    fmri = demo_run["truth"]["subject"][SUBJECT]["fmri"]
+    ds = demo_run["scores"][space]
+    idx = _truth_index(ds, fmri)
+    null = np.asarray(fmri["snr"])[idx] == 0
+    called = ds["significant"].values.astype(bool)
+    assert called.sum() > 100
+    fdp = float((called & null).sum() / called.sum())
+    assert fdp <= FDR_ALPHA, fdp

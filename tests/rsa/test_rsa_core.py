@@ -110,3 +110,22 @@ def test_cross_temporal_and_alignment(rng):
     assert res.brain.shape == (2, 3, 3) and res.subject_agreement.shape == (2,)
     with pytest.raises(ValueError, match="must share n_pairs"):
         alignment_patterns(rois, layers[:, :10])
+
+
+def test_alignment_agreement_defined_for_single_layer(rng):
+    from neuroflow.rsa.analysis import pattern_agreement
+
+    rois = rng.random((2, 3, 28))
+    res = alignment_patterns(rois, rng.random((1, 28)))
+    assert np.isfinite(res.agreement) and np.isfinite(res.subject_agreement).all()
+    # one layer claims every ROI shares its geometry: agreement is the brain's mean
+    # ROI similarity, below that of a model reproducing the brain pattern
+    brain_ut = res.brain_mean[np.triu_indices(3, k=1)]
+    np.testing.assert_allclose(res.agreement, brain_ut.mean())
+    two = alignment_patterns(rois[:, :2], rng.random((2, 28)))
+    assert np.isfinite(two.agreement)
+    np.testing.assert_allclose(
+        pattern_agreement([[0.2, 0.5]], [[0.2, 0.5], [1.0, 1.0]]), [[1.0, 0.35]]
+    )
+    with pytest.raises(ValueError, match="at least 2 ROIs"):
+        alignment_patterns(rois[:, :1], rng.random((2, 28)))

@@ -13,7 +13,13 @@
 
 from .classification import ClassificationResult, classify, make_classifier
 from .contrastive import ContrastiveDecoder, fit_contrastive, info_nce
-from .features import FeatureDecoder, fit_feature_decoder, flatten_window
+from .features import (
+    FeatureDecoder,
+    bin_window,
+    fit_feature_decoder,
+    flatten_window,
+    zscore_features,
+)
 from .identification import (
     average_by_stimulus,
     correlation_matrix,
@@ -40,6 +46,7 @@ __all__ = [
     "FeatureDecoder",
     "append_rows",
     "average_by_stimulus",
+    "bin_window",
     "classify",
     "cluster_permutation_test",
     "correlation_matrix",
@@ -58,4 +65,5 @@ __all__ = [
     "sliding_ridge_scores",
     "time_resolved_null",
     "time_resolved_scores",
+    "zscore_features",
 ]

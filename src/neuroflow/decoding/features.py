@@ -16,7 +16,13 @@ import numpy as np
 from neuroflow.models.cv import run_splits
 from neuroflow.models.ridge import ridge_cv
 
-__all__ = ["FeatureDecoder", "fit_feature_decoder", "flatten_window"]
+__all__ = [
+    "FeatureDecoder",
+    "bin_window",
+    "fit_feature_decoder",
+    "flatten_window",
+    "zscore_features",
+]
 
 
 @dataclass
@@ -97,6 +103,79 @@ def flatten_window(
                 f"got {list(window)} instead."
             )
     return epochs[:, :, keep].reshape(epochs.shape[0], -1)
+
+
+def bin_window(
+    epochs: np.ndarray,
+    times: np.ndarray,
+    window: Sequence[float] | None,
+    bin_width: float | None,
+) -> np.ndarray:
+    """Average EEG epochs in consecutive time bins of a window, then flatten.
+
+    Parameters
+    ----------
+    epochs : array-like, shape (n_epochs, n_channels, n_times)
+        Epoched data.
+    times : array-like, shape (n_times,)
+        Epoch time of every sample (s).
+    window : (float, float) | None
+        Inclusive ``[tmin, tmax]`` in s; ``None`` keeps every sample.
+    bin_width : float | None
+        Bin width (s); bins start at ``tmin`` and a last partial bin is kept. ``None``
+        keeps every sample (as :func:`flatten_window`).
+
+    Returns
+    -------
+    X : ndarray, shape (n_epochs, n_channels * n_bins)
+        Channel-major flattening of the bin means.
+    """
+    if bin_width is None:
+        return flatten_window(epochs, times, window)
+    if isinstance(bin_width, bool) or not isinstance(bin_width, int | float) or bin_width <= 0:
+        raise ValueError(
+            f"`bin_width` must be a positive float or None, got {bin_width!r} instead."
+        )
+    times = np.asarray(times, dtype=np.float64)
+    flat = flatten_window(epochs, times, window)
+    keep = np.ones(times.shape, bool)
+    if window is not None:
+        keep = (times >= float(window[0]) - 1e-9) & (times <= float(window[1]) + 1e-9)
+    t = times[keep]
+    # bins holding no sample (bins narrower than the sampling step) are skipped
+    _, bins = np.unique(np.floor((t - t[0]) / float(bin_width) + 1e-9), return_inverse=True)
+    n_bins = int(bins.max()) + 1
+    counts = np.bincount(bins, minlength=n_bins)
+    data = flat.reshape(flat.shape[0], -1, t.size)
+    sums = np.zeros((data.shape[0], data.shape[1], n_bins))
+    np.add.at(sums, (slice(None), slice(None), bins), data)
+    return (sums / counts).reshape(flat.shape[0], -1)
+
+
+def zscore_features(F: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Z-score every feature with the mean and SD of a reference set of stimuli.
+
+    Parameters
+    ----------
+    F : array-like, shape (n_items, n_features)
+        Features to scale.
+    reference : array-like, shape (n_stimuli, n_features)
+        Features of the stimuli whose statistics are used (e.g. the training stimuli,
+        each once); constant features are centred only.
+
+    Returns
+    -------
+    Z : ndarray of float64, shape (n_items, n_features)
+    """
+    F = np.asarray(F, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    if F.ndim != 2 or reference.ndim != 2 or F.shape[1] != reference.shape[1]:
+        raise ValueError(
+            "`F` and `reference` must be 2-D with the same number of features, "
+            f"got {F.shape} and {reference.shape} instead."
+        )
+    sd = reference.std(axis=0)
+    return (F - reference.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
 
 
 def fit_feature_decoder(

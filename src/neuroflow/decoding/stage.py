@@ -6,10 +6,14 @@ For every subject (its epochs stores concatenated):
   and across train × test times, with label-permutation cluster tests
   (see :mod:`neuroflow.decoding.temporal`);
 - **feature decoding over time**: the first principal components of every feature space
+  (each feature z-scored over stimuli first, so that no feature dominates by its units)
   decoded by ridge at every time point, scored by correlation, with a cluster test;
   peak and onset latencies show which features are expressed when;
-- **identification** of held-out test stimuli from the epochs flattened over channels ×
-  a time window, by a ridge decoder and a contrastive decoder, with a label-shuffle null.
+- **identification** of held-out test stimuli from the epochs averaged in time bins and
+  flattened over channels × bins of a window, by a ridge decoder and a contrastive
+  decoder, with a label-shuffle null. Features are z-scored with the training stimuli's
+  statistics, so the correlation between predicted and candidate features weighs every
+  feature alike (raw image statistics differ in scale by orders of magnitude).
 
 With two or more subjects, per-subject time courses are also tested together with a
 sign-flip cluster test (:func:`~neuroflow.decoding.temporal.group_cluster_test`).
@@ -30,7 +34,7 @@ from sklearn.decomposition import PCA
 from neuroflow.artifacts import write_dataset
 
 from .contrastive import fit_contrastive
-from .features import fit_feature_decoder, flatten_window
+from .features import bin_window, fit_feature_decoder, zscore_features
 from .identification import average_by_stimulus, identification_metrics, identification_null
 from .inputs import SubjectEpochs, feature_info, load_subject_epochs, stimulus_features
 from .temporal import (
@@ -45,7 +49,7 @@ from .temporal import (
 __all__ = ["DEFAULT_CONFIG", "FORMAT_VERSION", "STAGE", "decode_eeg", "resolve_config"]
 
 STAGE = "decode_eeg"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -71,12 +75,15 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "features": {
         "enabled": True,
         "n_components": 5,
+        "standardize": True,
         "alphas": [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0],
         "n_permutations": 100,
     },
     "identification": {
         "enabled": True,
         "window": [0.0, 0.6],
+        "bin_width": 0.025,
+        "standardize": True,
         "test_condition": "test",
         "alphas": [1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0],
         "top_k": [1, 5],
@@ -196,6 +203,8 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
     for name, path in features.items():
         uniq, inverse = np.unique(sub.stimulus, return_inverse=True)
         F = stimulus_features(path, uniq)
+        if f["standardize"]:
+            F = zscore_features(F, F)
         n_comp = int(min(f["n_components"], F.shape[1], uniq.size - 1))
         pcs = PCA(n_components=n_comp, random_state=seed).fit_transform(F)[inverse]
         score, null = sliding_ridge_scores(
@@ -239,7 +248,7 @@ def _test_mask(sub: SubjectEpochs, test_condition: str | None) -> np.ndarray:
 
 def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray]:
     ic, cc = cfg["identification"], cfg["contrastive"]
-    X = flatten_window(X3, times, ic["window"])
+    X = bin_window(X3, times, ic["window"], ic["bin_width"])
     test = _test_mask(sub, ic["test_condition"])
     if test.all() or np.unique(sub.stimulus[test]).size < 2:
         raise ValueError(
@@ -257,6 +266,9 @@ def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray
         ids, _ = average_by_stimulus(np.zeros((test.sum(), 1)), sub.stimulus[test])
         F_test = stimulus_features(path, ids)
         F_train = stimulus_features(path, sub.stimulus[~test])
+        if ic["standardize"]:
+            ref = stimulus_features(path, np.unique(sub.stimulus[~test]))
+            F_test, F_train = zscore_features(F_test, ref), zscore_features(F_train, ref)
         preds = {}
         dec = fit_feature_decoder(
             X[~test], F_train, groups=groups, alphas=ic["alphas"], n_splits=cfg["n_splits"]

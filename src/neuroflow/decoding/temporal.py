@@ -2,7 +2,11 @@
 
 Categorical targets use MNE's :class:`~mne.decoding.SlidingEstimator` (one classifier
 per time point) and :class:`~mne.decoding.GeneralizingEstimator` (train at one time,
-test at every time) with :func:`mne.decoding.cross_val_multiscore`. Continuous targets
+test at every time) with :func:`mne.decoding.cross_val_multiscore`; the default
+shrinkage LDA is solved for all time points at once by
+:func:`~neuroflow.decoding.lda.sliding_lda_scores`, which gives the same scores as those
+MNE estimators (tested to equality) about 50 times faster, so the label-permutation null
+refits the very same classifier. Continuous targets
 (the first principal components of a feature space) use a ridge per time point, solved
 for all time points, all components and all permutations at once from one batched SVD
 per fold, with the penalty chosen per time point and target by leave-one-out error.
@@ -36,6 +40,7 @@ from scipy import ndimage
 from sklearn.base import BaseEstimator
 
 from .classification import group_cv, labels_constant_within_groups, make_classifier, permute_labels
+from .lda import sliding_lda_scores
 
 __all__ = [
     "ClusterResult",
@@ -141,7 +146,8 @@ def time_resolved_scores(
     groups : array-like, shape (n_epochs,)
         CV groups.
     classifier : {"lda", "logistic"} | estimator
-        See :func:`~neuroflow.decoding.classification.make_classifier`.
+        See :func:`~neuroflow.decoding.classification.make_classifier`; ``"lda"`` is
+        solved in closed form by :func:`~neuroflow.decoding.lda.sliding_lda_scores`.
     generalize : bool
         Temporal generalisation instead of sliding decoding.
     n_splits : int | None
@@ -158,6 +164,8 @@ def time_resolved_scores(
     X = _check_epochs(X, y.shape[0])
     cv = group_cv(groups, n_splits)
     splits = list(cv.split(X[:, :, 0], y, groups))
+    if isinstance(classifier, str) and classifier == "lda":
+        return sliding_lda_scores(X, y, splits, generalize=generalize)
     return cross_val_multiscore(
         _estimator(classifier, generalize, n_jobs), X, y, cv=splits, verbose=False
     )
@@ -320,21 +328,22 @@ def _ridge_fold(
     ``Xte`` (n_times, n_test, n_channels) → (n_times, n_test, n_targets).
     """
     U, s, Vt = np.linalg.svd(Xtr, full_matrices=False)
-    UtY = np.einsum("tnc,nm->tcm", U, Ytr)
+    Ut = np.ascontiguousarray(np.swapaxes(U, 1, 2))
+    UtY = Ut @ Ytr  # batched BLAS products throughout
     best = np.full((Xtr.shape[0], Ytr.shape[1]), np.inf)
     pred = np.zeros((Xte.shape[0], Xte.shape[1], Ytr.shape[1]))
-    XteV = np.einsum("tnc,tkc->tnk", Xte, Vt)
+    XteV = Xte @ np.ascontiguousarray(np.swapaxes(Vt, 1, 2))
     s2 = s**2
+    U2 = U**2
     for a in alphas:
         shrink = s2 / (s2 + a)
-        hat = np.einsum("tnc,tc->tn", U**2, shrink)
-        fitted = np.einsum("tnc,tcm->tnm", U, shrink[:, :, None] * UtY)
+        hat = (U2 @ shrink[:, :, None])[:, :, 0]
+        fitted = U @ (shrink[:, :, None] * UtY)
         loo = ((Ytr[None] - fitted) / (1.0 - hat)[:, :, None]) ** 2
         err = loo.mean(axis=1)
         better = err < best
         best = np.where(better, err, best)
-        coef_part = (s / (s2 + a))[:, :, None] * UtY
-        p = np.einsum("tnk,tkm->tnm", XteV, coef_part)
+        p = XteV @ ((s / (s2 + a))[:, :, None] * UtY)
         pred = np.where(better[:, None, :], p, pred)
     return pred
 

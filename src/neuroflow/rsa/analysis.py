@@ -19,6 +19,7 @@ __all__ = [
     "AlignmentResult",
     "alignment_patterns",
     "cross_temporal_rsa",
+    "pattern_agreement",
     "roi_alignment",
     "upper_triangle",
 ]
@@ -87,13 +88,17 @@ class AlignmentResult:
     model : ndarray, shape (n_rois, n_rois)
         Similarity between the best layers of every pair of ROIs.
     agreement : float
-        Spearman correlation between the upper triangles of ``brain_mean`` and ``model``
-        (NaN with fewer than 3 ROIs).
+        ``1 - mean |brain_mean - model|`` over the ROI pairs (upper triangles): 1 when
+        the model reproduces the brain pattern exactly, lower the further apart they
+        are. Unlike a correlation between the two patterns it is defined when either
+        pattern is constant, e.g. when a model has a single layer (its pattern is then
+        all ones: it claims every region shares one geometry, and the agreement is the
+        mean similarity of the brain's regions), and with only two ROIs.
     subject_agreement : ndarray, shape (n_subjects,)
         The same for each subject's pattern.
     between_subject : float
-        Mean Spearman correlation between the upper triangles of every pair of subjects
-        (NaN for one subject or fewer than 3 ROIs).
+        The same statistic between the patterns of every pair of subjects, averaged
+        (NaN for one subject).
     """
 
     brain: np.ndarray
@@ -107,10 +112,33 @@ class AlignmentResult:
     between_subject: float
 
 
-def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.shape[-1] < 3:
-        return np.full((a.shape[0], b.shape[0]), np.nan)
-    return compare_rdms(a, b, method="spearman")
+def pattern_agreement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``1 - mean |a_i - b_j|`` between every row of ``a`` and every row of ``b``.
+
+    Parameters
+    ----------
+    a : array-like, shape (n_a, n_pairs)
+        Upper triangles of alignment patterns.
+    b : array-like, shape (n_b, n_pairs)
+        Upper triangles of alignment patterns.
+
+    Returns
+    -------
+    agreement : ndarray of float64, shape (n_a, n_b)
+        NaN where no pair is finite in both rows.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1] or a.shape[1] < 1:
+        raise ValueError(
+            "`a` and `b` must have shape (n, n_pairs >= 1) with the same n_pairs, "
+            f"got {a.shape} and {b.shape} instead."
+        )
+    diff = np.abs(a[:, None, :] - b[None, :, :])
+    ok = np.isfinite(diff)
+    n = ok.sum(axis=-1)
+    total = np.where(ok, diff, 0.0).sum(axis=-1)
+    return 1.0 - np.divide(total, n, out=np.full(n.shape, np.nan), where=n > 0)
 
 
 def alignment_patterns(
@@ -148,10 +176,12 @@ def alignment_patterns(
     model = layers[np.ix_(best, best)]
     ut_model = upper_triangle(model)[None]
     ut_subjects = upper_triangle(brain)
-    agreement = float(_spearman_rows(upper_triangle(brain_mean)[None], ut_model)[0, 0])
-    subject_agreement = _spearman_rows(ut_subjects, ut_model)[:, 0]
+    if ut_model.shape[-1] == 0:
+        raise ValueError(f"`roi_rdms` must hold at least 2 ROIs, got {roi_rdms.shape[1]} instead.")
+    agreement = float(pattern_agreement(upper_triangle(brain_mean)[None], ut_model)[0, 0])
+    subject_agreement = pattern_agreement(ut_subjects, ut_model)[:, 0]
     if n_sub > 1:
-        pair = _spearman_rows(ut_subjects, ut_subjects)
+        pair = pattern_agreement(ut_subjects, ut_subjects)
         between = float(np.nanmean(upper_triangle(pair)))
     else:
         between = float("nan")

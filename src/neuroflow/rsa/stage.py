@@ -1,10 +1,15 @@
 """The ``rsa_eeg`` and ``rsa_fmri`` stages: RDMs, model comparison, noise ceilings.
 
-EEG: for every subject, the test stimuli (those presented more than once) are averaged
-over repeats; a correlation-distance RDM over channels is computed at every time point
-and compared with every model layer's RDM (cross-temporal RSA). Noise ceilings come
-from the RDMs of single repeats within a subject and, with 2+ subjects, from the
-leave-one-subject-out formula across subjects.
+EEG: for every subject, each stimulus's epochs are averaged over its presentations; a
+correlation-distance RDM over channels is computed at every time point and compared
+with every model layer's RDM (cross-temporal RSA). RSA needs no train/test split, so by
+default (``eeg_stimuli: all``) every distinct image shown to every subject enters the
+RDMs: with hundreds of images the time course is far less noisy than over a few dozen
+repeated ones, and the model RDMs' geometry is sampled widely enough to tell feature
+spaces apart. These large RDMs are compared in chunks of time points and not stored.
+The stored ``brain_rdm`` is over the repeated stimuli (``min_repeats`` or more
+presentations), whose single repeats give the within-subject noise ceilings; with 2+
+subjects the leave-one-subject-out ceiling uses those RDMs too.
 
 fMRI: every event's response is the mean BOLD over the volumes from ``onset + lag`` to
 ``onset + duration + lag``; stimuli presented in at least two runs form the RDM
@@ -41,7 +46,7 @@ __all__ = [
     "rsa_fmri",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -52,7 +57,8 @@ def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
 #: The default ``rsa`` section (mirrored by ``workflow/schemas/rsa.schema.yaml``).
 DEFAULT_CONFIG: dict[str, Any] = {
     "comparisons": ["spearman", "tau-a"],
-    "decim": 1,
+    "decim": 2,
+    "eeg_stimuli": "all",
     "fmri_rdm": "crossnobis",
     "hrf_lag": 4.5,
     "noise_shrinkage": "shrinkage_diag",
@@ -83,6 +89,10 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ValueError(
             f"`rsa.fmri_rdm` must be 'crossnobis' or 'correlation', got {cfg['fmri_rdm']!r} "
             "instead."
+        )
+    if cfg["eeg_stimuli"] not in ("all", "repeated"):
+        raise ValueError(
+            f"`rsa.eeg_stimuli` must be 'all' or 'repeated', got {cfg['eeg_stimuli']!r} instead."
         )
     if not cfg["comparisons"]:
         raise ValueError("`rsa.comparisons` must name at least one method, got none.")
@@ -123,6 +133,36 @@ def _ceilings(rdms: np.ndarray, methods: Sequence[str]) -> np.ndarray:
     return out.reshape(len(methods), 2, *lead)
 
 
+def _cross_temporal_chunked(
+    patterns: np.ndarray, models: np.ndarray, methods: Sequence[str], chunk: int = 8
+) -> np.ndarray:
+    """Cross-temporal RSA without holding every time point's RDM at once.
+
+    Parameters
+    ----------
+    patterns : ndarray, shape (n_stimuli, n_channels, n_times)
+        Stimulus-averaged epochs.
+    models : ndarray, shape (n_layers, n_pairs)
+        Model RDMs over the same stimuli.
+    methods : sequence of str
+        Comparison methods.
+    chunk : int
+        Time points per RDM batch.
+
+    Returns
+    -------
+    sim : ndarray, shape (n_methods, n_layers, n_times)
+    """
+    n_t = patterns.shape[2]
+    out = np.zeros((len(methods), models.shape[0], n_t))
+    for start in range(0, n_t, chunk):
+        stop = min(start + chunk, n_t)
+        rdm = correlation_rdm(np.moveaxis(patterns[:, :, start:stop], 2, 0))
+        for m, method in enumerate(methods):
+            out[m, :, start:stop] = cross_temporal_rsa(models, rdm, method=method)
+    return out
+
+
 def rsa_eeg(
     *,
     epochs: list[str | os.PathLike],
@@ -151,7 +191,9 @@ def rsa_eeg(
     output : Path
         Store with ``brain_rdm`` (subject, time, pair) over the repeated stimuli
         (condensed; ``stimulus_a``/``stimulus_b`` on ``pair``), ``model_rdm`` (layer,
-        pair), ``cross_temporal`` (subject, comparison, layer, time),
+        pair) over the same stimuli, ``cross_temporal`` (subject, comparison, layer,
+        time) over the ``eeg_stimuli`` set (``n_rsa_stimuli`` of them; attribute
+        ``rsa_stimuli``),
         ``noise_ceiling_subject`` (subject, comparison, bound, time) from single
         repeats, and with 2+ subjects ``noise_ceiling`` (comparison, bound, time) and
         ``cross_temporal_mean`` (comparison, layer, time).
@@ -171,8 +213,12 @@ def rsa_eeg(
             f"{cfg['min_repeats']}+ times in every subject (field `stimulus`), got "
             f"{common.size}."
         )
+    rsa_set = common
+    if cfg["eeg_stimuli"] == "all":
+        rsa_set = np.array(sorted(set.intersection(*(set(s.stimulus) for s in subjects))))
     methods = list(cfg["comparisons"])
     models = _model_rdms(features, common)
+    models_rsa = models if rsa_set is common else _model_rdms(features, rsa_set)
     brain, ceil_sub, cross = [], [], []
     for sub in subjects:
         keep = np.isin(sub.stimulus, common)
@@ -181,6 +227,11 @@ def rsa_eeg(
         _, mean = average_by_stimulus(data, stim)
         rdm_t = correlation_rdm(np.moveaxis(mean, 2, 0))
         brain.append(rdm_t)
+        if rsa_set is not common:
+            in_set = np.isin(sub.stimulus, rsa_set)
+            _, mean = average_by_stimulus(
+                sub.data[in_set][:, :, :: cfg["decim"]], sub.stimulus[in_set]
+            )
         rep = _repeat_index(stim)
         n_rep = int(min(np.bincount(rep)[np.bincount(rep) >= common.size].size, 50))
         reps = [
@@ -191,7 +242,7 @@ def rsa_eeg(
             if np.unique(stim[rep == r]).size == common.size
         ]
         ceil_sub.append(_ceilings(np.stack(reps), methods) if len(reps) >= 2 else None)
-        cross.append(np.stack([cross_temporal_rsa(models, rdm_t, method=m) for m in methods]))
+        cross.append(_cross_temporal_chunked(mean, models_rsa, methods))
     times = subjects[0].times[:: cfg["decim"]]
     n_t = times.size
     nan_ceil = np.full((len(methods), 2, n_t), np.nan)
@@ -207,6 +258,7 @@ def rsa_eeg(
         "brain_rdm": (("subject", "time", "pair"), np.stack(brain)),
         "model_rdm": (("layer", "pair"), models),
         "cross_temporal": (("subject", "comparison", "layer", "time"), np.stack(cross)),
+        "n_rsa_stimuli": ((), np.int64(rsa_set.size)),
         "noise_ceiling_subject": (
             ("subject", "comparison", "bound", "time"),
             np.stack([c if c is not None else nan_ceil for c in ceil_sub]),
@@ -226,6 +278,7 @@ def rsa_eeg(
         {
             "stage": "rsa_eeg",
             "rdm_method": "correlation",
+            "rsa_stimuli": cfg["eeg_stimuli"],
             "feature_models": {n: feature_info(p) for n, p in features.items()},
         }
     )

@@ -41,8 +41,8 @@ FORMAT_VERSIONS: dict[str, int] = {
     "single_trial": 1,
     "eeg_encoding": 1,
     "eeg_evaluation": 1,
-    "decoding": 1,
-    "rsa": 1,
+    "decoding": 2,
+    "rsa": 2,
     "trial_encoding": 1,
     "trial_evaluation": 1,
 }
