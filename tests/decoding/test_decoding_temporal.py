@@ -97,3 +97,18 @@ def test_group_cluster_test(rng):
     assert 1 / 64 <= res.p_values.min() <= 0.05
     with pytest.raises(ValueError, match="n_subjects >= 2"):
         group_cluster_test(scores[:1], 0.5)
+
+
+def test_ridge_fold_chooses_the_leave_one_out_alpha(rng):
+    from sklearn.linear_model import RidgeCV
+
+    alphas = np.logspace(-2, 3, 9)
+    Xtr = rng.standard_normal((4, 29, 5))
+    Xte = rng.standard_normal((4, 7, 5))
+    Y = Xtr[0] @ rng.standard_normal((5, 3)) + rng.standard_normal((29, 3)) * [0.3, 2.0, 8.0]
+    Y -= Y.mean(0)
+    pred = _ridge_fold(Xtr, Y, Xte, alphas)
+    for t in range(4):
+        for j in range(3):
+            ref = RidgeCV(alphas=alphas, fit_intercept=False).fit(Xtr[t], Y[:, j])
+            np.testing.assert_allclose(pred[t, :, j], ref.predict(Xte[t]), atol=1e-9)

@@ -125,10 +125,14 @@ def sliding_lda_scores(
             )
         w, b = _fit(Xt[:, train], y[train], classes)
         xte = Xt[:, test]
+        wt = np.ascontiguousarray(np.swapaxes(w, 1, 2))  # (n_times, n_channels, n_classes)
         if generalize:
-            dec = np.einsum("pnc,tkc->tpnk", xte, w) + b[:, None, None, :]
+            # every test time x every training time's weights, as ONE matrix product
+            n_t, n_te, n_ch = xte.shape
+            flat = xte.reshape(n_t * n_te, n_ch) @ np.moveaxis(wt, 0, 1).reshape(n_ch, -1)
+            dec = np.moveaxis(flat.reshape(n_t, n_te, n_t, -1), 2, 0) + b[:, None, None, :]
         else:
-            dec = np.einsum("tnc,tkc->tnk", xte, w) + b[:, None, :]
+            dec = xte @ wt + b[:, None, :]
         pred = classes[dec.argmax(axis=-1)]
         out.append(_balanced_accuracy(pred, y[test]))
     return np.stack(out)

@@ -326,21 +326,36 @@ def _ridge_fold(
 
     ``Xtr`` (n_times, n_train, n_channels), ``Ytr`` (n_train, n_targets) centred,
     ``Xte`` (n_times, n_test, n_channels) → (n_times, n_test, n_targets).
+
+    The leave-one-out error of every target is the weighted residual sum
+    ``sum_i w_i (y_i - U c)_i^2`` with ``w_i = (1 - h_i)^-2`` and ``c = S Uᵀ y``; it is
+    expanded as ``yᵀWy - 2 cᵀ UᵀWy + cᵀ UᵀWU c`` so that only (rank × target) products
+    are formed, never the (train × target) fitted values of every target and alpha.
     """
     U, s, Vt = np.linalg.svd(Xtr, full_matrices=False)
+    n_times, rank, n_train = U.shape[0], U.shape[2], U.shape[1]
     Ut = np.ascontiguousarray(np.swapaxes(U, 1, 2))
-    UtY = Ut @ Ytr  # batched BLAS products throughout
+
+    def times_y(A: np.ndarray) -> np.ndarray:
+        # (n_times, rank, n_train) @ (n_train, n_targets) as ONE matrix product
+        return (A.reshape(n_times * rank, n_train) @ Ytr).reshape(n_times, rank, -1)
+
+    UtY = times_y(Ut)
+    Y2 = Ytr**2
     best = np.full((Xtr.shape[0], Ytr.shape[1]), np.inf)
     pred = np.zeros((Xte.shape[0], Xte.shape[1], Ytr.shape[1]))
     XteV = Xte @ np.ascontiguousarray(np.swapaxes(Vt, 1, 2))
     s2 = s**2
     U2 = U**2
     for a in alphas:
-        shrink = s2 / (s2 + a)
-        hat = (U2 @ shrink[:, :, None])[:, :, 0]
-        fitted = U @ (shrink[:, :, None] * UtY)
-        loo = ((Ytr[None] - fitted) / (1.0 - hat)[:, :, None]) ** 2
-        err = loo.mean(axis=1)
+        shrink = s2 / (s2 + a)  # (n_times, rank)
+        hat = (U2 @ shrink[:, :, None])[:, :, 0]  # (n_times, n_train)
+        w = 1.0 / (1.0 - hat) ** 2
+        C = shrink[:, :, None] * UtY  # (n_times, rank, n_targets)
+        UtW = Ut * w[:, None, :]
+        quad = w @ Y2 - 2.0 * np.einsum("trk,trk->tk", C, times_y(UtW))
+        quad += np.einsum("trk,trk->tk", C, (UtW @ U) @ C)
+        err = quad / Ytr.shape[0]
         better = err < best
         best = np.where(better, err, best)
         p = XteV @ ((s / (s2 + a))[:, :, None] * UtY)
