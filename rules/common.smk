@@ -54,6 +54,7 @@ def all_targets():
     if config["eeg_encoding"]["enabled"]:
         for model in PLAN.encoding_models():
             targets += [str(PLAN.eeg_scores_store(model, r.key)) for r in PLAN.eeg_recordings]
+    targets += [str(p) for p in PLAN.all_trf_stores()]
     return targets
 
 
@@ -122,6 +123,15 @@ def trial_encoding_inputs(wildcards):
 def eeg_encoding_inputs(wildcards):
     inputs = {"epochs": str(PLAN.eeg_epochs_store(wildcards.key))}
     for space in PLAN.eeg_encoding_config(wildcards.model)["feature_spaces"]:
+        name, layer = PLAN.feature_space(space)
+        inputs[f"space_{space}"] = str(PLAN.feature_store(name, layer))
+    return inputs
+
+
+def eeg_trf_inputs(wildcards):
+    """The recording's continuous store and the model's (stimulus, feature) stores."""
+    inputs = {"continuous": str(PLAN.eeg_continuous_store(wildcards.key))}
+    for space in PLAN.eeg_trf_config(wildcards.model)["feature_spaces"]:
         name, layer = PLAN.feature_space(space)
         inputs[f"space_{space}"] = str(PLAN.feature_store(name, layer))
     return inputs

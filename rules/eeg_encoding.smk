@@ -52,3 +52,34 @@ if config["eeg_encoding"]["enabled"]:
             CONDA_ENV
         script:
             "../scripts/evaluate_encoding.py"
+
+    # Temporal response functions: per recording and model, lagged ridge from the
+    # stimulus features (impulses at the onsets) to the continuous EEG (opt-in).
+    if config["eeg_encoding"]["trf"]["enabled"]:
+
+        rule fit_eeg_trf:
+            input:
+                unpack(eeg_trf_inputs),
+            output:
+                directory(
+                    str(
+                        PLAN.results
+                        / "eeg_trf"
+                        / "{model}-{version}"
+                        / "sub-{subject}"
+                        / "{key}_trf.zarr"
+                    )
+                ),
+            params:
+                stage=lambda wc: f"eeg_trf/{wc.model}",
+                version=lambda wc: wc.version,
+                cfg=lambda wc: PLAN.eeg_trf_config(wc.model),
+            log:
+                log_path("eeg_trf", "{model}-{version}", "sub-{subject}", "{key}"),
+            threads: 2
+            resources:
+                mem_mb=lambda wildcards, attempt: 8000 * attempt,
+            conda:
+                CONDA_ENV
+            script:
+                "../scripts/fit_eeg_trf.py"

@@ -49,6 +49,7 @@ rule summarize_scores:
             for modality, present in (("eeg", PLAN.eeg_recordings), ("fmri", PLAN.fmri_runs))
             if present
         ],
+        trf=[str(p) for p in PLAN.all_trf_stores()],
     output:
         table=report(
             str(PLAN.summary_dir() / "scores.tsv"),

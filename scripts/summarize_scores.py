@@ -1,4 +1,4 @@
-"""Summarise encoding scores, decoding and RSA into one table, a store and plots."""
+"""Summarise encoding scores, decoding, RSA and TRFs into one table, a store and plots."""
 
 from neuroflow.evaluation.report import summarize_all
 from neuroflow.workflow.runner import run_job
@@ -9,6 +9,7 @@ run_job(
     scores=list(snakemake.input.scores),
     decoding=list(snakemake.input.decoding),
     rsa=list(snakemake.input.rsa),
+    trf=list(snakemake.input.trf),
     table=snakemake.output.table,
     plots_dir=snakemake.output.plots,
 )

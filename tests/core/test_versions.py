@@ -173,3 +173,55 @@ def test_stage_modules_agree_with_format_versions(stage: str, module: str) -> No
     import importlib
 
     assert FORMAT_VERSIONS[stage] == importlib.import_module(module).FORMAT_VERSION
+
+
+def test_trf_settings_reach_only_trf_models(default_config: dict) -> None:
+    models = list(default_config["encoding"]["models"])
+    assert not [k for k in stage_versions(default_config) if k.startswith("eeg_trf/")]
+    on = copy.deepcopy(default_config)
+    on["eeg_encoding"]["trf"]["enabled"] = True
+    before, after = stage_versions(default_config), stage_versions(on)
+    assert set(after) - set(before) == {f"eeg_trf/{m}" for m in models}
+    # switching TRFs on adds their stage (and the summary gathering it), nothing else
+    assert {k for k in before if before[k] != after[k]} == {"summary"}
+
+    changed = copy.deepcopy(on)
+    changed["eeg_encoding"]["trf"]["tmax"] = 0.5
+    assert _changed(on, changed) == {*(f"eeg_trf/{m}" for m in models), "summary"}
+    # epochs-only settings leave the TRFs alone; shared solver settings reach both
+    changed = copy.deepcopy(on)
+    changed["eeg_encoding"]["decim"] = 2
+    assert _changed(on, changed) == {
+        *(f"eeg_{s}/{m}" for s in ("encoding", "evaluation") for m in models)
+    }
+    changed = copy.deepcopy(on)
+    changed["eeg_encoding"]["alphas"]["num"] = 5
+    assert {f"eeg_trf/{m}" for m in models} | {f"eeg_encoding/{m}" for m in models} <= _changed(
+        on, changed
+    )
+    # the TRF stage needs the epochs switch too
+    off = copy.deepcopy(on)
+    off["eeg_encoding"]["enabled"] = False
+    assert not [k for k in stage_versions(off) if k.startswith("eeg_trf/")]
+
+
+def test_trf_plan_paths_and_section(default_config: dict) -> None:
+    config = copy.deepcopy(default_config)
+    config["eeg_encoding"]["trf"].update(enabled=True, tmin=-0.05)
+    plan = WorkflowPlan(config)
+    rec = plan.eeg_recordings[0]
+    store = plan.eeg_trf_store("semantic", rec.key)
+    assert store.parts[-4:] == (
+        "eeg_trf",
+        f"semantic-{plan.versions['eeg_trf/semantic']}",
+        f"sub-{rec.subject}",
+        f"{rec.key}_trf.zarr",
+    )
+    assert len(plan.all_trf_stores()) == len(plan.encoding_models()) * len(plan.eeg_recordings)
+    assert plan.stage_dir("eeg_trf", "joint") in plan.all_version_dirs()
+    section = plan.eeg_trf_config("joint")
+    assert section["feature_spaces"] == ["image_statistics", "minilm"]
+    assert section["trf"]["tmin"] == -0.05 and "enabled" not in section["trf"]
+    assert not {"cv", "test", "tmin", "tmax", "decim", "enabled"} & set(section)
+    assert "trf" not in plan.eeg_encoding_config("joint")
+    assert WorkflowPlan(default_config).all_trf_stores() == []

@@ -1,9 +1,10 @@
-"""One summary of every analysis: encoding scores, decoding and RSA results.
+"""One summary of every analysis: encoding scores, decoding, RSA and TRF results.
 
 :func:`summarize_all` is the entry point of the workflow's summary job. It
 writes the encoding table, store and figures with
-:func:`neuroflow.evaluation.stage.summarize_scores`, then appends the decoding
-and RSA rows to the same tidy table and adds their figures.
+:func:`neuroflow.evaluation.stage.summarize_scores`, then appends the decoding,
+RSA and temporal response function (TRF) rows to the same tidy table and adds
+their figures.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset
 
-__all__ = ["summarize_all"]
+__all__ = ["TRF_METRICS", "summarize_all", "trf_figures", "trf_rows"]
 
 logger = logging.getLogger(__name__)
+
+#: Metrics of the TRF rows: mean and maximum cross-validated score over channels, and
+#: the latency (s) of the peak of the TRF power over lags.
+TRF_METRICS = ("cv_score_mean", "cv_score_max", "peak_latency")
 
 
 def _mean_over_subjects(da: xr.DataArray) -> np.ndarray:
@@ -147,6 +152,146 @@ def _rsa_eeg_rows(ds: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
 
 
+def _trf_record(ds: xr.Dataset, path: str | os.PathLike) -> dict[str, Any]:
+    """Subject, model, feature spaces and metrics of one TRF store."""
+    for name in ("cv_score", "peak_latency", "trf_power"):
+        if name not in ds.variables:
+            raise ValueError(f"{path}: variable `{name}` is missing.")
+    cv = np.asarray(ds["cv_score"].values, dtype=float)
+    finite = cv[np.isfinite(cv)]
+    return {
+        "subject": str(ds.attrs.get("subject", "n/a")),
+        "model": str(ds.attrs.get("model", Path(path).stem)),
+        "feature_space": "+".join(str(s) for s in ds.attrs.get("feature_spaces", [])),
+        "cv_score_mean": float(finite.mean()) if finite.size else np.nan,
+        "cv_score_max": float(finite.max()) if finite.size else np.nan,
+        "peak_latency": float(ds["peak_latency"].values),
+    }
+
+
+def trf_rows(stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike] = ()) -> pd.DataFrame:
+    """Tidy summary rows of TRF stores, per subject and model, with group means.
+
+    Parameters
+    ----------
+    stores : list of xarray.Dataset
+        Stores written by :func:`neuroflow.encoding.eeg.fit_trf` (one per recording
+        and model): ``cv_score`` (channel), ``trf_power`` (lag), ``peak_latency``
+        and the attributes ``subject``, ``model`` and ``feature_spaces``.
+    paths : list of path-like
+        Their paths, named in errors (optional).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Rows with ``analysis = "trf"``, ``roi = "eeg"`` and ``metric`` one of
+        :data:`TRF_METRICS`. Per-subject rows (``statistic = "value"``) average
+        the subject's recordings; group rows (``subject = "group"``,
+        ``statistic`` ``mean``, ``sd`` with ``ddof=1`` and ``sem``) summarise the
+        subjects, ``n_subjects`` counting those with a finite value. The
+        cross-validated scores (values and means) have chance 0.
+    """
+    from neuroflow.decoding.summary import DECODING_COLUMNS
+    from neuroflow.evaluation.summary import GROUP_SUBJECT
+
+    paths = list(paths) or [f"TRF store {i}" for i in range(len(stores))]
+    if len(paths) != len(stores):
+        raise ValueError(
+            f"`paths` must have one entry per store ({len(stores)}), got {len(paths)} instead."
+        )
+    columns = list(DECODING_COLUMNS)
+    if not stores:
+        return pd.DataFrame(columns=columns)
+    records = pd.DataFrame([_trf_record(ds, p) for ds, p in zip(stores, paths, strict=True)])
+    keys = ["model", "feature_space"]
+    per_subject = records.groupby(["subject", *keys], sort=True).mean()
+    long = per_subject.reset_index().melt(
+        id_vars=["subject", *keys], var_name="metric", value_name="value"
+    )
+    long["statistic"] = "value"
+    long["n_subjects"] = 1
+    group = []
+    for (model, space, metric), part in long.groupby([*keys, "metric"], sort=True):
+        values = part["value"].astype(float)
+        n = int(values.notna().sum())
+        sd = float(values.std(ddof=1)) if n > 1 else np.nan
+        for stat, value in (
+            ("mean", float(values.mean()) if n else np.nan),
+            ("sd", sd),
+            ("sem", sd / np.sqrt(n) if n > 1 else np.nan),
+        ):
+            group.append(
+                {
+                    "subject": GROUP_SUBJECT,
+                    "model": model,
+                    "feature_space": space,
+                    "metric": metric,
+                    "value": value,
+                    "statistic": stat,
+                    "n_subjects": n,
+                }
+            )
+    out = pd.concat([long, pd.DataFrame(group)], ignore_index=True)
+    out["layer"] = ""
+    out["roi"] = "eeg"
+    out["analysis"] = "trf"
+    scored = out["metric"].str.startswith("cv_score") & out["statistic"].isin(["value", "mean"])
+    out["chance"] = np.where(scored, 0.0, np.nan)
+    out["p_value"] = np.nan
+    order = {m: i for i, m in enumerate(TRF_METRICS)}
+    out["_order"] = out["metric"].map(order)
+    out["_group"] = out["subject"] == GROUP_SUBJECT
+    out = out.sort_values(["_group", "model", "subject", "_order"], kind="stable")
+    return out[columns].reset_index(drop=True)
+
+
+def trf_figures(stores: Sequence[xr.Dataset], plots_dir: str | os.PathLike) -> list[Path]:
+    """TRF power over lags, one figure per model and one line per subject.
+
+    Parameters
+    ----------
+    stores : list of xarray.Dataset
+        TRF stores (see :func:`trf_rows`); a subject's recordings are averaged.
+        Lag grids that differ are joined (NaN where a store lacks a lag).
+    plots_dir : path-like
+        Folder of the figures: ``trf_<model>_power.png``.
+
+    Returns
+    -------
+    paths : list of Path
+        The written figures, in model order.
+    """
+    from neuroflow.decoding import plotting
+
+    by_model: dict[str, dict[str, list[xr.DataArray]]] = {}
+    for ds in stores:
+        model = str(ds.attrs.get("model", "trf"))
+        subject = str(ds.attrs.get("subject", "n/a"))
+        by_model.setdefault(model, {}).setdefault(subject, []).append(ds["trf_power"])
+    out = []
+    for model in sorted(by_model):
+        subjects = sorted(by_model[model])
+        power = xr.concat(
+            [
+                xr.concat(by_model[model][s], dim="recording", join="outer").mean("recording")
+                for s in subjects
+            ],
+            dim="subject",
+            join="outer",
+        )
+        lags = np.asarray(power["lag"].values, dtype=float)
+        lines = {f"sub-{s}": np.asarray(power.values[i], float) for i, s in enumerate(subjects)}
+        out.append(
+            plotting.plot_time_courses(
+                lags,
+                lines,
+                Path(plots_dir) / f"trf_{model}_power.png",
+                ylabel="TRF power (µV²)",
+            )
+        )
+    return out
+
+
 def summarize_all(
     *,
     scores: Sequence[str | os.PathLike],
@@ -156,8 +301,9 @@ def summarize_all(
     provenance: Mapping[str, Any],
     decoding: Sequence[str | os.PathLike] = (),
     rsa: Sequence[str | os.PathLike] = (),
+    trf: Sequence[str | os.PathLike] | None = (),
 ) -> Path:
-    """Summarise encoding scores, decoding and RSA into one table and figures.
+    """Summarise encoding scores, decoding, RSA and TRFs into one table and figures.
 
     Parameters
     ----------
@@ -165,8 +311,8 @@ def summarize_all(
         Per-target score stores of the encoding models.
     table : path-like
         Tidy TSV: one row per subject x model x feature space x layer x ROI
-        (encoding), then the decoding and RSA rows (``analysis``, ``metric``,
-        ``value``, ``chance``, ``p_value`` columns).
+        (encoding), then the decoding, RSA and TRF rows (``analysis``, ``metric``,
+        ``value``, ``chance``, ``p_value`` columns; see :func:`trf_rows`).
     plots_dir : path-like
         Folder of the figures (PNG).
     config : dict
@@ -175,6 +321,9 @@ def summarize_all(
         Record from :func:`neuroflow.artifacts.build_provenance`.
     decoding, rsa : list of path-like
         Stores of the decoding and RSA stages (may be empty).
+    trf : list of path-like | None
+        Stores of the EEG TRF stage (may be empty or None); one power figure per
+        model (``trf_<model>_power.png``).
 
     Returns
     -------
@@ -202,16 +351,23 @@ def summarize_all(
         rows.append(rsa_rows(ds) if "roi" in ds.dims else _rsa_eeg_rows(ds))
         if plots_enabled:
             _rsa_figures(ds, Path(path).stem, plots_dir)
+    trf = list(trf or ())
+    if trf:
+        stores = [open_dataset(path) for path in trf]
+        rows.append(trf_rows(stores, trf))
+        if plots_enabled:
+            trf_figures(stores, plots_dir)
     if rows:
         append_rows(pd.concat(rows, ignore_index=True), table)
         merged = pd.read_csv(table, sep="\t", na_values=["n/a"], keep_default_na=False)
         merged["analysis"] = merged["analysis"].fillna("encoding")
         merged.to_csv(table, sep="\t", index=False, na_rep="n/a")
     logger.info(
-        "Summary of %d score stores, %d decoding and %d RSA stores written to %s.",
+        "Summary of %d score stores, %d decoding, %d RSA and %d TRF stores written to %s.",
         len(scores),
         len(decoding),
         len(rsa),
+        len(trf),
         table,
     )
     return table

@@ -20,6 +20,7 @@ Layout of ``results/``::
     trial_evaluation/<model>-<v>/sub-XX_scores.zarr
     eeg_encoding/<model>-<v>/sub-XX/<key>_encoding.zarr
     eeg_evaluation/<model>-<v>/sub-XX/<key>_scores.zarr
+    eeg_trf/<model>-<v>/sub-XX/<key>_trf.zarr                    (when eeg_encoding.trf is enabled)
     decoding/<v>/decoding_eeg.zarr
     rsa/eeg-<v>/rsa_eeg.zarr, rsa/fmri-<v>/rsa_fmri.zarr
 """
@@ -34,6 +35,7 @@ from typing import Any
 from neuroflow.io.records import EegRecording, FmriRun
 from neuroflow.workflow.versions import (
     eeg_encoding_config,
+    eeg_trf_config,
     encoding_config,
     stage_versions,
     trial_encoding_config,
@@ -280,6 +282,30 @@ class WorkflowPlan:
         """Per-target scores of one recording's EEG encoding model."""
         rec = self.eeg_recording(key)
         return self.stage_dir("eeg_evaluation", model) / f"sub-{rec.subject}" / f"{key}_scores.zarr"
+
+    @property
+    def trf_enabled(self) -> bool:
+        """Whether TRF models are fitted (``eeg_encoding.enabled`` and ``.trf.enabled``)."""
+        return any(key.startswith("eeg_trf/") for key in self.versions)
+
+    def eeg_trf_config(self, model: str) -> dict[str, Any]:
+        """What the EEG TRF stage receives for ``model``."""
+        return eeg_trf_config(self.config, model)
+
+    def eeg_trf_store(self, model: str, key: str) -> Path:
+        """Temporal response functions (lag x feature x channel) of one recording."""
+        rec = self.eeg_recording(key)
+        return self.stage_dir("eeg_trf", model) / f"sub-{rec.subject}" / f"{key}_trf.zarr"
+
+    def all_trf_stores(self) -> list[Path]:
+        """TRF stores the summary gathers (model x recording); empty when TRFs are off."""
+        if not self.trf_enabled:
+            return []
+        return [
+            self.eeg_trf_store(m, r.key)
+            for m in self.encoding_models()
+            for r in self.eeg_recordings
+        ]
 
     def single_trial_store(self, subject: str) -> Path:
         """(trial, voxel) single-trial responses of one subject."""

@@ -23,6 +23,7 @@ __all__ = [
     "STAGES",
     "dataset_identity",
     "eeg_encoding_config",
+    "eeg_trf_config",
     "encoding_config",
     "stage_versions",
     "trial_encoding_config",
@@ -41,6 +42,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "single_trial": 1,
     "eeg_encoding": 1,
     "eeg_evaluation": 1,
+    "eeg_trf": 1,
     "decoding": 2,
     "rsa": 2,
     "trial_encoding": 1,
@@ -60,6 +62,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "single_trial": ("preprocess_fmri",),
     "eeg_encoding": ("preprocess_eeg", "features"),
     "eeg_evaluation": ("eeg_encoding",),
+    "eeg_trf": ("preprocess_eeg", "features"),
     "decoding": ("preprocess_eeg", "features"),
     "rsa": ("preprocess_eeg", "preprocess_fmri", "features"),
     "trial_encoding": ("single_trial", "features"),
@@ -113,8 +116,9 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
         ``"preprocess_eeg"``, ``"features/<name>"``, ``"align_features/<name>"``,
         ``"encoding/<model>"``, ``"evaluation/<model>"``, ``"single_trial"``,
         ``"eeg_encoding/<model>"``, ``"eeg_evaluation/<model>"``, ``"decoding"``,
-        ``"rsa/<modality>"``, ``"summary"`` and, when ``single_trial.enabled``,
-        ``"trial_encoding/<model>"`` and ``"trial_evaluation/<model>"``.
+        ``"rsa/<modality>"``, ``"summary"``; when ``single_trial.enabled``,
+        ``"trial_encoding/<model>"`` and ``"trial_evaluation/<model>"``; when
+        ``eeg_encoding.enabled`` and ``eeg_encoding.trf.enabled``, ``"eeg_trf/<model>"``.
     """
     identity = dataset_identity(config)
     data_key = "demo" if identity["source"] == "demo" else "dataset"
@@ -168,6 +172,13 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
             config["evaluation"],
             {"eeg_encoding": versions[f"eeg_encoding/{model}"]},
         )
+    if _trf_enabled(config):
+        for model in config["encoding"]["models"]:
+            section = eeg_trf_config(config, model)
+            inputs = {"preprocess_eeg": versions["preprocess_eeg"]}
+            for space in section["feature_spaces"]:
+                inputs[f"features/{space}"] = versions[f"features/{space.split(':')[0]}"]
+            versions[f"eeg_trf/{model}"] = _v("eeg_trf", section, inputs)
 
     if config["single_trial"]["enabled"]:
         for model in config["encoding"]["models"]:
@@ -197,7 +208,7 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     evaluation_inputs = {
         k: v
         for k, v in versions.items()
-        if k.startswith(("evaluation/", "trial_evaluation/", "rsa/")) or k == "decoding"
+        if k.startswith(("evaluation/", "trial_evaluation/", "eeg_trf/", "rsa/")) or k == "decoding"
     }
     versions["summary"] = _v("summary", config["evaluation"], evaluation_inputs)
     return versions
@@ -274,11 +285,49 @@ def eeg_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]
     Returns
     -------
     section : dict
-        What the EEG encoding stage receives for this model.
+        What the EEG encoding stage (epochs) receives for this model: every
+        ``eeg_encoding`` key but ``enabled`` and the ``trf`` block, so TRF settings
+        rerun no epochs model.
     """
     entry = encoding_config(config, model)
-    shared = {k: v for k, v in config["eeg_encoding"].items() if k != "enabled"}
+    shared = {k: v for k, v in config["eeg_encoding"].items() if k not in ("enabled", "trf")}
     return {**shared, "name": model, "feature_spaces": list(entry["feature_spaces"])}
+
+
+#: ``eeg_encoding`` keys read by the TRF stage (besides the ``trf`` block).
+_TRF_KEYS = ("alphas", "scoring", "standardize", "device", "dtype", "target_batch_size")
+
+
+def eeg_trf_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """Settings of one EEG temporal response function model (continuous recording).
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+    model : str
+        A key of ``encoding.models`` (TRF models share the fMRI models' names).
+
+    Returns
+    -------
+    section : dict
+        What :func:`neuroflow.encoding.eeg.fit_trf` reads: the model's name and
+        feature spaces, the shared solver settings (penalties, scoring,
+        standardisation, device, dtype, batch size) and the ``trf`` block without
+        its ``enabled`` switch. The epochs-only keys (``cv``, ``test``, ``tmin``,
+        ``tmax``, ``decim``) are left out, so changing them reruns no TRF.
+    """
+    entry = encoding_config(config, model)
+    eeg = config["eeg_encoding"]
+    shared = {k: eeg[k] for k in _TRF_KEYS if k in eeg}
+    trf = {k: v for k, v in (eeg.get("trf") or {}).items() if k != "enabled"}
+    return {**shared, "trf": trf, "name": model, "feature_spaces": list(entry["feature_spaces"])}
+
+
+def _trf_enabled(config: Mapping[str, Any]) -> bool:
+    """Whether the config asks for TRF models (both switches on)."""
+    eeg = config["eeg_encoding"]
+    return bool(eeg.get("enabled", True) and (eeg.get("trf") or {}).get("enabled", False))
 
 
 def _uses_training_split(entry: Mapping[str, Any]) -> bool:
