@@ -108,3 +108,24 @@ def test_invalid_yaml(tmp_path: Path) -> None:
     cfg.write_text("encoding: [\n")
     with pytest.raises(ConfigError, match=r"bad\.yaml is not valid YAML"):
         load_config(cfg, schema_path)
+
+
+def test_merge_defaults_fills_checks_and_hints():
+    from neuroflow.config import merge_defaults
+
+    defaults = {"alpha": 1.0, "nested": {"a": 1, "b": [1, 2]}, "free": {"x": 1}}
+    out = merge_defaults(
+        defaults, {"nested": {"b": [3]}, "free": {"y": 2}}, "stage", opaque=["free"]
+    )
+    assert out == {"alpha": 1.0, "nested": {"a": 1, "b": [3]}, "free": {"y": 2}}
+    out["nested"]["b"].append(9)
+    assert defaults["nested"]["b"] == [1, 2]  # defaults untouched
+    assert merge_defaults(defaults, None, "stage") == defaults
+    with pytest.raises(ValueError, match=r"Unknown key 'stage\.alpah'\. Did you mean 'alpha'\?"):
+        merge_defaults(defaults, {"alpah": 2}, "stage")
+    with pytest.raises(ValueError, match=r"Unknown key 'stage\.nested\.c'.*Valid keys here: a, b"):
+        merge_defaults(defaults, {"nested": {"c": 1}}, "stage")
+    with pytest.raises(TypeError, match=r"`stage\.nested` must be a mapping, got int instead"):
+        merge_defaults(defaults, {"nested": 3}, "stage")
+    with pytest.raises(TypeError, match=r"`stage` must be a mapping, got list instead"):
+        merge_defaults(defaults, [1], "stage")

@@ -45,7 +45,9 @@ def test_schema_defaults_and_draft(name, defaults):
 
 
 def test_rsa_config_errors():
-    with pytest.raises(ValueError, match="unknown key"):
+    with pytest.raises(
+        ValueError, match=r"Unknown key 'rsa\.comparison'\. Did you mean 'comparisons'\?"
+    ):
         resolve_rsa({"comparison": ["spearman"]})
     with pytest.raises(ValueError, match=r"`rsa.comparisons` must name"):
         resolve_rsa({"comparisons": []})

@@ -234,7 +234,9 @@ def test_event_responses_windows():
 
 def test_config_errors():
     assert resolve_config(None)["identification"]["top_k"] == [1, 5]
-    with pytest.raises(ValueError, match="unknown key"):
+    with pytest.raises(
+        ValueError, match=r"Unknown key 'decoding\.identification\.windw'\. Did you mean 'window'"
+    ):
         resolve_config({"identification": {"windw": [0, 1]}})
     with pytest.raises(ValueError, match=r"`decoding.cv_groups` must be"):
         resolve_config({"cv_groups": "run"})

@@ -46,7 +46,7 @@ def test_schema_matches_defaults_and_draft():
     [
         ({"n_subjects": 0}, r"`demo.n_subjects` must be an int in \[1, 99\], got 0"),
         ({"seed": -1}, "`demo.seed` must be an int"),
-        ({"colour": 1}, "unknown key"),
+        ({"colour": 1}, r"Unknown key 'demo\.colour'"),
         ({"fmri": {"tr": 0}}, "`demo.fmri.tr` must be a number"),
         ({"fmri": {"grid_shape": [7, 8, 9]}}, "`demo.fmri.grid_shape` must be three ints"),
         ({"fmri": {"shot_duration": [5.0, 3.0]}}, "`demo.fmri.shot_duration` must be a pair"),

@@ -152,7 +152,9 @@ def test_test_stimuli_never_in_training(tmp_path, rng):
 
 def test_config_errors(tmp_path, rng):
     epochs, feats, _ = _epochs(tmp_path, rng)
-    with pytest.raises(ValueError, match="must only hold keys"):
+    with pytest.raises(
+        ValueError, match=r"Unknown key 'eeg_encoding\.alpha'\. Did you mean 'alphas'\?"
+    ):
         with_defaults({"alpha": 1})
     with pytest.raises(ValueError, match="`feature_spaces` names"):
         fit_eeg_encoding(

@@ -73,7 +73,7 @@ def test_fill_entry_defaults_and_unknown_keys():
     assert entry["reduction"] == {"method": "pca", "n_components": 64, "seed": 0}
     assert fill_entry({})["layers"] == ["embedding"]
     assert fill_entry({"extractor": "word_rate"})["layers"] == ["output"]
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match=r"Unknown key 'features\.extractors\[\]\.colour'"):
         fill_entry({"extractor": "hf_vision", "colour": 1})
     with pytest.raises(ValueError, match="must be \\['output'\\]"):
         fill_entry({"extractor": "word_rate", "layers": [3]})

@@ -5,7 +5,9 @@ from neuroflow.config.validation import (
     fill_defaults,
     load_config,
     load_schema,
+    merge_defaults,
     sorted_config,
+    unknown_key_message,
     validate_config,
 )
 
@@ -14,6 +16,8 @@ __all__ = [
     "fill_defaults",
     "load_config",
     "load_schema",
+    "merge_defaults",
     "sorted_config",
+    "unknown_key_message",
     "validate_config",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -318,6 +318,61 @@ def deep_update(base: Mapping[str, Any], updates: Mapping[str, Any]) -> dict[str
     for key, value in updates.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
             out[key] = deep_update(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def unknown_key_message(path: str, key: str, allowed: Sequence[str]) -> str:
+    """``Unknown key 'a.b'; did you mean 'c'? Valid keys here: ...`` for a stage section."""
+    hint = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=0.5)
+    tip = f" Did you mean '{hint[0]}'?" if hint else ""
+    return f"Unknown key '{path}'.{tip} Valid keys here: {', '.join(sorted(map(str, allowed)))}."
+
+
+def merge_defaults(
+    defaults: Mapping[str, Any],
+    given: Mapping[str, Any] | None,
+    section: str,
+    *,
+    opaque: Collection[str] = (),
+) -> dict[str, Any]:
+    """Fill a stage's config section from its defaults; unknown keys are errors.
+
+    Every stage entry point calls this on the section it receives, so a package user
+    gets the same checks and messages as the workflow's schema validation.
+
+    Parameters
+    ----------
+    defaults : dict
+        The stage's ``DEFAULT_CONFIG`` (not modified).
+    given : dict | None
+        The section as given (possibly partial; ``None`` is empty).
+    section : str
+        Its dotted name in the config, used in error messages (e.g. ``"encoding"``).
+    opaque : collection of str
+        Keys whose mapping values are taken whole, not merged (free-form mappings
+        such as a model's ``model_config``).
+
+    Returns
+    -------
+    config : dict
+        A deep copy of ``defaults`` updated recursively with ``given``.
+    """
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        raise TypeError(f"`{section}` must be a mapping, got {type(given).__name__} instead.")
+    out = copy.deepcopy(dict(defaults))
+    for key, value in given.items():
+        path = f"{section}.{key}"
+        if key not in defaults:
+            raise ValueError(unknown_key_message(path, key, list(defaults)))
+        default = defaults[key]
+        if isinstance(default, Mapping) and key not in opaque and value is not None:
+            if not isinstance(value, Mapping):
+                raise TypeError(f"`{path}` must be a mapping, got {type(value).__name__} instead.")
+            out[key] = merge_defaults(default, value, path, opaque=opaque)
         else:
             out[key] = copy.deepcopy(value)
     return out

@@ -21,7 +21,6 @@ sign-flip cluster test (:func:`~neuroflow.decoding.temporal.group_cluster_test`)
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ import xarray as xr
 from sklearn.decomposition import PCA
 
 from neuroflow.artifacts import write_dataset
+from neuroflow.config import merge_defaults
 
 from .contrastive import fit_contrastive
 from .features import bin_window, fit_feature_decoder, zscore_features
@@ -108,21 +108,6 @@ def _metric_names(top_k: list[int]) -> list[str]:
     return [f"top{int(k)}" for k in top_k] + ["mean_rank"]
 
 
-def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) -> dict[str, Any]:
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"`{where}` has unknown key(s) {unknown}; allowed keys are {sorted(defaults)}."
-        )
-    out = {}
-    for key, default in defaults.items():
-        if key in given and isinstance(default, Mapping):
-            out[key] = _merge(default, given[key], f"{where}.{key}")
-        else:
-            out[key] = copy.deepcopy(given.get(key, default))
-    return out
-
-
 def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """Fill the ``decoding`` section with defaults; unknown keys are errors.
 
@@ -136,7 +121,7 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     config : dict
         Every key present.
     """
-    cfg = _merge(DEFAULT_CONFIG, dict(config or {}), "decoding")
+    cfg = merge_defaults(DEFAULT_CONFIG, dict(config or {}), "decoding")
     if cfg["cv_groups"] not in ("stimulus", "session"):
         raise ValueError(
             f"`decoding.cv_groups` must be 'stimulus' or 'session', got {cfg['cv_groups']!r} "

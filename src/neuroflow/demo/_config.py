@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
+
+from neuroflow.config import merge_defaults
 
 __all__ = ["DEFAULT_CONFIG", "resolve_config"]
 
@@ -48,27 +49,6 @@ DEFAULT_CONFIG: dict[str, Any] = {
 }
 
 _MAX_CHANNELS = 64
-
-
-def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Fill ``given`` with ``defaults`` recursively; unknown keys are errors."""
-    if not isinstance(given, Mapping):
-        raise TypeError(f"`{where}` must be a mapping, got {type(given).__name__} instead.")
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"`{where}` has unknown key(s) {unknown}; allowed keys are {sorted(defaults)}."
-        )
-    out: dict[str, Any] = {}
-    for key, default in defaults.items():
-        name = f"{where}.{key}"
-        if key not in given:
-            out[key] = copy.deepcopy(default)
-        elif isinstance(default, Mapping):
-            out[key] = _merge(default, given[key], name)
-        else:
-            out[key] = copy.deepcopy(given[key])
-    return out
 
 
 def _check_int(value: Any, name: str, low: int, high: int | None = None) -> None:
@@ -192,7 +172,7 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     config : dict
         A complete, validated copy.
     """
-    cfg = _merge(DEFAULT_CONFIG, config or {}, "demo")
+    cfg = merge_defaults(DEFAULT_CONFIG, config or {}, "demo")
     _check_int(cfg["seed"], "demo.seed", 0, 2**32 - 1)
     _check_int(cfg["n_subjects"], "demo.n_subjects", 1, 99)
     _check_int(cfg["image_size"], "demo.image_size", 16, 512)

@@ -18,7 +18,6 @@ Two designs share one solver (:func:`neuroflow.models.ridge_cv`, one penalty per
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.config import merge_defaults
 from neuroflow.encoding.stage import make_alphas
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.features.align import features_for_stimuli
@@ -90,20 +90,8 @@ def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
         A complete copy.
     """
 
-    def merge(base: dict, over: Mapping, where: str) -> dict:
-        out = copy.deepcopy(base)
-        for key, value in over.items():
-            if key not in base:
-                raise ValueError(
-                    f"`{where}` must only hold keys {sorted(base)}, got {key!r} instead."
-                )
-            if isinstance(value, Mapping) and isinstance(base[key], dict):
-                out[key] = merge(base[key], value, f"{where}.{key}")
-            else:
-                out[key] = copy.deepcopy(value)
-        return out
-
-    return merge(DEFAULT_CONFIG, config or {}, "eeg_encoding")
+    # `cv` is a string or a {grouped_kfold: k} mapping, taken whole
+    return merge_defaults(DEFAULT_CONFIG, config, "eeg_encoding", opaque=("cv",))
 
 
 # --------------------------------------------------------------------------- helpers

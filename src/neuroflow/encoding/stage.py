@@ -8,7 +8,6 @@ same stimuli are kept as separate repeats of the observed responses.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.config import merge_defaults
 from neuroflow.io.records import entity_key
 from neuroflow.models import (
     banded_ridge_cv,
@@ -52,18 +52,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
 
 
 def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Fill missing keys of an ``encoding`` section with :data:`DEFAULT_CONFIG`."""
+    """Fill missing keys of an ``encoding`` section with :data:`DEFAULT_CONFIG`.
 
-    def merge(base: dict, over: Mapping) -> dict:
-        out = copy.deepcopy(base)
-        for key, value in over.items():
-            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-                out[key] = merge(out[key], value)
-            else:
-                out[key] = copy.deepcopy(value)
-        return out
-
-    return merge(DEFAULT_CONFIG, config or {})
+    Unknown keys are errors, with a "did you mean" hint.
+    """
+    # `name` labels the model (the workflow adds it); `cv` values are a string or a
+    # {grouped_kfold: k} mapping, taken whole
+    defaults = {**DEFAULT_CONFIG, "name": None}
+    return merge_defaults(defaults, config, "encoding", opaque=("cv",))
 
 
 def make_alphas(spec: Mapping[str, Any]) -> np.ndarray:

@@ -7,7 +7,6 @@ subject and across subjects, with figures.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import uuid
@@ -21,6 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from neuroflow.artifacts import PROVENANCE_KEY, atomic_directory, open_dataset, write_dataset
+from neuroflow.config import merge_defaults
 from neuroflow.evaluation.metrics import pearson_r, r2_score
 from neuroflow.evaluation.noise_ceiling import noise_ceiling_r, normalize_score
 from neuroflow.evaluation.permutation import fdr_correction, permutation_test
@@ -75,18 +75,8 @@ _NA = "n/a"
 
 
 def _with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The section with missing keys filled from :data:`DEFAULT_CONFIG`."""
-    merged = copy.deepcopy(DEFAULT_CONFIG)
-    for key, value in dict(config or {}).items():
-        if key not in merged:
-            raise ValueError(
-                f"`config` must only hold keys {sorted(DEFAULT_CONFIG)}, got {key!r} instead."
-            )
-        if isinstance(merged[key], dict) and isinstance(value, Mapping):
-            merged[key].update(value)
-        else:
-            merged[key] = value
-    return merged
+    """The section with missing keys filled from :data:`DEFAULT_CONFIG` (unknown keys: error)."""
+    return merge_defaults(DEFAULT_CONFIG, config, "evaluation")
 
 
 def block_length_samples(permutation: Mapping[str, Any], tr: float, n_times: int) -> int:

@@ -9,10 +9,10 @@ defaults below, which mirror ``workflow/schemas/features.schema.yaml``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
+from neuroflow.config import merge_defaults
 from neuroflow.features.registry import MODALITIES, check_modality, get_extractor
 
 __all__ = [
@@ -78,21 +78,6 @@ _CHOICES = {
 }
 
 
-def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) -> dict[str, Any]:
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ValueError(
-            f"`{where}` has unknown keys {unknown}; allowed keys are {sorted(defaults)}."
-        )
-    out = copy.deepcopy(dict(defaults))
-    for key, value in given.items():
-        if isinstance(defaults.get(key), dict) and key != "model_config" and value is not None:
-            out[key] = _merge(defaults[key], value, f"{where}.{key}")
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def layer_name(spec: int | float | str) -> str:
     """Deterministic name of a layer specification, used in output paths.
 
@@ -151,7 +136,7 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(config, Mapping):
         raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
-    entry = _merge(DEFAULT_ENTRY, config, "features.extractors[]")
+    entry = merge_defaults(DEFAULT_ENTRY, config, "features.extractors[]", opaque=("model_config",))
     for key, choices in _CHOICES.items():
         if entry[key] not in choices:
             raise ValueError(f"`{key}` must be one of {choices}, got {entry[key]!r} instead.")
@@ -250,7 +235,7 @@ def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(config, Mapping):
         raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
-    cfg = _merge(DEFAULT_ALIGNMENT, config, "features.alignment")
+    cfg = merge_defaults(DEFAULT_ALIGNMENT, config, "features.alignment")
     choices = {
         "method": ("average", "lanczos"),
         "aggregation": ("mean", "sum"),

@@ -20,7 +20,6 @@ across subjects, and ROI × ROI alignment patterns are compared with each model'
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.config import merge_defaults
 from neuroflow.decoding.identification import average_by_stimulus
 from neuroflow.decoding.inputs import feature_info, load_subject_epochs, stimulus_features
 
@@ -78,13 +78,7 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     -------
     config : dict
     """
-    given = dict(config or {})
-    unknown = sorted(set(given) - set(DEFAULT_CONFIG))
-    if unknown:
-        raise ValueError(
-            f"`rsa` has unknown key(s) {unknown}; allowed keys are {sorted(DEFAULT_CONFIG)}."
-        )
-    cfg = {k: copy.deepcopy(given.get(k, v)) for k, v in DEFAULT_CONFIG.items()}
+    cfg = merge_defaults(DEFAULT_CONFIG, config, "rsa")
     if cfg["fmri_rdm"] not in ("crossnobis", "correlation"):
         raise ValueError(
             f"`rsa.fmri_rdm` must be 'crossnobis' or 'correlation', got {cfg['fmri_rdm']!r} "

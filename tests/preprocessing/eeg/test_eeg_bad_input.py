@@ -172,7 +172,7 @@ def test_unknown_format(tmp_path):
 @pytest.mark.parametrize(
     ("config", "match"),
     [
-        ({"l_fre": 1.0}, r"unknown \['l_fre'\]"),
+        ({"l_fre": 1.0}, r"Unknown key 'preprocess_eeg\.l_fre'\. Did you mean 'l_freq'\?"),
         ({"epochs_tmin": 0.5, "epochs_tmax": 0.1}, r"`epochs_tmin` must be below"),
         ({"l_freq": 40.0, "h_freq": 1.0}, r"`l_freq` must be below `h_freq`"),
         ({"reject": "sometimes"}, r"`reject` must be null, 'auto' or a mapping"),

@@ -323,7 +323,7 @@ def test_errors(tmp_path, rng):
         estimate(tmp_path, [])
     with pytest.raises(ValueError, match="`method` must be 'lss' or 'lsa', got 'glm'"):
         resolve_config({"method": "glm"})
-    with pytest.raises(ValueError, match="Unknown key 'alpha'"):
+    with pytest.raises(ValueError, match=r"Unknown key 'single_trial\.alpha'"):
         resolve_config({"alpha": 1})
     with pytest.raises(ValueError, match="`hrf_model` must be one of"):
         resolve_config({"hrf_model": "fir"})

@@ -284,7 +284,10 @@ def test_bad_sidecar_tr(make_run, tmp_path):
 
 
 def test_config_errors():
-    with pytest.raises(ValueError, match=r"Unknown key 'confounds.strat'"):
+    with pytest.raises(
+        ValueError,
+        match=r"Unknown key 'preprocess_fmri\.confounds\.strat'\. Did you mean 'strategy'\?",
+    ):
         resolve_config({"confounds": {"strat": []}})
     with pytest.raises(ValueError, match="`drop_volumes` must be 'auto' or an int"):
         resolve_config({"drop_volumes": -1})

@@ -6,9 +6,10 @@ The workflow validates the section against ``workflow/schemas/preprocess_eeg.sch
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
+
+from neuroflow.config import merge_defaults
 
 __all__ = ["DEFAULT_CONFIG", "resolve_config"]
 
@@ -85,13 +86,7 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     config : dict
         A new dict with every key.
     """
-    config = dict(config or {})
-    unknown = sorted(set(config) - set(DEFAULT_CONFIG))
-    if unknown:
-        raise ValueError(
-            f"`config` keys must be among {sorted(DEFAULT_CONFIG)}, got unknown {unknown}."
-        )
-    cfg = {**copy.deepcopy(DEFAULT_CONFIG), **config}
+    cfg = merge_defaults(DEFAULT_CONFIG, config, "preprocess_eeg")
     for key, choices in _CHOICES.items():
         if cfg[key] not in choices:
             raise ValueError(f"`{key}` must be one of {list(choices)}, got {cfg[key]!r} instead.")

@@ -46,7 +46,6 @@ store and are not mirrored.
 
 from __future__ import annotations
 
-import copy
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +66,7 @@ from nilearn.glm.first_level import (
 )
 
 from neuroflow.artifacts import open_dataset, write_dataset
+from neuroflow.config import merge_defaults
 from neuroflow.preprocessing.fmri.clean import (
     cosine_drifts,
     orthonormal_basis,
@@ -147,14 +147,7 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     config : dict
         Complete section.
     """
-    cfg = copy.deepcopy(DEFAULT_CONFIG)
-    for key, value in (config or {}).items():
-        if key not in DEFAULT_CONFIG:
-            raise ValueError(
-                f"Unknown key '{key}' in the single_trial config; known keys: "
-                f"{sorted(DEFAULT_CONFIG)}."
-            )
-        cfg[key] = copy.deepcopy(value)
+    cfg = merge_defaults(DEFAULT_CONFIG, config, "single_trial")
     if cfg["method"] not in _METHODS:
         raise ValueError(f"`method` must be 'lss' or 'lsa', got {cfg['method']!r} instead.")
     if cfg["hrf_model"] not in HRF_MODELS:

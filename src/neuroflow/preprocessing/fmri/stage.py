@@ -13,7 +13,6 @@ meaning after volumes are dropped or censored.
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import warnings
@@ -27,6 +26,7 @@ import pandas as pd
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
+from neuroflow.config import merge_defaults
 from neuroflow.io.bids import parse_bids_name, read_sidecar
 from neuroflow.preprocessing.fmri.clean import clean_signals, cleaning_basis
 from neuroflow.preprocessing.fmri.confounds import (
@@ -79,22 +79,6 @@ _STRING_EVENT_COLUMNS = ("trial_type", "stim_file")
 _CHUNK_BYTES = 4 * 2**20
 
 
-def _merge(defaults: Mapping[str, Any], given: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Fill missing keys from ``defaults``; unknown keys are an error."""
-    out = copy.deepcopy(dict(defaults))
-    for key, value in given.items():
-        if key not in defaults:
-            raise ValueError(
-                f"Unknown key '{where}{key}' in the preprocess_fmri config; known keys: "
-                f"{sorted(defaults)}."
-            )
-        if isinstance(defaults[key], Mapping) and isinstance(value, Mapping):
-            out[key] = _merge(defaults[key], value, f"{where}{key}.")
-        else:
-            out[key] = value
-    return out
-
-
 def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``preprocess_fmri`` section with defaults filled in and values checked.
 
@@ -108,7 +92,7 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     config : dict
         Complete section.
     """
-    cfg = _merge(DEFAULT_CONFIG, config or {}, "")
+    cfg = merge_defaults(DEFAULT_CONFIG, config or {}, "preprocess_fmri")
     drop = cfg["drop_volumes"]
     if drop != "auto" and (isinstance(drop, bool) or not isinstance(drop, int) or drop < 0):
         raise ValueError(f"`drop_volumes` must be 'auto' or an int >= 0, got {drop!r} instead.")
