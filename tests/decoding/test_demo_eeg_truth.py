@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from demo_features import extract_demo_features
 
 pytestmark = pytest.mark.slow
 
@@ -43,30 +44,7 @@ DECODING = {
 
 
 def _features(root: Path, work: Path) -> dict[str, Path]:
-    from neuroflow.features.extract import extract_features
-
-    tables = sorted(root.glob("sub-*/eeg/*_events.tsv"))
-    extractors = {
-        "image_statistics": {"name": "image_statistics", "extractor": "image_statistics"},
-        "minilm": {
-            "name": "minilm",
-            "extractor": "sentence_transformer",
-            "model": "all-MiniLM-L6-v2",
-            "device": "cpu",
-        },
-    }
-    stores = {}
-    for name, entry in extractors.items():
-        paths = extract_features(
-            stimuli_dir=root / "stimuli",
-            stimulus_ids=tables,
-            captions=root / "stimuli" / "captions.tsv",
-            output=work / f"features_{name}",
-            config=entry,
-            provenance=PROV,
-        )
-        stores[name] = next(iter(paths.values()))
-    return stores
+    return extract_demo_features(root, sorted(root.glob("sub-*/eeg/*_events.tsv")), work, PROV)
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from demo_features import extract_demo_features
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +58,6 @@ def _run(root: Path, work: Path) -> dict:
     from neuroflow.encoding import fit_encoding
     from neuroflow.evaluation import evaluate_model
     from neuroflow.features.align import align_features
-    from neuroflow.features.extract import extract_features
     from neuroflow.preprocessing.fmri import preprocess_fmri_run
 
     generate_demo_dataset(output=root, config=DEMO, provenance=PROV)
@@ -87,26 +87,7 @@ def _run(root: Path, work: Path) -> dict:
             provenance=PROV,
         )
     tables = sorted((root / sub).glob("*/*_events.tsv"))
-    extractors = {
-        "image_statistics": {"name": "image_statistics", "extractor": "image_statistics"},
-        "minilm": {
-            "name": "minilm",
-            "extractor": "sentence_transformer",
-            "model": "all-MiniLM-L6-v2",
-            "device": "cpu",
-        },
-    }
-    stores = {}
-    for name, entry in extractors.items():
-        paths = extract_features(
-            stimuli_dir=root / "stimuli",
-            stimulus_ids=tables,
-            captions=root / "stimuli" / "captions.tsv",
-            output=work / f"features_{name}",
-            config=entry,
-            provenance=PROV,
-        )
-        stores[name] = next(iter(paths.values()))
+    stores = extract_demo_features(root, tables, work, PROV)
     aligned = {
         name: [
             align_features(

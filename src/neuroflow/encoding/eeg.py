@@ -249,7 +249,8 @@ def _features(
     return np.concatenate(blocks, axis=1), np.array(labels, dtype=object)
 
 
-def _spaces(cfg: Mapping[str, Any], features: Mapping[str, Path]) -> list[str]:
+def select_feature_spaces(cfg: Mapping[str, Any], features: Mapping[str, Path]) -> list[str]:
+    """The section's ``feature_spaces`` (default: every store given), checked against them."""
     spaces = list(cfg["feature_spaces"] or list(features))
     if not spaces:
         raise ValueError("`features` must name at least one feature store, got none instead.")
@@ -336,7 +337,7 @@ def fit_eeg_encoding(
     """
     cfg = with_defaults(config)
     epochs = Path(epochs)
-    spaces = _spaces(cfg, features)
+    spaces = select_feature_spaces(cfg, features)
     ds = _load_epochs(epochs)
     stimuli = _strings(ds["stimulus"].values)
     times = np.asarray(ds["time"].values, dtype=float)
@@ -599,7 +600,7 @@ def fit_trf(
     cfg = with_defaults(config)
     trf_cfg = cfg["trf"]
     continuous = Path(continuous)
-    spaces = _spaces(cfg, features)
+    spaces = select_feature_spaces(cfg, features)
     ds = open_dataset(continuous)
     for name in ("eeg", "event_onset", "event_stimulus"):
         if name not in ds.variables:

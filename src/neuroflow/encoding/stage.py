@@ -252,7 +252,9 @@ def _design(
     return out
 
 
-def _check_config(cfg: Mapping[str, Any], spaces: Sequence[str]) -> str:
+def choose_solver(cfg: Mapping[str, Any], spaces: Sequence[str]) -> str:
+    """``"ridge"`` or ``"banded_ridge"`` from ``cfg["model"]`` (``"auto"``: banded when
+    there are several feature spaces)."""
     model = cfg["model"]
     if model not in ("auto", "ridge", "banded_ridge"):
         raise ValueError(
@@ -261,6 +263,18 @@ def _check_config(cfg: Mapping[str, Any], spaces: Sequence[str]) -> str:
     if model == "auto":
         return "banded_ridge" if len(spaces) > 1 else "ridge"
     return model
+
+
+def solver_options(cfg: Mapping[str, Any], splits: Sequence[Any], device: Any) -> dict[str, Any]:
+    """Keyword arguments shared by ``ridge_cv`` and ``banded_ridge_cv`` from a section."""
+    return {
+        "alphas": make_alphas(cfg["alphas"]),
+        "splits": splits,
+        "scoring": cfg["scoring"],
+        "target_batch_size": int(cfg["target_batch_size"]),
+        "device": device,
+        "dtype": cfg["dtype"],
+    }
 
 
 def fit_encoding(
@@ -310,7 +324,7 @@ def fit_encoding(
         )
     if not spaces:
         raise ValueError("At least one feature space is needed, got none instead.")
-    model = _check_config(cfg, spaces)
+    model = choose_solver(cfg, spaces)
     for s in spaces:
         if len(features[s]) != len(brain):
             raise ValueError(
@@ -346,14 +360,7 @@ def fit_encoding(
     splits = run_splits(groups, parse_cv(cfg["cv"]))
 
     device = resolve_device(cfg["device"])
-    common = {
-        "alphas": make_alphas(cfg["alphas"]),
-        "splits": splits,
-        "scoring": cfg["scoring"],
-        "target_batch_size": int(cfg["target_batch_size"]),
-        "device": device,
-        "dtype": cfg["dtype"],
-    }
+    common = solver_options(cfg, splits, device)
     if model == "ridge":
         result = ridge_cv(np.concatenate(Xs_train, axis=1), Y_train, **common)
         slices = [slice(0, result.coef.shape[0])]

@@ -27,7 +27,8 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
-from neuroflow.encoding.stage import make_alphas, with_defaults
+from neuroflow.encoding.eeg import select_feature_spaces
+from neuroflow.encoding.stage import choose_solver, solver_options, with_defaults
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import (
     banded_ridge_cv,
@@ -53,7 +54,6 @@ logger = logging.getLogger(__name__)
 #: on single trials (held-out stimuli) from the same model fit on runs (held-out runs).
 TRIAL_MODEL_SUFFIX = "_trials"
 _LOSO = "leave-one-stimulus-out"
-_SOLVERS = ("auto", "ridge", "banded_ridge")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -198,29 +198,6 @@ def _split_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return dict(split)
 
 
-def _solver(cfg: Mapping[str, Any], spaces: Sequence[str]) -> str:
-    model = cfg["model"]
-    if model not in _SOLVERS:
-        raise ValueError(
-            f"`model` must be 'auto', 'ridge' or 'banded_ridge', got {model!r} instead."
-        )
-    if model == "auto":
-        return "banded_ridge" if len(spaces) > 1 else "ridge"
-    return model
-
-
-def _spaces(cfg: Mapping[str, Any], features: Mapping[str, Path]) -> list[str]:
-    spaces = list(cfg["feature_spaces"] or list(features))
-    if not spaces:
-        raise ValueError("`features` must name at least one feature store, got none instead.")
-    missing = [s for s in spaces if s not in features]
-    if missing:
-        raise ValueError(
-            f"`feature_spaces` names {missing} but `features` only has {sorted(features)}."
-        )
-    return spaces
-
-
 def _load_betas(path: Path) -> xr.Dataset:
     ds = open_dataset(path)
     if "betas" not in ds:
@@ -340,8 +317,8 @@ def fit_trial_encoding(
     split = _split_config(cfg)
     n_splits = parse_trial_cv(split.get("cv", {"grouped_kfold": 5}))
     betas = Path(betas)
-    spaces = _spaces(cfg, features)
-    solver = _solver(cfg, spaces)
+    spaces = select_feature_spaces(cfg, features)
+    solver = choose_solver(cfg, spaces)
 
     ds = _load_betas(betas)
     stimuli_all = _strings(ds["stimulus"].values)
@@ -373,14 +350,7 @@ def fit_trial_encoding(
     y_mean = Y_train.mean(0)
 
     device = resolve_device(cfg["device"])
-    common = {
-        "alphas": make_alphas(cfg["alphas"]),
-        "splits": splits,
-        "scoring": cfg["scoring"],
-        "target_batch_size": int(cfg["target_batch_size"]),
-        "device": device,
-        "dtype": cfg["dtype"],
-    }
+    common = solver_options(cfg, splits, device)
     reps = presentation_index(stimuli, test_ids)  # (n_repeats, n_test)
     y_test = Y[reps]  # (n_repeats, n_test, n_voxels)
     parts = None

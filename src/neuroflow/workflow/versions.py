@@ -13,7 +13,7 @@ the versions, and so the results, as they are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neuroflow.artifacts import version_id
@@ -163,9 +163,7 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     )
     for model in config["encoding"]["models"]:
         section = eeg_encoding_config(config, model)
-        inputs = {"preprocess_eeg": versions["preprocess_eeg"]}
-        for space in section["feature_spaces"]:
-            inputs[f"features/{space}"] = versions[f"features/{space.split(':')[0]}"]
+        inputs = _feature_inputs(versions, section, "preprocess_eeg")
         versions[f"eeg_encoding/{model}"] = _v("eeg_encoding", section, inputs)
         versions[f"eeg_evaluation/{model}"] = _v(
             "eeg_evaluation",
@@ -175,17 +173,13 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     if _trf_enabled(config):
         for model in config["encoding"]["models"]:
             section = eeg_trf_config(config, model)
-            inputs = {"preprocess_eeg": versions["preprocess_eeg"]}
-            for space in section["feature_spaces"]:
-                inputs[f"features/{space}"] = versions[f"features/{space.split(':')[0]}"]
+            inputs = _feature_inputs(versions, section, "preprocess_eeg")
             versions[f"eeg_trf/{model}"] = _v("eeg_trf", section, inputs)
 
     if config["single_trial"]["enabled"]:
         for model in config["encoding"]["models"]:
             section = trial_encoding_config(config, model)
-            inputs = {"single_trial": versions["single_trial"]}
-            for space in section["feature_spaces"]:
-                inputs[f"features/{space}"] = versions[f"features/{space.split(':')[0]}"]
+            inputs = _feature_inputs(versions, section, "single_trial")
             versions[f"trial_encoding/{model}"] = _v("trial_encoding", section, inputs)
             versions[f"trial_evaluation/{model}"] = _v(
                 "trial_evaluation",
@@ -214,6 +208,28 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     return versions
 
 
+def _feature_inputs(
+    versions: Mapping[str, str], section: Mapping[str, Any], brain_stage: str
+) -> dict[str, str]:
+    """Upstream versions of a model reading per-stimulus features: the brain data's
+    stage plus the extractor of every feature space (``"<extractor>[:<layer>]"``)."""
+    inputs = {brain_stage: versions[brain_stage]}
+    for space in section["feature_spaces"]:
+        inputs[f"features/{space}"] = versions[f"features/{space.split(':')[0]}"]
+    return inputs
+
+
+def _model_section(config: Mapping[str, Any], model: str, drop: Sequence[str]) -> dict[str, Any]:
+    """The shared ``encoding`` settings (less ``drop``) plus one model's entry and name."""
+    encoding = config["encoding"]
+    if model not in encoding["models"]:
+        raise KeyError(
+            f"No encoding model named {model!r}; configured: {list(encoding['models'])}."
+        )
+    shared = {k: v for k, v in encoding.items() if k not in ("models", *drop)}
+    return {**shared, **encoding["models"][model], "name": model}
+
+
 def encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
     """Settings of one encoding model: the shared settings plus the model's entry.
 
@@ -229,14 +245,8 @@ def encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
     section : dict
         What the encoding stage receives for this model.
     """
-    encoding = config["encoding"]
-    if model not in encoding["models"]:
-        raise KeyError(
-            f"No encoding model named {model!r}; configured: {list(encoding['models'])}."
-        )
     # trial_split only concerns the single-trial models: changing it reruns nothing here.
-    shared = {k: v for k, v in encoding.items() if k not in ("models", *_TRIAL_ONLY_KEYS)}
-    return {**shared, **encoding["models"][model], "name": model}
+    return _model_section(config, model, _TRIAL_ONLY_KEYS)
 
 
 #: ``encoding`` keys read only by the single-trial models.
@@ -263,13 +273,7 @@ def trial_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, An
         model's entry; the run-only keys (``cv``, ``delays``, ``split``,
         ``filter_design``) are left out, so changing them reruns no trial model.
     """
-    encoding = config["encoding"]
-    if model not in encoding["models"]:
-        raise KeyError(
-            f"No encoding model named {model!r}; configured: {list(encoding['models'])}."
-        )
-    shared = {k: v for k, v in encoding.items() if k not in ("models", *_RUN_ONLY_KEYS)}
-    return {**shared, **encoding["models"][model], "name": model}
+    return _model_section(config, model, _RUN_ONLY_KEYS)
 
 
 def eeg_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
