@@ -1,5 +1,8 @@
-# Shared by every rule: the workflow plan (dataset index, version ids, result
-# paths) built once per invocation, and small input/param helpers.
+# Shared by every rule: the workflow plan (dataset index, applicable analyses, version
+# ids, result paths) built once per invocation, and small input/param helpers.
+import re
+import sys
+
 from neuroflow.workflow.plan import WorkflowPlan
 
 PLAN = WorkflowPlan(config)
@@ -7,6 +10,11 @@ V = PLAN.versions
 LOGS = Path("logs")
 # Environment for `snakemake --use-conda` (see envs/; neuroflow-gpu.yaml on GPU nodes).
 CONDA_ENV = "../envs/neuroflow-cpu.yaml"
+
+# One line per analysis the dataset does not support, printed once by the main process.
+if workflow.is_main_process:
+    for _note in PLAN.notes:
+        print(f"neuroflow: {_note}", file=sys.stderr)
 
 
 wildcard_constraints:
@@ -16,6 +24,11 @@ wildcard_constraints:
     version=r"[0-9a-f]{10}",
     model=r"[A-Za-z0-9_]+",
     extractor=r"[A-Za-z0-9_]+",
+
+
+def key_choice(keys):
+    """A wildcard pattern matching exactly these entity keys (never an empty pattern)."""
+    return "|".join(re.escape(k) for k in keys) or "(?!)"
 
 
 def stage_params(stage, section, name=None):
@@ -37,24 +50,24 @@ def log_path(stage, *parts):
 
 
 def all_targets():
-    """Every final artifact the config reaches."""
-    targets = []
-    targets += [str(PLAN.fmri_store(r.key)) for r in PLAN.fmri_runs]
+    """Every final artifact the config reaches on this dataset."""
+    targets = [str(PLAN.fmri_store(r.key)) for r in PLAN.fmri_runs]
     if config["preprocess_eeg"].get("enabled", True):
         for rec in PLAN.eeg_recordings:
-            targets += [str(PLAN.eeg_epochs_store(rec.key)), str(PLAN.eeg_continuous_store(rec.key))]
-    for name in (e["name"] for e in config["features"]["extractors"]):
+            targets.append(str(PLAN.eeg_epochs_store(rec.key)))
+        targets += [str(PLAN.eeg_continuous_store(r.key)) for r in PLAN.continuous_recordings]
+    for entry in PLAN.extractors:
+        name = entry["name"]
         targets += [str(PLAN.feature_store(name, layer)) for layer in PLAN.extractor_layers(name)]
-    if PLAN.encoding_models() and PLAN.subjects:
-        targets.append(str(PLAN.summary_dir() / "scores.tsv"))
-    if config["single_trial"]["enabled"]:
-        targets += [str(PLAN.single_trial_store(s)) for s in PLAN.subjects]
-        for model in PLAN.encoding_models():
-            targets += [str(PLAN.trial_scores_store(model, s)) for s in PLAN.subjects]
-    if config["eeg_encoding"]["enabled"]:
-        for model in PLAN.encoding_models():
-            targets += [str(PLAN.eeg_scores_store(model, r.key)) for r in PLAN.eeg_recordings]
+    targets += [str(PLAN.single_trial_store(s)) for s in PLAN.trial_subjects]
+    targets += [str(p) for p in PLAN.all_scores_stores()]
+    targets += [str(p) for p in PLAN.all_eeg_scores_stores()]
     targets += [str(p) for p in PLAN.all_trf_stores()]
+    if PLAN.decoding_enabled:
+        targets.append(str(PLAN.decoding_store()))
+    targets += [str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities]
+    if PLAN.has_summary:
+        targets.append(str(PLAN.summary_dir() / "scores.tsv"))
     return targets
 
 
@@ -76,7 +89,24 @@ def fmri_run_files(wildcards):
 def fmri_run_inputs(wildcards):
     files = fmri_run_files(wildcards)
     paths = [files["bold"], files["events"], files["mask"], files["confounds"]]
+    paths += [files["roi_atlas"], files["roi_labels"]] if not PLAN.is_demo else []
     return dataset_input([*paths, *files["sidecars"]])
+
+
+def timeseries_run_files(wildcards):
+    run = PLAN.fmri_run(wildcards.key)
+    return {
+        "timeseries": run.bold,
+        "container_key": run.container_key,
+        "events": run.events,
+        "sidecars": list(run.sidecars),
+        "repetition_time": config["dataset"].get("repetition_time"),
+    }
+
+
+def timeseries_run_inputs(wildcards):
+    run = PLAN.fmri_run(wildcards.key)
+    return dataset_input([run.bold, run.events, *run.sidecars])
 
 
 def eeg_inputs(wildcards):
@@ -84,20 +114,10 @@ def eeg_inputs(wildcards):
     return dataset_input([rec.eeg, rec.events, rec.channels, rec.electrodes, *rec.sidecars])
 
 
-def stimulus_tables():
-    """Events tables that list the stimuli (fMRI runs, then EEG recordings)."""
-    tables = [r.events for r in PLAN.fmri_runs] + [r.events for r in PLAN.eeg_recordings]
-    return [p for p in tables if p is not None]
-
-
-def training_tables():
-    """Events tables of the training runs (stimuli that reductions may be fitted on)."""
-    test = {str(r).lstrip("0") for r in config["encoding"]["split"]["test_runs"]}
-    return [r.events for r in PLAN.fmri_runs if str(r.run).lstrip("0") not in test and r.events]
-
-
 def stimuli_inputs(wildcards):
-    return dataset_input([*stimulus_tables(), PLAN.bids_root / "stimuli"])
+    """The stimulus tables, the stimuli folder and the captions (when they exist)."""
+    extra = [p for p in (PLAN.stimuli_dir, PLAN.captions) if p.exists()]
+    return dataset_input([*PLAN.stimulus_tables(), *extra])
 
 
 def encoding_inputs(wildcards):
@@ -111,9 +131,10 @@ def encoding_inputs(wildcards):
 
 def trial_encoding_inputs(wildcards):
     """The subject's single-trial betas, one run store (voxel grid) and the feature stores."""
-    runs = PLAN.runs_of(wildcards.subject)
     inputs = {"betas": str(PLAN.single_trial_store(wildcards.subject))}
-    inputs["brain"] = str(PLAN.fmri_store(runs[0].key))
+    runs = PLAN.runs_of(wildcards.subject)
+    if runs:
+        inputs["brain"] = str(PLAN.fmri_store(runs[0].key))
     for space in PLAN.trial_encoding_config(wildcards.model)["feature_spaces"]:
         name, layer = PLAN.feature_space(space)
         inputs[f"space_{space}"] = str(PLAN.feature_store(name, layer))
@@ -121,7 +142,8 @@ def trial_encoding_inputs(wildcards):
 
 
 def eeg_encoding_inputs(wildcards):
-    inputs = {"epochs": str(PLAN.eeg_epochs_store(wildcards.key))}
+    recordings = PLAN.recordings_of(wildcards.subject)
+    inputs = {"epochs": [str(PLAN.eeg_epochs_store(r.key)) for r in recordings]}
     for space in PLAN.eeg_encoding_config(wildcards.model)["feature_spaces"]:
         name, layer = PLAN.feature_space(space)
         inputs[f"space_{space}"] = str(PLAN.feature_store(name, layer))

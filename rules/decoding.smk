@@ -1,16 +1,16 @@
 # EEG decoding over all subjects at once (group cluster tests need them together):
 # time-resolved classification and feature decoding, identification of test images.
-if PLAN.eeg_recordings:
+if PLAN.decoding_enabled:
 
     rule decode_eeg:
         input:
             epochs=[str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.eeg_recordings],
-            features=[str(p) for p in PLAN.all_feature_spaces().values()],
+            features=[str(p) for p in PLAN.analysis_spaces("decoding").values()],
         output:
             directory(str(PLAN.decoding_store())),
         params:
             **stage_params("decoding", config["decoding"]),
-            spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
+            spaces={k: str(v) for k, v in PLAN.analysis_spaces("decoding").items()},
         log:
             log_path("decoding", V["decoding"]),
         threads: 2

@@ -1,26 +1,20 @@
-# EEG encoding: per recording and model, ridge from stimulus features to every
-# channel x latency of the epochs, scored on held-out (repeated) test stimuli.
-if config["eeg_encoding"]["enabled"]:
+# EEG encoding: per subject (its recordings pooled) and model, ridge from stimulus
+# features to every channel x latency of the epochs, scored on held-out test stimuli.
+if PLAN.eeg_models():
 
     rule fit_eeg_encoding:
         input:
             unpack(eeg_encoding_inputs),
         output:
             directory(
-                str(
-                    PLAN.results
-                    / "eeg_encoding"
-                    / "{model}-{version}"
-                    / "sub-{subject}"
-                    / "{key}_encoding.zarr"
-                )
+                str(PLAN.results / "eeg_encoding" / "{model}-{version}" / "sub-{subject}_encoding.zarr")
             ),
         params:
             stage=lambda wc: f"eeg_encoding/{wc.model}",
             version=lambda wc: wc.version,
             cfg=lambda wc: PLAN.eeg_encoding_config(wc.model),
         log:
-            log_path("eeg_encoding", "{model}-{version}", "sub-{subject}", "{key}"),
+            log_path("eeg_encoding", "{model}-{version}", "sub-{subject}"),
         threads: 2
         resources:
             mem_mb=lambda wildcards, attempt: 4000 * attempt,
@@ -31,55 +25,50 @@ if config["eeg_encoding"]["enabled"]:
 
     rule evaluate_eeg_encoding:
         input:
-            lambda wc: str(PLAN.eeg_encoding_store(wc.model, wc.key)),
+            lambda wc: str(PLAN.eeg_encoding_store(wc.model, wc.subject)),
         output:
             directory(
-                str(
-                    PLAN.results
-                    / "eeg_evaluation"
-                    / "{model}-{version}"
-                    / "sub-{subject}"
-                    / "{key}_scores.zarr"
-                )
+                str(PLAN.results / "eeg_evaluation" / "{model}-{version}" / "sub-{subject}_scores.zarr")
             ),
         params:
             stage=lambda wc: f"eeg_evaluation/{wc.model}",
             version=lambda wc: wc.version,
             cfg=config["evaluation"],
         log:
-            log_path("eeg_evaluation", "{model}-{version}", "sub-{subject}", "{key}"),
+            log_path("eeg_evaluation", "{model}-{version}", "sub-{subject}"),
         conda:
             CONDA_ENV
         script:
             "../scripts/evaluate_encoding.py"
 
-    # Temporal response functions: per recording and model, lagged ridge from the
-    # stimulus features (impulses at the onsets) to the continuous EEG (opt-in).
-    if config["eeg_encoding"]["trf"]["enabled"]:
 
-        rule fit_eeg_trf:
-            input:
-                unpack(eeg_trf_inputs),
-            output:
-                directory(
-                    str(
-                        PLAN.results
-                        / "eeg_trf"
-                        / "{model}-{version}"
-                        / "sub-{subject}"
-                        / "{key}_trf.zarr"
-                    )
-                ),
-            params:
-                stage=lambda wc: f"eeg_trf/{wc.model}",
-                version=lambda wc: wc.version,
-                cfg=lambda wc: PLAN.eeg_trf_config(wc.model),
-            log:
-                log_path("eeg_trf", "{model}-{version}", "sub-{subject}", "{key}"),
-            threads: 2
-            resources:
-                mem_mb=lambda wildcards, attempt: 8000 * attempt,
-            conda:
-                CONDA_ENV
-            script:
-                "../scripts/fit_eeg_trf.py"
+# Temporal response functions: per continuous recording and model, lagged ridge from
+# the stimulus features (impulses at the onsets) to the continuous EEG (opt-in).
+if PLAN.trf_enabled:
+
+    rule fit_eeg_trf:
+        input:
+            unpack(eeg_trf_inputs),
+        output:
+            directory(
+                str(
+                    PLAN.results
+                    / "eeg_trf"
+                    / "{model}-{version}"
+                    / "sub-{subject}"
+                    / "{key}_trf.zarr"
+                )
+            ),
+        params:
+            stage=lambda wc: f"eeg_trf/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=lambda wc: PLAN.eeg_trf_config(wc.model),
+        log:
+            log_path("eeg_trf", "{model}-{version}", "sub-{subject}", "{key}"),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/fit_eeg_trf.py"

@@ -1,25 +1,27 @@
 # Evaluation: per-target scores of each subject's model on held-out data, then one
 # table, one summary store and the plots across subjects and models.
+if PLAN.encoding_models():
+
+    rule evaluate_encoding:
+        input:
+            lambda wc: str(PLAN.encoding_store(wc.model, wc.subject)),
+        output:
+            directory(
+                str(PLAN.results / "evaluation" / "{model}-{version}" / "sub-{subject}_scores.zarr")
+            ),
+        params:
+            stage=lambda wc: f"evaluation/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=config["evaluation"],
+        log:
+            log_path("evaluation", "{model}-{version}", "sub-{subject}"),
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/evaluate_encoding.py"
 
 
-rule evaluate_encoding:
-    input:
-        lambda wc: str(PLAN.encoding_store(wc.model, wc.subject)),
-    output:
-        directory(str(PLAN.results / "evaluation" / "{model}-{version}" / "sub-{subject}_scores.zarr")),
-    params:
-        stage=lambda wc: f"evaluation/{wc.model}",
-        version=lambda wc: wc.version,
-        cfg=config["evaluation"],
-    log:
-        log_path("evaluation", "{model}-{version}", "sub-{subject}"),
-    conda:
-        CONDA_ENV
-    script:
-        "../scripts/evaluate_encoding.py"
-
-
-if config["single_trial"]["enabled"]:
+if PLAN.scope.trial_models:
 
     rule evaluate_trial_encoding:
         input:
@@ -40,35 +42,34 @@ if config["single_trial"]["enabled"]:
             "../scripts/evaluate_encoding.py"
 
 
-rule summarize_scores:
-    input:
-        scores=[str(p) for p in PLAN.all_scores_stores()],
-        decoding=[str(PLAN.decoding_store())] if PLAN.eeg_recordings else [],
-        rsa=[
-            str(PLAN.rsa_store(modality))
-            for modality, present in (("eeg", PLAN.eeg_recordings), ("fmri", PLAN.fmri_runs))
-            if present
-        ],
-        trf=[str(p) for p in PLAN.all_trf_stores()],
-    output:
-        table=report(
-            str(PLAN.summary_dir() / "scores.tsv"),
-            caption="../workflow/report/scores_table.rst",
-            category="Scores",
-        ),
-        store=directory(str(PLAN.summary_dir() / "scores.zarr")),
-        plots=report(
-            directory(str(PLAN.summary_dir() / "plots")),
-            patterns=["{name}.png"],
-            caption="../workflow/report/roi_scores.rst",
-            category="Scores",
-        ),
-    params:
-        **stage_params("summary", config["evaluation"]),
-    log:
-        log_path("summary", V["summary"]),
-    localrule: True
-    conda:
-        CONDA_ENV
-    script:
-        "../scripts/summarize_scores.py"
+if PLAN.has_summary:
+
+    rule summarize_scores:
+        input:
+            scores=[str(p) for p in PLAN.all_scores_stores()],
+            decoding=[str(PLAN.decoding_store())] if PLAN.decoding_enabled else [],
+            rsa=[str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities],
+            trf=[str(p) for p in PLAN.all_trf_stores()],
+        output:
+            table=report(
+                str(PLAN.summary_dir() / "scores.tsv"),
+                caption="../workflow/report/scores_table.rst",
+                category="Scores",
+            ),
+            store=directory(str(PLAN.summary_dir() / "scores.zarr")),
+            plots=report(
+                directory(str(PLAN.summary_dir() / "plots")),
+                patterns=["{name}.png"],
+                caption="../workflow/report/roi_scores.rst",
+                category="Scores",
+            ),
+        params:
+            **stage_params("summary", config["evaluation"]),
+            notes=lambda wc: list(PLAN.notes),
+        log:
+            log_path("summary", V["summary"]),
+        localrule: True
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/summarize_scores.py"

@@ -2,7 +2,7 @@
 # selected recordings show, then per fMRI run an alignment onto its TR grid.
 
 
-for _entry in config["features"]["extractors"]:
+for _entry in PLAN.extractors:
 
     rule:
         name:
@@ -16,10 +16,11 @@ for _entry in config["features"]["extractors"]:
             },
         params:
             **stage_params("features", _entry, _entry["name"]),
-            stimuli_dir=str(PLAN.bids_root / "stimuli"),
-            stimulus_tables=stimulus_tables(),
-            captions=str(PLAN.bids_root / "stimuli" / "captions.tsv"),
-            train_tables=training_tables(),
+            stimuli_dir=str(PLAN.stimuli_dir),
+            stimulus_tables=[str(p) for p in PLAN.stimulus_tables()],
+            captions=str(PLAN.captions),
+            train_tables=[str(p) for p in PLAN.training_tables()],
+            stimulus_events=PLAN.stimulus_events,
         log:
             log_path("features", PLAN.stage_dir("features", _entry["name"]).name),
         threads: 2
@@ -49,6 +50,7 @@ rule align_features:
         stage=lambda wc: f"align_features/{wc.extractor}",
         version=lambda wc: wc.version,
         cfg=config["features"]["alignment"],
+        stimulus_events=PLAN.stimulus_events,
     log:
         log_path("align_features", "{extractor}-{version}", "sub-{subject}", "{key}_{layer}"),
     conda:

@@ -1,16 +1,16 @@
 # Representational similarity: EEG (per time point, cross-temporal) and fMRI
 # (per ROI, ROI x ROI alignment), all subjects at once for the noise ceilings.
-if PLAN.eeg_recordings:
+if "eeg" in PLAN.rsa_modalities:
 
     rule rsa_eeg:
         input:
             epochs=[str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.eeg_recordings],
-            features=[str(p) for p in PLAN.all_feature_spaces().values()],
+            features=[str(p) for p in PLAN.analysis_spaces("rsa").values()],
         output:
             directory(str(PLAN.rsa_store("eeg"))),
         params:
             **stage_params("rsa", config["rsa"], "eeg"),
-            spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
+            spaces={k: str(v) for k, v in PLAN.analysis_spaces("rsa").items()},
         log:
             log_path("rsa", f"eeg-{V['rsa/eeg']}"),
         resources:
@@ -21,17 +21,22 @@ if PLAN.eeg_recordings:
             "../scripts/rsa_eeg.py"
 
 
-if PLAN.fmri_runs:
+if "fmri" in PLAN.rsa_modalities:
 
     rule rsa_fmri:
         input:
-            runs=[str(PLAN.fmri_store(r.key)) for r in PLAN.fmri_runs],
-            features=[str(p) for p in PLAN.all_feature_spaces().values()],
+            runs=(
+                [str(PLAN.single_trial_store(s)) for s in PLAN.trial_subjects]
+                if PLAN.source == "betas"
+                else [str(PLAN.fmri_store(r.key)) for r in PLAN.fmri_runs]
+            ),
+            features=[str(p) for p in PLAN.analysis_spaces("rsa").values()],
         output:
             directory(str(PLAN.rsa_store("fmri"))),
         params:
             **stage_params("rsa", config["rsa"], "fmri"),
-            spaces={k: str(v) for k, v in PLAN.all_feature_spaces().items()},
+            spaces={k: str(v) for k, v in PLAN.analysis_spaces("rsa").items()},
+            stimulus_events=PLAN.stimulus_events,
         log:
             log_path("rsa", f"fmri-{V['rsa/fmri']}"),
         resources:

@@ -8,5 +8,6 @@ run_job(
     align_features,
     features=snakemake.input.features,
     brain=snakemake.input.brain,
+    stimulus_events=snakemake.params.stimulus_events,
     output=snakemake.output[0],
 )

@@ -1,4 +1,4 @@
-"""Fit one EEG recording's encoding model (channel x latency targets)."""
+"""Fit one subject's EEG encoding model (channel x latency targets), recordings pooled."""
 
 from neuroflow.encoding.eeg import fit_eeg_encoding
 from neuroflow.workflow.runner import run_job
@@ -11,7 +11,7 @@ spaces = {
 run_job(
     snakemake,
     fit_eeg_encoding,
-    epochs=snakemake.input.epochs,
+    epochs=list(snakemake.input.epochs),
     features=spaces,
     output=snakemake.output[0],
 )

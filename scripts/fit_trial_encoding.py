@@ -12,7 +12,7 @@ run_job(
     snakemake,
     fit_trial_encoding,
     betas=snakemake.input.betas,
-    brain=snakemake.input.brain,
+    brain=snakemake.input.get("brain"),
     features=spaces,
     output=snakemake.output[0],
 )

@@ -8,5 +8,6 @@ run_job(
     preprocess_eeg_recording,
     recording=snakemake.params.recording,
     epochs_output=snakemake.output.epochs,
+    stimulus_events=snakemake.params.stimulus_events,
     continuous_output=snakemake.output.continuous,
 )

@@ -8,5 +8,6 @@ run_job(
     rsa_fmri,
     runs=list(snakemake.input.runs),
     features=snakemake.params.spaces,
+    stimulus_events=snakemake.params.stimulus_events,
     output=snakemake.output[0],
 )

@@ -10,6 +10,7 @@ run_job(
     decoding=list(snakemake.input.decoding),
     rsa=list(snakemake.input.rsa),
     trf=list(snakemake.input.trf),
+    notes=list(snakemake.params.notes),
     table=snakemake.output.table,
     plots_dir=snakemake.output.plots,
 )

@@ -74,10 +74,32 @@ def test_demo_change_reaches_every_stage(default_config: dict) -> None:
     assert _changed(default_config, changed) == set(stage_versions(default_config))
 
 
-def test_filters_do_not_change_versions(default_config: dict) -> None:
+def test_selection_versions_pooled_stages_only(default_config: dict) -> None:
+    """A different choice of recordings is a different result of every stage that pools
+    them (never a rewrite of an existing folder); per-recording stages keep theirs."""
     changed = copy.deepcopy(default_config)
     changed["dataset"]["subjects"] = ["01"]
-    assert _changed(default_config, changed) == set()
+    touched = _changed(default_config, changed)
+    assert not touched & {"demo", "preprocess_fmri", "preprocess_eeg"}
+    pooled = {k for k in stage_versions(default_config) if k.split("/")[0] in POOLED_STAGES}
+    assert pooled <= touched
+    # the same selection spelled differently is the same selection
+    again = copy.deepcopy(default_config)
+    again["dataset"]["subjects"] = ["1"]
+    assert _changed(changed, again) == set()
+
+
+POOLED_STAGES = {
+    "features",
+    "align_features",
+    "encoding",
+    "evaluation",
+    "eeg_encoding",
+    "eeg_evaluation",
+    "decoding",
+    "rsa",
+    "summary",
+}
 
 
 def test_format_version_bump_invalidates_stage(

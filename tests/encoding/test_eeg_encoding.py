@@ -136,7 +136,7 @@ def test_test_stimuli_never_in_training(tmp_path, rng):
     assert explicit == repeated[:2]
     with pytest.raises(ValueError, match="no epoch shows"):
         select_test_stimuli(shown, ["nope"])
-    with pytest.raises(ValueError, match="must be 'repeated'"):
+    with pytest.raises(ValueError, match="must be 'auto', 'repeated' or a list"):
         select_test_stimuli(shown, "all")
     out = fit_eeg_encoding(
         epochs=epochs,
@@ -148,6 +148,22 @@ def test_test_stimuli_never_in_training(tmp_path, rng):
     ds = xr.open_zarr(out)
     assert list(ds["stimulus"].values) == repeated[:4]
     assert ds.attrs["n_train_epochs"] == len(shown) - 4 * 3
+
+
+def test_auto_test_stimuli_follow_the_design():
+    # THINGS-like: 6 test images x 5, 40 training images once -> the test images
+    things = [f"t{i}" for i in range(6) for _ in range(5)] + [f"x{i}" for i in range(40)]
+    assert select_test_stimuli(things, "auto") == [f"t{i}" for i in range(6)]
+    # ds000117-like: every image shown twice (immediate/delayed repeat), a few once ->
+    # a fifth of the twice-shown images, never nearly all of them as `repeated` would
+    faces = [f"f{i}" for i in range(70) for _ in range(2)] + [f"u{i}" for i in range(5)]
+    auto = select_test_stimuli(faces, "auto")
+    assert len(auto) == 15 and all(s.startswith("f") for s in auto)
+    assert len(select_test_stimuli(faces, "repeated")) == 70
+    assert auto == select_test_stimuli(faces, "auto")  # seeded
+    # every stimulus once (a movie): a fifth of them, at least 4 and leaving 2 to train on
+    assert len(select_test_stimuli([f"s{i}" for i in range(7)], "auto")) == 4
+    assert len(select_test_stimuli([f"s{i}" for i in range(5)], "auto")) == 3  # 2 train
 
 
 def test_config_errors(tmp_path, rng):
@@ -253,8 +269,9 @@ def test_schema_and_draft_match_defaults():
     schema = yaml.safe_load((root / "workflow/schemas/eeg_encoding.schema.yaml").read_text())
     Draft202012Validator.check_schema(schema)
     defaults = {k: v["default"] for k, v in schema["properties"].items()}
-    # The workflow sets name and feature spaces per model; `enabled` selects the stage.
-    per_model = {k: v for k, v in defaults.items() if k != "enabled"}
+    # The workflow sets name and feature spaces per model; `enabled` selects the stage and
+    # `models` names the models (it reaches the stage as each model's feature spaces).
+    per_model = {k: v for k, v in defaults.items() if k not in ("enabled", "models")}
     assert {**per_model, "name": None, "feature_spaces": []} == DEFAULT_CONFIG
     draft = yaml.safe_load((root / "config/config.yaml").read_text())
     assert draft["eeg_encoding"] == defaults

@@ -257,8 +257,6 @@ def test_errors(tmp_path: Path, rng) -> None:
         _fit(betas, feats, out, trial_split={"test": ["nope"]})
     with pytest.raises(ValueError, match=r"`trial_split\.cv` must be 'leave-one-stimulus-out'"):
         _fit(betas, feats, out, trial_split={"cv": "leave-one-run-out"})
-    with pytest.raises(ValueError, match=r"grouped_kfold` must be at most the number of train"):
-        _fit(betas, feats, out, trial_split={"cv": {"grouped_kfold": 99}})
     with pytest.raises(ValueError, match=r"'encoding\.trial_split\.tests'\. Did you mean 'test'"):
         _fit(betas, feats, out, trial_split={"tests": "repeated"})
     with pytest.raises(ValueError, match=r"`feature_spaces` names \['high'\]"):

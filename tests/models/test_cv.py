@@ -42,5 +42,14 @@ def test_parse_cv():
 def test_run_splits_errors():
     with pytest.raises(ValueError, match="at least 2 training runs"):
         run_splits(np.zeros(9))
-    with pytest.raises(ValueError, match="at most the number of training runs"):
-        run_splits(np.repeat([0, 1, 2], 3), 4)
+    with pytest.raises(ValueError, match="at least 2 training stimuli, got 1"):
+        run_splits(np.zeros(9), 5, unit="stimulus")
+
+
+def test_run_splits_more_folds_than_groups_is_one_fold_per_group(caplog):
+    groups = np.repeat([0, 1, 2], [3, 4, 2])
+    with caplog.at_level("WARNING", logger="neuroflow.models.cv"):
+        splits = run_splits(groups, 5)
+    assert "there are 3 training runs: using 3 folds" in caplog.text
+    assert [sorted(set(groups[val])) for _, val in splits] == [[0], [1], [2]] or len(splits) == 3
+    assert sorted(int(groups[val][0]) for _, val in splits) == [0, 1, 2]

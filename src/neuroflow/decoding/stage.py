@@ -21,6 +21,7 @@ sign-flip cluster test (:func:`~neuroflow.decoding.temporal.group_cluster_test`)
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -48,8 +49,10 @@ from .temporal import (
 
 __all__ = ["DEFAULT_CONFIG", "FORMAT_VERSION", "STAGE", "decode_eeg", "resolve_config"]
 
+logger = logging.getLogger(__name__)
+
 STAGE = "decode_eeg"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -59,9 +62,11 @@ def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
 
 #: The default ``decoding`` section (mirrored by ``workflow/schemas/decoding.schema.yaml``).
 DEFAULT_CONFIG: dict[str, Any] = {
+    "enabled": True,
+    "feature_spaces": [],
     "seed": 0,
     "decim": 2,
-    "cv_groups": "stimulus",
+    "cv_groups": "auto",
     "n_splits": 5,
     "cluster_alpha": 0.05,
     "classification": {
@@ -122,10 +127,10 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         Every key present.
     """
     cfg = merge_defaults(DEFAULT_CONFIG, dict(config or {}), "decoding")
-    if cfg["cv_groups"] not in ("stimulus", "session"):
+    if cfg["cv_groups"] not in ("auto", "stimulus", "session", "epoch"):
         raise ValueError(
-            f"`decoding.cv_groups` must be 'stimulus' or 'session', got {cfg['cv_groups']!r} "
-            "instead."
+            "`decoding.cv_groups` must be 'auto', 'stimulus', 'session' or 'epoch', got "
+            f"{cfg['cv_groups']!r} instead."
         )
     if not isinstance(cfg["decim"], int) or cfg["decim"] < 1:
         raise ValueError(f"`decoding.decim` must be a positive int, got {cfg['decim']!r} instead.")
@@ -141,7 +146,63 @@ def _cluster_p(result: ClusterResult) -> np.ndarray:
 
 
 def _groups(sub: SubjectEpochs, how: str) -> np.ndarray:
-    return sub.stimulus if how == "stimulus" else sub.session
+    """Groups of feature decoding and identification: a stimulus's repeats stay together
+    (sessions when ``cv_groups`` is ``session``)."""
+    return sub.session if how == "session" else sub.stimulus
+
+
+def stratified_epoch_groups(y: np.ndarray, n_splits: int, seed: int) -> np.ndarray:
+    """Fold of every epoch under stratified k-fold, as CV groups (one group per fold).
+
+    Grouped folds over these groups are exactly :class:`~sklearn.model_selection.
+    StratifiedKFold`'s folds (shuffled with ``seed``), the folds MNE's
+    ``cross_val_multiscore`` uses for classifiers; labels vary within groups, so the
+    permutation null shuffles labels within folds.
+
+    Parameters
+    ----------
+    y : ndarray, shape (n_epochs,)
+        Class labels.
+    n_splits : int
+        Folds (at most the size of the smallest class).
+    seed : int
+        Shuffling seed.
+
+    Returns
+    -------
+    groups : ndarray of int, shape (n_epochs,)
+    """
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(y)
+    smallest = int(np.unique(y, return_counts=True)[1].min())
+    k = max(2, min(int(n_splits), smallest))
+    groups = np.zeros(y.size, dtype=int)
+    folds = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    for fold, (_, test) in enumerate(folds.split(np.zeros((y.size, 1)), y)):
+        groups[test] = fold
+    return groups
+
+
+def classification_groups(
+    sub: SubjectEpochs, y: np.ndarray, how: str, n_splits: int, seed: int
+) -> tuple[np.ndarray, str]:
+    """Cross-validation groups of time-resolved classification, and their kind.
+
+    ``auto`` groups by stimulus when every class holds 2+ distinct stimuli and each
+    stimulus belongs to one class (repeats of an image never straddle a fold); otherwise
+    (events named only by their type, so stimulus = class) epochs are stratified across
+    folds: grouping by stimulus would leave whole classes out of training.
+    """
+    if how == "session":
+        return sub.session, "session"
+    if how == "epoch":
+        return stratified_epoch_groups(y, n_splits, seed), "epoch"
+    one_class_each = all(np.unique(y[sub.stimulus == s]).size == 1 for s in np.unique(sub.stimulus))
+    per_class = [np.unique(sub.stimulus[y == c]).size for c in np.unique(y)]
+    if how == "stimulus" or (one_class_each and min(per_class) >= 2):
+        return sub.stimulus, "stimulus"
+    return stratified_epoch_groups(y, n_splits, seed), "epoch"
 
 
 def _classification(sub, X, cfg, seed) -> dict[str, Any]:
@@ -152,9 +213,10 @@ def _classification(sub, X, cfg, seed) -> dict[str, Any]:
             f"{sub.sources[0]}: `decoding.classification.target` must be 'condition' or "
             f"'stimulus', got {c['target']!r} instead."
         )
-    groups = _groups(sub, cfg["cv_groups"])
+    groups, kind = classification_groups(sub, y, cfg["cv_groups"], cfg["n_splits"], seed)
+    logger.info("sub-%s: classification folds by %s.", sub.subject, kind)
     kw = {"classifier": c["classifier"], "n_splits": cfg["n_splits"], "n_jobs": cfg["n_jobs"]}
-    out: dict[str, Any] = {"chance": 1.0 / np.unique(y).size}
+    out: dict[str, Any] = {"chance": 1.0 / np.unique(y).size, "cv_groups": kind}
     out["score"] = time_resolved_scores(X, y, groups, **kw).mean(axis=0)
     out["null"] = time_resolved_null(
         X, y, groups, n_permutations=c["n_permutations"], seed=seed, **kw
@@ -216,30 +278,34 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
 
 
 def _test_mask(sub: SubjectEpochs, test_condition: str | None) -> np.ndarray:
+    """Epochs of the held-out test stimuli.
+
+    ``test_condition`` names the test epochs' condition; when no epoch has it (a dataset
+    without a THINGS-style test block), or when it is ``None``, the test stimuli are
+    chosen as EEG encoding chooses them (``test: auto``: the most-presented stimuli, or
+    a fifth of them), with a logged line.
+    """
+    from neuroflow.encoding.eeg import select_test_stimuli
+
     if test_condition is not None:
         mask = sub.condition == test_condition
-        if not mask.any():
-            raise ValueError(
-                f"{sub.sources[0]}: no epoch has `condition` {test_condition!r} "
-                "(`decoding.identification.test_condition`)."
-            )
-    else:
-        ids, counts = np.unique(sub.stimulus, return_counts=True)
-        mask = np.isin(sub.stimulus, ids[counts > 1])
-    test_stimuli = np.unique(sub.stimulus[mask])
-    # a stimulus is either a test or a training stimulus, never both
-    return np.isin(sub.stimulus, test_stimuli)
+        if mask.any():
+            test_stimuli = np.unique(sub.stimulus[mask])
+            # a stimulus is either a test or a training stimulus, never both
+            return np.isin(sub.stimulus, test_stimuli)
+        logger.info(
+            "sub-%s: no epoch has condition %r (`identification.test_condition`); test "
+            "stimuli chosen as `eeg_encoding.test: auto` does.",
+            sub.subject,
+            test_condition,
+        )
+    return np.isin(sub.stimulus, select_test_stimuli(sub.stimulus, "auto"))
 
 
 def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray]:
     ic, cc = cfg["identification"], cfg["contrastive"]
     X = bin_window(X3, times, ic["window"], ic["bin_width"])
     test = _test_mask(sub, ic["test_condition"])
-    if test.all() or np.unique(sub.stimulus[test]).size < 2:
-        raise ValueError(
-            f"{sub.sources[0]}: identification needs at least 2 test stimuli and some "
-            "training stimuli (field `condition`)."
-        )
     decoders = ["ridge", "contrastive"] if cc["enabled"] else ["ridge"]
     keys = _metric_names(ic["top_k"])
     n_f, n_m = len(features), len(keys)
@@ -276,19 +342,30 @@ def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray
             preds["contrastive"] = average_by_stimulus(con.transform(X[test]), sub.stimulus[test])[
                 1
             ]
+        # top-k with k >= the number of test stimuli is trivially 1: left undefined
+        top_k = [k for k in ic["top_k"] if int(k) < F_test.shape[0]] or [1]
+        if len(top_k) < len(ic["top_k"]):
+            logger.info(
+                "sub-%s: %d test stimuli; top-k accuracy for k >= %d is left undefined.",
+                sub.subject,
+                F_test.shape[0],
+                F_test.shape[0],
+            )
+        nan = float("nan")
         for j, name in enumerate(decoders):
-            m = identification_metrics(preds[name], F_test, top_k=ic["top_k"])
-            metrics[i, j] = [m[k] for k in keys]
-            chance[i] = [m[f"chance_{k}"] for k in keys]
+            m = identification_metrics(preds[name], F_test, top_k=top_k)
+            metrics[i, j] = [m.get(k, nan) for k in keys]
+            chance[i] = [m.get(f"chance_{k}", nan) for k in keys]
             if ic["n_permutations"]:
                 nl = identification_null(
                     preds[name],
                     F_test,
                     n_permutations=ic["n_permutations"],
-                    top_k=ic["top_k"],
+                    top_k=top_k,
                     seed=seed,
                 )
-                null[i, j] = np.stack([nl[k] for k in keys], axis=1)
+                empty = np.full(ic["n_permutations"], nan)
+                null[i, j] = np.stack([nl.get(k, empty) for k in keys], axis=1)
     with np.errstate(invalid="ignore"):
         better = np.where(
             np.array(keys) == "mean_rank",
@@ -349,35 +426,98 @@ def decode_eeg(
           (feature_space, time).
     """
     cfg = resolve_config(config)
-    if not features:
-        raise ValueError("`features` must name at least one feature store, got none.")
+    features = dict(features or {})
     subjects = load_subject_epochs(epochs)
     seed = int(cfg["seed"])
     names = list(features)
+    parts = _applicable_parts(subjects, features, cfg)
     per_sub: list[dict[str, Any]] = []
     for sub in subjects:
         X = sub.data[:, :, :: cfg["decim"]].astype(np.float64)
         times = sub.times[:: cfg["decim"]]
         res: dict[str, Any] = {}
-        if cfg["classification"]["enabled"]:
+        if parts["classification"] is None:
             res["class"] = _classification(sub, X, cfg, seed)
-        if cfg["features"]["enabled"]:
+        if parts["features"] is None:
             res["feat"] = _feature_time_courses(sub, X, features, cfg, seed)
-        if cfg["identification"]["enabled"]:
+        if parts["identification"] is None:
             res["ident"] = _identification(sub, X, times, features, cfg, seed)
         per_sub.append(res)
-    ds = _dataset(subjects, times, names, per_sub, cfg)
+    run = {k for k, why in parts.items() if why is None}
+    if not run:
+        raise ValueError(
+            f"{subjects[0].sources[0]}: no decoding analysis applies: "
+            + "; ".join(f"{k}: {why}" for k, why in parts.items())
+            + "."
+        )
+    ds = _dataset(subjects, times, names, per_sub, cfg, run)
+    skipped = {k: why for k, why in parts.items() if why is not None and why != "off"}
+    for part, why in skipped.items():
+        logger.info("decode_eeg: %s skipped, %s.", part, why)
     ds.attrs.update(
         {
             "stage": STAGE,
             "feature_models": {n: feature_info(p) for n, p in features.items()},
             "cluster_test": "label permutation, cluster mass (within subject)",
+            "classification_cv_groups": sorted(
+                {r["class"]["cv_groups"] for r in per_sub if "class" in r}
+            ),
+            "skipped": skipped,
         }
     )
     return write_dataset(ds, output, provenance=provenance)
 
 
-def _dataset(subjects, times, names, per_sub, cfg) -> xr.Dataset:
+def _applicable_parts(
+    subjects: Sequence[SubjectEpochs], features: Mapping[str, Any], cfg: Mapping[str, Any]
+) -> dict[str, str | None]:
+    """Why each decoding analysis cannot run (None when it runs; "off" when disabled)."""
+    from neuroflow.encoding.eeg import select_test_stimuli
+
+    out: dict[str, str | None] = {}
+    c = cfg["classification"]
+    if not c["enabled"]:
+        out["classification"] = "off"
+    else:
+        labels = [
+            np.unique(s.condition if c["target"] == "condition" else s.stimulus) for s in subjects
+        ]
+        few = [s.subject for s, lab in zip(subjects, labels, strict=True) if lab.size < 2]
+        out["classification"] = (
+            f"sub-{', sub-'.join(few)} have fewer than 2 classes of `{c['target']}`"
+            if few
+            else None
+        )
+    for part in ("features", "identification"):
+        if not cfg[part]["enabled"]:
+            out[part] = "off"
+        elif not features:
+            out[part] = "no feature space to decode (`decoding.feature_spaces`)"
+        else:
+            out[part] = None
+    if out["identification"] is None:
+        for sub in subjects:
+            cond = cfg["identification"]["test_condition"]
+            if cond is not None and (sub.condition == cond).any():
+                test = np.unique(sub.stimulus[sub.condition == cond])
+            else:
+                test = np.asarray(select_test_stimuli(sub.stimulus, "auto"))
+            n_train = np.setdiff1d(np.unique(sub.stimulus), test).size
+            if test.size < 2 or n_train < 2:
+                out["identification"] = (
+                    f"sub-{sub.subject} has {test.size} test and {n_train} training stimuli "
+                    "(2 of each are needed)"
+                )
+                break
+    for part in ("features",):
+        if out[part] is None:
+            few = [s.subject for s in subjects if np.unique(s.stimulus).size < 3]
+            if few:
+                out[part] = f"sub-{', sub-'.join(few)} show fewer than 3 distinct stimuli"
+    return out
+
+
+def _dataset(subjects, times, names, per_sub, cfg, run) -> xr.Dataset:
     coords: dict[str, Any] = {
         "subject": _obj([s.subject for s in subjects]),
         "time": ("time", times, {"units": "s"}),
@@ -385,7 +525,7 @@ def _dataset(subjects, times, names, per_sub, cfg) -> xr.Dataset:
     }
     data: dict[str, Any] = {}
     alpha = cfg["cluster_alpha"]
-    if cfg["classification"]["enabled"]:
+    if "classification" in run:
         cl = [r["class"] for r in per_sub]
         data["class_score"] = (("subject", "time"), np.stack([c["score"] for c in cl]))
         data["class_null"] = (("subject", "permutation", "time"), np.stack([c["null"] for c in cl]))
@@ -399,7 +539,7 @@ def _dataset(subjects, times, names, per_sub, cfg) -> xr.Dataset:
         if len(cl) >= 2:
             g = group_cluster_test(data["class_score"][1], float(np.mean(data["class_chance"][1])))
             data["group_class_cluster_p"] = (("time",), _cluster_p(g))
-    if cfg["features"]["enabled"]:
+    if "features" in run:
         ft = [r["feat"] for r in per_sub]
         dims = ("subject", "feature_space", "time")
         for key in ("score", "null_mean", "cluster_p"):
@@ -416,7 +556,7 @@ def _dataset(subjects, times, names, per_sub, cfg) -> xr.Dataset:
                 for i in range(len(names))
             ]
             data["group_feature_cluster_p"] = (("feature_space", "time"), np.stack(ps))
-    if cfg["identification"]["enabled"]:
+    if "identification" in run:
         idn = [r["ident"] for r in per_sub]
         coords["decoder"] = _obj(idn[0]["decoders"])
         coords["metric"] = _obj(_metric_names(cfg["identification"]["top_k"]))

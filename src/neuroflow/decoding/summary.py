@@ -192,7 +192,9 @@ def append_rows(table: pd.DataFrame, path: str | os.PathLike) -> Path:
     """
     path = Path(path)
     if path.exists():
-        old = pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=False)
+        old = pd.read_csv(
+            path, sep="\t", na_values=["n/a"], keep_default_na=False, dtype={"subject": str}
+        )
         columns = list(old.columns) + [c for c in table.columns if c not in old.columns]
         out = pd.concat([old, table], ignore_index=True)[columns]
     else:

@@ -56,7 +56,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "alphas": {"start": 0.0, "stop": 6.0, "num": 13},
     "cv": {"grouped_kfold": 5},
     "scoring": "r2",
-    "test": "repeated",
+    "test": "auto",
+    "test_fraction": 0.2,
     "standardize": True,
     "tmin": None,
     "tmax": None,
@@ -74,6 +75,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "dtype": "float32",
 }
 _VOLT_TO_UV = 1e6
+#: Fewest held-out stimuli ``test: auto`` draws when counts do not single out a test set.
+MIN_TEST_STIMULI = 4
 
 
 def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -95,15 +98,31 @@ def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- helpers
-def select_test_stimuli(stimuli: Sequence[str], test: str | Sequence[str]) -> list[str]:
+def select_test_stimuli(
+    stimuli: Sequence[str],
+    test: str | Sequence[str],
+    *,
+    fraction: float = 0.2,
+    seed: int = 0,
+) -> list[str]:
     """Stimuli held out for testing, in order of first presentation.
 
     Parameters
     ----------
     stimuli : sequence of str, shape (n_epochs,)
         Stimulus id of every epoch or event.
-    test : "repeated" | sequence of str
-        ``"repeated"``: every stimulus presented more than once; else explicit ids.
+    test : "auto" | "repeated" | sequence of str
+        ``"auto"``: the most-presented stimuli when some stimuli are presented more
+        often than others and those are at most half of all (THINGS-EEG's test images);
+        otherwise (every stimulus shown equally often, or immediate and delayed repeats
+        of most images as in ds000117) a random ``fraction`` of the stimuli, drawn with
+        ``seed`` among those shown the most common number of times. ``"repeated"``:
+        every stimulus presented more than once. Else explicit ids.
+    fraction : float
+        Share of the stimuli ``"auto"`` draws when counts do not single out a test set
+        (at least :data:`MIN_TEST_STIMULI`, leaving at least 2 to train on).
+    seed : int
+        Seed of that draw.
 
     Returns
     -------
@@ -112,12 +131,29 @@ def select_test_stimuli(stimuli: Sequence[str], test: str | Sequence[str]) -> li
     """
     ids = [str(s) for s in stimuli]
     counts = Counter(ids)
+    order = list(dict.fromkeys(ids))
     if isinstance(test, str):
-        if test != "repeated":
+        if test == "repeated":
+            return [s for s in order if counts[s] > 1]
+        if test != "auto":
             raise ValueError(
-                f"`test` must be 'repeated' or a list of stimulus ids, got {test!r} instead."
+                f"`test` must be 'auto', 'repeated' or a list of stimulus ids, got {test!r} "
+                "instead."
             )
-        return [s for s in dict.fromkeys(ids) if counts[s] > 1]
+        top = max(counts.values(), default=0)
+        most = [s for s in order if counts[s] == top]
+        if top > min(counts.values(), default=0) and len(most) <= len(order) / 2:
+            return most
+        # draw among the stimuli shown the most common number of times, so that the
+        # test stimuli share one repeat count (and keep their repeats)
+        mode = Counter(counts.values()).most_common(1)[0][0]
+        pool = sorted(s for s in order if counts[s] == mode)
+        # at least MIN_TEST_STIMULI (scores and their permutation test need a few), and
+        # at least 2 stimuli left to train on
+        wanted = max(MIN_TEST_STIMULI, round(fraction * len(order)))
+        n_test = max(1, min(len(pool), wanted, len(order) - 2))
+        picked = set(np.random.default_rng(seed).choice(pool, n_test, replace=False))
+        return [s for s in order if s in picked]
     wanted = [str(s) for s in test]
     missing = [s for s in wanted if s not in counts]
     if missing:
@@ -182,7 +218,7 @@ def fit_epochs_ridge(
         )
     flat = Y.reshape(Y.shape[0], -1).astype(np.float32)
     y_mean = flat.mean(0)
-    splits = run_splits(np.asarray(groups), n_splits)
+    splits = run_splits(np.asarray(groups), n_splits, unit="stimulus")
     result = ridge_cv(
         X,
         flat - y_mean,
@@ -239,9 +275,11 @@ def _features(
     features: Mapping[str, Path], spaces: Sequence[str], ids: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Concatenated feature rows of ``ids`` and the space of every column."""
+    from neuroflow.decoding.inputs import stimulus_features
+
     blocks, labels = [], []
     for s in spaces:
-        rows = features_for_stimuli(features[s], ids).astype(np.float64)
+        rows = stimulus_features(features[s], ids)
         if not np.all(np.isfinite(rows)):
             raise ValueError(f"{features[s]}: field `features` holds non-finite values.")
         blocks.append(rows)
@@ -300,23 +338,26 @@ def _test_repeats(stimuli: np.ndarray, test_ids: Sequence[str]) -> np.ndarray:
 # --------------------------------------------------------------------------- epochs
 def fit_eeg_encoding(
     *,
-    epochs: Path,
+    epochs: Path | Sequence[Path],
     features: dict[str, Path],
     output: Path,
     config: dict,
     provenance: dict,
 ) -> Path:
-    """Fit per time point encoding models on epochs and predict held-out stimuli.
+    """Fit per time point encoding models on one subject's epochs; predict held-out stimuli.
 
     Parameters
     ----------
-    epochs : Path
-        Epochs store of ONE recording (from ``preprocess_eeg``): ``epochs`` (epoch,
-        channel, time) in V with coordinate ``stimulus`` on ``epoch``.
+    epochs : Path | list of Path
+        Epochs stores of ONE subject's recordings (from ``preprocess_eeg``), pooled:
+        ``epochs`` (epoch, channel, time) in V with coordinate ``stimulus`` on
+        ``epoch``; recordings share their time grid, and are pooled on the channels
+        they all have.
     features : dict of str to Path
         Feature stores (``features`` (stimulus, feature), coordinate ``stimulus``) by
         feature-space name; the spaces in ``config["feature_spaces"]`` (default: all)
-        are concatenated.
+        are concatenated. Frame- or word-level stores give each stimulus the mean of
+        its rows.
     output : Path
         Output store.
     config : dict
@@ -335,32 +376,46 @@ def fit_eeg_encoding(
         ``latency``: ``r_course`` (test r against the repeat mean, averaged over
         channels) and ``cv_course``; ``peak_latency`` (s, of ``r_course``).
     """
+    from neuroflow.decoding.inputs import load_subject_epochs
+
     cfg = with_defaults(config)
-    epochs = Path(epochs)
+    paths = [Path(epochs)] if isinstance(epochs, str | Path) else [Path(p) for p in epochs]
     spaces = select_feature_spaces(cfg, features)
-    ds = _load_epochs(epochs)
-    stimuli = _strings(ds["stimulus"].values)
-    times = np.asarray(ds["time"].values, dtype=float)
+    for path in paths:
+        _load_epochs(path)
+    subjects = load_subject_epochs(paths)
+    if len(subjects) != 1:
+        raise ValueError(
+            f"`epochs` must hold the recordings of one subject, got subjects "
+            f"{[s.subject for s in subjects]} instead."
+        )
+    sub = subjects[0]
+    where = paths[0] if len(paths) == 1 else f"sub-{sub.subject} ({len(paths)} recordings)"
+    stimuli = sub.stimulus
+    times = sub.times
     keep_t = _time_window(times, cfg)
     latencies = times[keep_t]
-    channels = _strings(ds["channel"].values)
+    channels = sub.channels
 
-    test_ids = select_test_stimuli(stimuli, cfg["test"])
+    test_ids = select_test_stimuli(
+        stimuli, cfg["test"], fraction=float(cfg["test_fraction"]), seed=0
+    )
     if not test_ids:
         raise ValueError(
-            f"{epochs}: no stimulus is shown more than once, so `test: repeated` selects "
-            "no test stimuli; list them explicitly."
+            f"{where}: no stimulus is shown more than once, so `test: repeated` selects "
+            "no test stimuli; use `test: auto` or list them explicitly."
         )
     is_test = np.isin(stimuli, test_ids)
     train = np.flatnonzero(~is_test)
     if np.unique(stimuli[train]).size < 2:
         raise ValueError(
-            f"{epochs}: at least 2 training stimuli are needed, got "
-            f"{np.unique(stimuli[train]).size} instead."
+            f"{where}: at least 2 training stimuli are needed, got "
+            f"{np.unique(stimuli[train]).size} instead ({len(test_ids)} of "
+            f"{np.unique(stimuli).size} stimuli are held out by `test` {cfg['test']!r})."
         )
-    data = np.asarray(ds["epochs"].values[:, :, keep_t], dtype=np.float32) * _VOLT_TO_UV
+    data = sub.data[:, :, keep_t] * np.float32(_VOLT_TO_UV)
     if not np.all(np.isfinite(data)):
-        raise ValueError(f"{epochs}: field `epochs` holds non-finite values.")
+        raise ValueError(f"{where}: field `epochs` holds non-finite values.")
     data = data.transpose(0, 2, 1)  # (epoch, latency, channel)
 
     X, space_of = _features(features, spaces, stimuli)
@@ -392,11 +447,12 @@ def fit_eeg_encoding(
     peak = peak_latency(r_course, latencies)
     logger.info("Test r course peaks at %.3f s (%.3f).", peak, np.nanmax(r_course))
 
+    first = open_dataset(paths[0])
     ds_out = _epochs_output(
         y_pred, y_test, result, test_ids, latencies, channels, r_course, cv_course, peak
     )
     ds_out.attrs.update(
-        subject=str((ds.attrs.get("entities") or {}).get("subject", "n/a")),
+        subject=sub.subject,
         model=str(cfg.get("name") or "+".join(spaces)),
         feature_spaces=list(spaces),
         n_features={s: int((space_of == s).sum()) for s in spaces},
@@ -406,9 +462,11 @@ def fit_eeg_encoding(
         tr=1.0,
         sample="test stimulus",
         exchangeable_samples=True,
-        sfreq=float(ds.attrs.get("sfreq", np.nan)),
+        sfreq=float(first.attrs.get("sfreq", np.nan)),
+        recordings=[str(p) for p in paths],
         n_train_epochs=int(train.size),
         n_train_stimuli=int(np.unique(stimuli[train]).size),
+        n_test_stimuli=len(test_ids),
         n_test_repeats=int(reps.shape[0]),
         device=str(device),
         dtype=cfg["dtype"],

@@ -8,7 +8,7 @@ same stimuli are kept as separate repeats of the observed responses.
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +19,8 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
-from neuroflow.io.records import entity_key
+from neuroflow.io.events import MISSING as _MISSING
+from neuroflow.io.records import entity_key, run_matches
 from neuroflow.models import (
     banded_ridge_cv,
     parse_cv,
@@ -29,8 +30,11 @@ from neuroflow.models import (
     run_splits,
 )
 from neuroflow.models.delays import apply_delays
+from neuroflow.workflow.design import auto_test_runs
 
 __all__ = ["DEFAULT_CONFIG", "fit_encoding", "make_alphas", "with_defaults"]
+
+logger = logging.getLogger(__name__)
 
 #: Defaults of the ``encoding`` configuration section (mirrors its JSON schema).
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -40,7 +44,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "cv": "leave-one-run-out",
     "scoring": "r2",
     "delays": {"method": "hrf", "lags": [1, 2, 3, 4], "hrf_model": "glover"},
-    "split": {"test_runs": ["4", "5"]},
+    "split": {"test_runs": "auto"},
+    "target": "voxels",
     "standardize": True,
     "filter_design": True,
     "banded": {"n_iter": 100, "concentration": [0.1, 1.0], "random_state": 0},
@@ -95,10 +100,40 @@ class _Run:
     features: dict[str, np.ndarray] = field(default_factory=dict)  # space -> (n_times, n_feat)
     stimuli: Any = None
     nuisance: np.ndarray | None = None  # (n_times, n_nuisance), orthonormal columns
+    sequence: tuple[str, ...] = ()  # stim_file of every event, in order
 
 
-def _load_brain(path: Path) -> tuple[_Run, xr.Dataset]:
+def _as_parcels(ds: xr.Dataset, path: Path) -> xr.Dataset:
+    """A run store whose targets are its parcel means (``parcel_bold``) instead of voxels."""
+    if "parcel_bold" not in ds:
+        if ds.attrs.get("target_kind") == "parcel":
+            return ds  # time series of parcels already
+        raise ValueError(
+            f"{path}: `encoding.target: parcels` needs the variable `parcel_bold` (time, "
+            "parcel); set `preprocess_fmri.rois.parcels: true` with an atlas."
+        )
+    names = [str(v) for v in ds["parcel"].values]
+    out = xr.Dataset(
+        {"bold": (("time", "voxel"), ds["parcel_bold"].values, dict(ds["bold"].attrs))},
+        coords={
+            "time": ds["time"],
+            "voxel": ("voxel", np.arange(len(names))),
+            "roi": ("voxel", np.array(names, dtype=object)),
+        },
+        attrs={**ds.attrs, "target_kind": "parcel"},
+    )
+    if "nuisance_basis" in ds:
+        out["nuisance_basis"] = ds["nuisance_basis"]
+    for name in ds.variables:
+        if ds[name].dims == ("event",):
+            out[name] = ds[name]
+    return out
+
+
+def _load_brain(path: Path, target: str = "voxels") -> tuple[_Run, xr.Dataset]:
     ds = open_dataset(path)
+    if target == "parcels":
+        ds = _as_parcels(ds, path)
     if "bold" not in ds:
         raise ValueError(f"{path}: variable `bold` is missing.")
     if ds["bold"].dims != ("time", "voxel"):
@@ -113,6 +148,10 @@ def _load_brain(path: Path) -> tuple[_Run, xr.Dataset]:
     key = entity_key(*(entities.get(n) for n in names))
     run = _Run(path, key, entities, bold, np.asarray(ds["time"].values))
     run.stimuli = ds.attrs.get("stim_files")
+    if "stim_file" in ds.variables:
+        run.sequence = tuple(
+            str(v) for v in ds["stim_file"].values if str(v).strip().lower() not in _MISSING
+        )
     if "nuisance_basis" in ds:
         basis = ds["nuisance_basis"]
         if basis.dims != ("time", "nuisance") or basis.shape[0] != bold.shape[0]:
@@ -150,26 +189,9 @@ def _layer_of(path: Path) -> str:
     return str(source.get("layer", "n/a")) if isinstance(source, Mapping) else "n/a"
 
 
-def _normalise_label(label: Any) -> str:
-    text = str(label)
-    return text.lstrip("0") or "0" if text.isdigit() else text
-
-
 def _is_test(entities: Mapping[str, Any], labels: Sequence[Any]) -> bool:
-    """Whether a run is named by ``split.test_runs`` (run label, or ``ses-X_run-Y``)."""
-    run = entities.get("run")
-    wanted = {_normalise_label(lab) for lab in labels}
-    if run is not None and _normalise_label(run) in wanted:
-        return True
-    for lab in labels:
-        m = re.fullmatch(r"ses-([^_]+)_run-(.+)", str(lab))
-        if (
-            m
-            and str(entities.get("session")) == m[1]
-            and _normalise_label(run) == _normalise_label(m[2])
-        ):
-            return True
-    return False
+    """Whether a run is named by ``split.test_runs`` (see :func:`run_matches`)."""
+    return run_matches(entities, labels)
 
 
 def _same_stimuli(a: _Run, b: _Run) -> bool:
@@ -198,6 +220,26 @@ def group_repeats(runs: Sequence[_Run]) -> list[list[int]]:
         else:
             groups.append([i])
     return groups
+
+
+#: Contiguous blocks that stand in for runs when a subject has one training run.
+N_BLOCKS_ONE_RUN = 5
+
+
+def _cv_groups(train: Sequence[_Run]) -> np.ndarray:
+    """Cross-validation group of every training sample: its run, or, with one training
+    run, one of :data:`N_BLOCKS_ONE_RUN` contiguous blocks of it."""
+    if len(train) >= 2:
+        return np.concatenate([np.full(r.bold.shape[0], i) for i, r in enumerate(train)])
+    n = train[0].bold.shape[0]
+    logger.info(
+        "One training run (%s): cross-validation over %d contiguous blocks of it.",
+        train[0].key,
+        N_BLOCKS_ONE_RUN,
+    )
+    return np.repeat(
+        np.arange(N_BLOCKS_ONE_RUN), np.diff(np.linspace(0, n, N_BLOCKS_ONE_RUN + 1).astype(int))
+    )
 
 
 def _standardizer(
@@ -331,9 +373,12 @@ def fit_encoding(
                 f"Feature space {s!r} has {len(features[s])} stores for {len(brain)} brain runs."
             )
 
-    runs, first = _load_all(brain, features, spaces)
+    runs, first = _load_all(brain, features, spaces, cfg["target"])
     tr = float(first.attrs["tr"])
-    is_test = [_is_test(r.entities, cfg["split"]["test_runs"]) for r in runs]
+    test_runs = cfg["split"]["test_runs"]
+    if test_runs == "auto":
+        test_runs = auto_test_runs([r.key for r in runs], {r.key: r.sequence for r in runs})
+    is_test = [_is_test(r.entities, test_runs) for r in runs]
     train = [r for r, t in zip(runs, is_test, strict=True) if not t]
     test = [r for r, t in zip(runs, is_test, strict=True) if t]
     if not test:
@@ -341,8 +386,11 @@ def fit_encoding(
             f"`split.test_runs` {cfg['split']['test_runs']} matches none of the runs "
             f"{[r.key for r in runs]}."
         )
-    if len(train) < 2:
-        raise ValueError(f"At least 2 training runs are needed, got {len(train)} instead.")
+    if not train:
+        raise ValueError(
+            f"`split.test_runs` {cfg['split']['test_runs']} holds out every run "
+            f"{[r.key for r in runs]}; at least 1 training run is needed."
+        )
 
     stats = _standardizer(train, spaces, bool(cfg["standardize"]))
     delays = cfg["delays"]
@@ -356,7 +404,7 @@ def fit_encoding(
     Y_train = Y_train - y_mean
     x_means = [X.mean(0) for X in Xs_train]
     Xs_train = [X - m for X, m in zip(Xs_train, x_means, strict=True)]
-    groups = np.concatenate([np.full(r.bold.shape[0], i) for i, r in enumerate(train)])
+    groups = _cv_groups(train)
     splits = run_splits(groups, parse_cv(cfg["cv"]))
 
     device = resolve_device(cfg["device"])
@@ -445,12 +493,15 @@ def fit_encoding(
 
 
 def _load_all(
-    brain: Sequence[Path], features: Mapping[str, Sequence[Path]], spaces: Sequence[str]
+    brain: Sequence[Path],
+    features: Mapping[str, Sequence[Path]],
+    spaces: Sequence[str],
+    target: str = "voxels",
 ) -> tuple[list[_Run], xr.Dataset]:
     runs: list[_Run] = []
     first: xr.Dataset | None = None
     for i, path in enumerate(brain):
-        run, ds = _load_brain(path)
+        run, ds = _load_brain(path, target)
         if first is None:
             first = ds
         else:

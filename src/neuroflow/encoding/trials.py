@@ -181,13 +181,7 @@ def stimulus_splits(stimuli: np.ndarray, n_splits: int | None) -> list[tuple[np.
     splits : list of (ndarray, ndarray)
         Training and validation trial indices of each fold.
     """
-    n_stimuli = np.unique(stimuli).size
-    if n_splits is not None and n_splits > n_stimuli:
-        raise ValueError(
-            "`trial_split.cv.grouped_kfold` must be at most the number of training "
-            f"stimuli ({n_stimuli}), got {n_splits} instead."
-        )
-    return run_splits(stimuli, n_splits)
+    return run_splits(stimuli, n_splits, unit="stimulus")
 
 
 def _split_config(cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -292,6 +292,19 @@ def trf_figures(stores: Sequence[xr.Dataset], plots_dir: str | os.PathLike) -> l
     return out
 
 
+def _table_dataset(table: pd.DataFrame) -> xr.Dataset:
+    """A tidy table as a dataset with one ``row`` dim (numbers as float, the rest as text)."""
+    data = {}
+    for column in table.columns:
+        values = table[column]
+        numeric = pd.to_numeric(values, errors="coerce")
+        if numeric.notna().sum() == values.notna().sum():
+            data[column] = ("row", numeric.to_numpy(dtype=float))
+        else:
+            data[column] = ("row", values.fillna("n/a").astype(str).to_numpy(dtype=object))
+    return xr.Dataset(data, coords={"row": np.arange(len(table))})
+
+
 def summarize_all(
     *,
     scores: Sequence[str | os.PathLike],
@@ -302,13 +315,15 @@ def summarize_all(
     decoding: Sequence[str | os.PathLike] = (),
     rsa: Sequence[str | os.PathLike] = (),
     trf: Sequence[str | os.PathLike] | None = (),
+    notes: Sequence[str] = (),
 ) -> Path:
     """Summarise encoding scores, decoding, RSA and TRFs into one table and figures.
 
     Parameters
     ----------
     scores : list of path-like
-        Per-target score stores of the encoding models.
+        Per-target score stores of the encoding models (may be empty: an EEG-only
+        dataset has none).
     table : path-like
         Tidy TSV: one row per subject x model x feature space x layer x ROI
         (encoding), then the decoding, RSA and TRF rows (``analysis``, ``metric``,
@@ -324,20 +339,35 @@ def summarize_all(
     trf : list of path-like | None
         Stores of the EEG TRF stage (may be empty or None); one power figure per
         model (``trf_<model>_power.png``).
+    notes : list of str
+        Analyses the workflow left out, with their reasons; logged and kept in the
+        summary store's provenance (``notes``).
 
     Returns
     -------
     table : Path
-        The written table.
+        The written table. Beside it, ``scores.zarr`` holds the across-subject
+        encoding summary (roi, model) when there are encoding scores, else the tidy
+        table itself (one ``row`` per line of the TSV).
     """
+    from neuroflow.artifacts import atomic_directory, write_dataset
     from neuroflow.decoding.summary import append_rows, decoding_rows, rsa_rows
-    from neuroflow.evaluation.stage import summarize_scores
+    from neuroflow.evaluation.stage import _write_table, summarize_scores
+    from neuroflow.evaluation.summary import SUMMARY_COLUMNS
 
     table = Path(table)
     plots_dir = Path(plots_dir)
-    summarize_scores(
-        scores=list(scores), table=table, plots_dir=plots_dir, config=config, provenance=provenance
-    )
+    record = {**dict(provenance), "notes": list(notes)}
+    for note in notes:
+        logger.info("Left out: %s", note)
+    if scores:
+        summarize_scores(
+            scores=list(scores), table=table, plots_dir=plots_dir, config=config, provenance=record
+        )
+    else:
+        _write_table(pd.DataFrame(columns=list(SUMMARY_COLUMNS)), table)
+        with atomic_directory(plots_dir):
+            pass
     plots_enabled = bool((config.get("plots") or {}).get("enabled", True))
     alpha = float((config.get("fdr") or {}).get("alpha", 0.05))
     rows: list[pd.DataFrame] = []
@@ -359,9 +389,17 @@ def summarize_all(
             trf_figures(stores, plots_dir)
     if rows:
         append_rows(pd.concat(rows, ignore_index=True), table)
-        merged = pd.read_csv(table, sep="\t", na_values=["n/a"], keep_default_na=False)
-        merged["analysis"] = merged["analysis"].fillna("encoding")
+    merged = pd.read_csv(
+        table, sep="\t", na_values=["n/a"], keep_default_na=False, dtype={"subject": str}
+    )
+    if rows or "analysis" not in merged.columns:
+        # every row names its analysis, encoding tables alone included
+        merged["analysis"] = (
+            merged["analysis"].fillna("encoding") if "analysis" in merged else "encoding"
+        )
         merged.to_csv(table, sep="\t", index=False, na_rep="n/a")
+    if not scores:
+        write_dataset(_table_dataset(merged), table.with_suffix(".zarr"), provenance=record)
     logger.info(
         "Summary of %d score stores, %d decoding, %d RSA and %d TRF stores written to %s.",
         len(scores),

@@ -7,6 +7,7 @@ subject and across subjects, with figures.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
@@ -37,6 +38,8 @@ from neuroflow.evaluation.summary import (
     group_summary,
     roi_summary,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -203,7 +206,15 @@ def evaluate_model(
         block = 1
     else:
         block = block_length_samples(perm, float(ds.attrs["tr"]), n_times)
-    if perm["n_permutations"] > 0:
+    if perm["n_permutations"] > 0 and n_times < 4:
+        logger.warning(
+            "%s: %d test samples are too few for a permutation test (4 are needed); "
+            "p-values are left undefined.",
+            prediction,
+            n_times,
+        )
+        p_value = np.full(r.shape, np.nan)
+    elif perm["n_permutations"] > 0:
         _, p_value = permutation_test(
             y_mean,
             y_pred,
@@ -347,6 +358,20 @@ def _group_dataset(group: pd.DataFrame) -> xr.Dataset:
     return xr.Dataset(data_vars, coords=coords, attrs=attrs)
 
 
+#: Most ROIs drawn in the ROI bar charts (parcellations have hundreds).
+MAX_BAR_ROIS = 30
+
+
+def _bar_rows(per_subject: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the ROI bar charts: every ROI, or the best :data:`MAX_BAR_ROIS` by mean r."""
+    rois = per_subject["roi"].unique()
+    if len(rois) <= MAX_BAR_ROIS:
+        return per_subject
+    best = per_subject[per_subject["roi"] != "all"].groupby("roi")["mean_r"].mean()
+    keep = set(best.sort_values(ascending=False).index[:MAX_BAR_ROIS]) | {"all"}
+    return per_subject[per_subject["roi"].isin(keep)]
+
+
 def _write_table(table: pd.DataFrame, path: Path) -> None:
     """Write a TSV atomically (``n/a`` for missing values)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -371,7 +396,9 @@ def _brain_maps(
             continue
         missing = [c for c in ("i", "j", "k") if c not in ds.coords]
         if missing:
-            raise ValueError(f"{path}: coordinate(s) {missing} missing from the score store.")
+            # parcel or vertex targets have no voxel grid position: no brain map
+            logger.info("%s: targets have no voxel indices %s; no brain map drawn.", path, missing)
+            continue
         ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1).astype(np.int64)
         name = (
             f"sub-{_safe(_label(ds.attrs['subject']))}_model-{_safe(_label(ds.attrs['model']))}"
@@ -448,7 +475,7 @@ def summarize_scores(
     with atomic_directory(plots_dir) as tmp:
         if plots["enabled"]:
             _brain_maps(stores, plots, tmp)
-            bars = per_subject.assign(model=_model_labels(per_subject))
+            bars = _bar_rows(per_subject.assign(model=_model_labels(per_subject)))
             for metric in ("mean_r", "mean_r_normalized"):
                 fig = plot_roi_bars(
                     bars,

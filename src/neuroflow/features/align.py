@@ -14,8 +14,17 @@ in time, then rows are averaged within each TR (or Lanczos-resampled):
   stage as ``event_<column>``) take, in order, the word rows of their
   ``stim_file`` and keep their own onset and duration.
 
+A store of the ``events`` extractor (:mod:`neuroflow.features.events`) is
+aligned per event, not per stimulus id: every event of the run gets the row
+encoded from its own cells (so a parametric modulator varies per event, and
+events without a ``stim_file`` work), with the store's ``feature_name`` columns.
+
+With ``stimulus_events`` (the ``dataset.stimulus_events`` setting), events that
+:func:`neuroflow.io.events.stimulus_mask` rejects are not placed.
+
 EEG/MEG epochs: :func:`features_for_stimuli` picks one row per epoch by
-stimulus id.
+stimulus id; :func:`canonical_ids` maps ids of identical stimulus files (see
+:func:`neuroflow.features.extract.extract_features`) to one id.
 """
 
 from __future__ import annotations
@@ -31,18 +40,20 @@ import xarray as xr
 
 from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
 from neuroflow.features.config import fill_alignment
+from neuroflow.features.events import event_feature_rows, event_ids, events_spec
+from neuroflow.io.events import MISSING as _MISSING
+from neuroflow.io.events import events_from_store, stimulus_mask
 
 __all__ = [
     "Placements",
     "align_features",
     "average_weights",
+    "canonical_ids",
     "delay_features",
     "features_for_stimuli",
     "lanczos_weights",
     "place_rows",
 ]
-
-_MISSING = {"", "n/a", "nan", "none"}
 
 
 def features_for_stimuli(
@@ -78,6 +89,41 @@ def features_for_stimuli(
     unique, inverse = np.unique(rows, return_inverse=True)
     data = ds["features"].isel(stimulus=unique).values.astype(np.float32)
     return data[inverse]
+
+
+def canonical_ids(
+    features_store: str | os.PathLike | xr.Dataset, stimulus_ids: Sequence[str]
+) -> np.ndarray:
+    """The id under which each stimulus's file was first seen (identical files are one stimulus).
+
+    Parameters
+    ----------
+    features_store : path-like | xarray.Dataset
+        A store written by :func:`neuroflow.features.extract.extract_features`.
+    stimulus_ids : sequence of str
+        Ids of rows (``stimulus`` coordinate) or of the clips that frame rows
+        come from (``source_stimulus``).
+
+    Returns
+    -------
+    ids : ndarray of str, shape (n_ids,)
+        The ``canonical_stimulus`` of each id (for a clip id, the clip of its
+        first frame row's canonical frame); an id the store does not alias,
+        or any id of a store without that coordinate, maps to itself.
+    """
+    ds = features_store if isinstance(features_store, xr.Dataset) else open_dataset(features_store)
+    ids = [str(s) for s in stimulus_ids]
+    if "canonical_stimulus" not in ds.coords:
+        return np.array(ids, dtype=str)
+    rows = [str(s) for s in ds["stimulus"].values]
+    firsts = [str(s) for s in ds["canonical_stimulus"].values]
+    mapping = dict(zip(rows, firsts, strict=True))
+    if "source_stimulus" in ds.coords:
+        sources = [str(s) for s in ds["source_stimulus"].values]
+        source_of = dict(zip(rows, sources, strict=True))
+        for source, first in zip(sources, firsts, strict=True):
+            mapping.setdefault(source, source_of.get(first, source))
+    return np.array([mapping.get(s, s) for s in ids], dtype=str)
 
 
 def _intervals(times: np.ndarray, tr: float, reference: str) -> tuple[np.ndarray, np.ndarray]:
@@ -422,6 +468,64 @@ def place_rows(
     )
 
 
+def _place_stimuli(
+    fds: xr.Dataset,
+    bds: xr.Dataset,
+    brain: Path,
+    features: Path,
+    cfg: Mapping[str, Any],
+    stimulus_events: Mapping[str, Any] | None,
+) -> tuple[Placements, np.ndarray]:
+    """Placed rows of a per-stimulus, per-frame or per-word store, and their features."""
+    onsets, durations, stims = _events(bds, brain)
+    column = str(fds.attrs.get("transcript_column") or "word")
+    words = _event_words(bds, column) if "word_onset" in fds.coords else None
+    if stimulus_events is not None:
+        keep = stimulus_mask(events_from_store(bds), stimulus_events, where=brain)
+        onsets, durations = onsets[keep], durations[keep]
+        stims = [s for s, k in zip(stims, keep, strict=True) if k]
+        if words is not None:
+            words = [w for w, k in zip(words, keep, strict=True) if k]
+    placed = place_rows(
+        fds, onsets, durations, stims, event_words=words, column=column, where=str(brain)
+    )
+    if placed.skipped and cfg["missing"] == "error":
+        raise ValueError(
+            f"{brain}: `stim_file` value(s) {sorted(set(placed.skipped))[:5]} have no features "
+            f"in {features}; extract them or set `missing: skip`."
+        )
+    unique, inverse = np.unique(placed.rows, return_inverse=True)
+    data = fds["features"].isel(stimulus=unique).values.astype(np.float64)
+    rows = data[inverse] if placed.rows.size else np.zeros((0, fds.sizes["feature"]))
+    return placed, rows
+
+
+def _place_events(
+    fds: xr.Dataset,
+    bds: xr.Dataset,
+    brain: Path,
+    stimulus_events: Mapping[str, Any] | None,
+) -> tuple[Placements, np.ndarray]:
+    """Every event of the run, encoded from its own cells, at its onset and duration."""
+    for name in ("event_onset", "event_duration"):
+        if name not in bds.variables:
+            raise ValueError(f"{brain}: the fMRI store has no `{name}` variable (dim `event`).")
+    spec = events_spec(fds.attrs.get("events"))
+    names = [str(n) for n in fds["feature_name"].values]
+    table = events_from_store(bds)
+    onsets = np.asarray(bds["event_onset"].values, float)
+    durations = np.asarray(bds["event_duration"].values, float)
+    keep = np.array([i is not None for i in event_ids(table, spec["name_column"])], dtype=bool)
+    if stimulus_events is not None and len(table):
+        keep &= stimulus_mask(table, stimulus_events, id_column=None, where=brain)
+    if np.isnan(onsets[keep]).any():
+        raise ValueError(f"{brain}: `event_onset` has missing values.")
+    rows = np.nan_to_num(event_feature_rows(table[keep], spec, names, where=brain), nan=0.0)
+    n = int(keep.sum())
+    placed = Placements(np.arange(n), onsets[keep], durations[keep], n, [])
+    return placed, rows
+
+
 def align_features(
     *,
     features: str | os.PathLike,
@@ -429,6 +533,7 @@ def align_features(
     output: str | os.PathLike,
     config: Mapping[str, Any],
     provenance: Mapping[str, Any],
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> Path:
     """Resample per-stimulus, per-frame or per-word features onto one fMRI run's TR grid.
 
@@ -440,7 +545,9 @@ def align_features(
         ``source_stimulus``, ``frame_time``, ``frame_duration``) and word rows
         (``source_stimulus``, ``word_index``, ``word``, ``word_onset``,
         ``word_duration``) are placed in time from the events that name their
-        source; see :func:`place_rows` and the module docstring.
+        source; see :func:`place_rows` and the module docstring. A store of
+        the ``events`` extractor is encoded per event instead (each event's
+        own cells, columns from its ``feature_name`` coordinate).
     brain : path-like
         Preprocessed fMRI run: coordinate ``time`` (s), attribute ``tr`` and
         event variables ``event_onset``, ``event_duration``, ``stim_file`` on
@@ -455,6 +562,12 @@ def align_features(
         ``missing`` (``"error"`` or ``"skip"`` events without features).
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events that
+        :func:`neuroflow.io.events.stimulus_mask` rejects (built from the run
+        store's event variables, see :func:`neuroflow.io.events.events_from_store`) are not placed.
+        ``None``: every event (with a ``stim_file``, or with an id for an
+        events store).
 
     Returns
     -------
@@ -472,26 +585,11 @@ def align_features(
         raise ValueError(f"{brain}: the fMRI store has no `time` coordinate.")
     times = np.asarray(bds["time"].values, float)
     tr = _tr(bds, brain)
-    onsets, durations, stims = _events(bds, brain)
-    column = str(fds.attrs.get("transcript_column") or "word")
-    placed = place_rows(
-        fds,
-        onsets,
-        durations,
-        stims,
-        event_words=_event_words(bds, column) if "word_onset" in fds.coords else None,
-        column=column,
-        where=str(brain),
-    )
+    if fds.attrs.get("extractor") == "events" and "feature_name" in fds.coords:
+        placed, rows = _place_events(fds, bds, brain, stimulus_events)
+    else:
+        placed, rows = _place_stimuli(fds, bds, brain, features, cfg, stimulus_events)
     skipped = placed.skipped
-    if skipped and cfg["missing"] == "error":
-        raise ValueError(
-            f"{brain}: `stim_file` value(s) {sorted(set(skipped))[:5]} have no features in "
-            f"{features}; extract them or set `missing: skip`."
-        )
-    unique, inverse = np.unique(placed.rows, return_inverse=True)
-    data = fds["features"].isel(stimulus=unique).values.astype(np.float64)
-    rows = data[inverse] if placed.rows.size else np.zeros((0, fds.sizes["feature"]))
     if cfg["method"] == "average":
         weights = average_weights(
             times,

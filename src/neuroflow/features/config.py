@@ -9,10 +9,12 @@ defaults below, which mirror ``workflow/schemas/features.schema.yaml``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 from neuroflow.config import merge_defaults
+from neuroflow.features.events import DEFAULT_EVENTS, events_spec
 from neuroflow.features.registry import MODALITIES, check_modality, get_extractor
 
 __all__ = [
@@ -54,6 +56,7 @@ DEFAULT_ENTRY: dict[str, Any] = {
         "fps": 24,
     },
     "audio": {"sampling_rate": 16000, "n_mels": 64, "window_s": 0.025, "hop_s": 0.01},
+    "events": copy.deepcopy(DEFAULT_EVENTS),
     "storage_dtype": "float32",
     "reduction": {"method": "none", "n_components": 64, "seed": 0},
 }
@@ -136,7 +139,9 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(config, Mapping):
         raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
-    entry = merge_defaults(DEFAULT_ENTRY, config, "features.extractors[]", opaque=("model_config",))
+    entry = merge_defaults(
+        DEFAULT_ENTRY, config, "features.extractors[]", opaque=("model_config", "levels")
+    )
     for key, choices in _CHOICES.items():
         if entry[key] not in choices:
             raise ValueError(f"`{key}` must be one of {choices}, got {entry[key]!r} instead.")
@@ -212,12 +217,37 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"`reduction.n_components` must be a positive int, got {n_comp!r} instead."
         )
+    entry["events"] = events_spec(entry["events"])
+    if getattr(info.cls, "reads_events", False):
+        _check_events_entry(entry)
     if entry["weights"] == "random" and not entry["model_config"] and not entry["model"]:
         raise ValueError(
             "`weights: random` needs `model_config` (a dict with `model_type`) or `model` "
             "(a folder with config.json), got neither."
         )
     return entry
+
+
+def _check_events_entry(entry: Mapping[str, Any]) -> None:
+    """Settings an ``extractor: events`` entry needs (it reads events tables, not files)."""
+    spec = entry["events"]
+    if not spec["categorical"] and not spec["numeric"]:
+        raise ValueError(
+            "`events.categorical` or `events.numeric` must name at least one events.tsv column "
+            f"with `extractor: {entry['extractor']}`, got neither (entry {entry['name']!r})."
+        )
+    if entry["reduction"]["method"] != "none":
+        raise ValueError(
+            f"`reduction.method` must be 'none' with `extractor: {entry['extractor']}` (each "
+            "feature is a named condition or modulator), got "
+            f"{entry['reduction']['method']!r} instead."
+        )
+    if entry["frame_rate"] is not None or entry["text_source"] != "captions":
+        raise ValueError(
+            f"`frame_rate` must be None and `text_source` 'captions' with `extractor: "
+            f"{entry['extractor']}`, got {entry['frame_rate']!r} and {entry['text_source']!r} "
+            "instead."
+        )
 
 
 def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,17 @@ Rows are stimuli, sampled video frames (``frame_rate`` set: ids
 ``word``, ``word_onset``, ``word_duration`` and ``word_event``); see
 :mod:`neuroflow.features.stimuli`.
 
+Stimulus files are found under the stimuli folder even when a ``stim_file`` is
+not there as written (one recursive listing per extraction, see
+:func:`neuroflow.features.stimuli.resolve_stimulus_files`). Files with identical
+contents under several ids (ds000117 shows ``func/f013.bmp`` to fMRI and
+``meg/f013.bmp`` to MEG) are one stimulus: their features are computed once,
+every id keeps its row, and the coordinate ``canonical_stimulus`` names the
+first id with the same contents.
+
+The ``events`` extractor (:mod:`neuroflow.features.events`) reads no files:
+its rows are the condition codes and modulators of the events tables.
+
 Features are streamed: each batch is written into the store's ``features``
 array inside the store's hidden temporary directory (see
 :func:`neuroflow.artifacts.atomic_directory`), chunk by chunk, so memory does
@@ -22,7 +33,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +42,10 @@ import xarray as xr
 
 from neuroflow.artifacts import PROVENANCE_KEY, _jsonable, atomic_directory
 from neuroflow.features.config import fill_entry, layer_names
+from neuroflow.features.events import EVENTS_LAYER, read_event_features
 from neuroflow.features.registry import Extractor, check_modality, get_extractor
 from neuroflow.features.stimuli import (
+    content_groups,
     frame_id,
     frame_indices,
     frame_times,
@@ -43,6 +56,7 @@ from neuroflow.features.stimuli import (
     read_captions,
     read_stimulus_ids,
     read_transcript,
+    resolve_stimulus_files,
     stimulus_texts,
     transcript_texts,
     video_info,
@@ -110,6 +124,9 @@ class _RowWriter:
     coords : dict of str to (ndarray, dict) | None
         Further coordinates on the ``stimulus`` dim: values, shape
         ``(n_rows,)``, and attributes.
+    feature_coords : dict of str to (ndarray, dict) | None
+        Coordinates on the ``feature`` dim: values, shape ``(n_features,)``,
+        and attributes.
     """
 
     def __init__(
@@ -118,10 +135,12 @@ class _RowWriter:
         ids: Sequence[str],
         dtype: str,
         coords: Mapping[str, tuple[np.ndarray, dict]] | None = None,
+        feature_coords: Mapping[str, tuple[np.ndarray, dict]] | None = None,
     ) -> None:
         self.path = path
         self.ids = list(ids)
         self.coords = dict(coords or {})
+        self.feature_coords = dict(feature_coords or {})
         self.dtype = np.dtype(dtype)
         self.array: Any = None
         self.buffer: list[np.ndarray] = []
@@ -140,6 +159,10 @@ class _RowWriter:
                 **{
                     name: ("stimulus", values, dict(attrs))
                     for name, (values, attrs) in self.coords.items()
+                },
+                **{
+                    name: ("feature", values, dict(attrs))
+                    for name, (values, attrs) in self.feature_coords.items()
                 },
             }
         )
@@ -290,22 +313,31 @@ class _Layout:
 
 
 def _plan_clips(
-    ids: Sequence[str], stimuli_dir: str | os.PathLike, rate: float, fps: float
+    ids: Sequence[str],
+    files: Mapping[str, Path],
+    canonical: Mapping[str, str],
+    rate: float,
+    fps: float,
 ) -> list[_Clip]:
+    """Sampling plan of every clip; a clip identical to an earlier one copies its plan."""
+    planned: dict[str, _Clip] = {}
     clips = []
     for stim in ids:
-        path = Path(stimuli_dir) / stim
-        if not path.is_file():
-            raise FileNotFoundError(f"Stimulus file {path} (stim_file {stim!r}) does not exist.")
+        first = canonical[stim]
+        if first in planned:
+            clips.append(replace(planned[first], stim=stim))
+            continue
+        path = files[stim]
         n_frames, clip_fps = video_info(path, fps=fps)
         times = frame_times(n_frames, clip_fps, rate)
         durations = np.minimum(1.0 / rate, n_frames / clip_fps - times)
         indices = frame_indices(times, clip_fps, n_frames)
-        clips.append(_Clip(stim, path, n_frames, clip_fps, times, indices, durations))
+        planned[first] = _Clip(stim, path, n_frames, clip_fps, times, indices, durations)
+        clips.append(planned[first])
     return clips
 
 
-def _frame_layout(clips: Sequence[_Clip]) -> _Layout:
+def _frame_layout(clips: Sequence[_Clip], canonical: Mapping[str, str]) -> _Layout:
     ids = [frame_id(c.stim, t) for c in clips for t in c.times]
     if len(set(ids)) != len(ids):
         raise ValueError(
@@ -313,12 +345,71 @@ def _frame_layout(clips: Sequence[_Clip]) -> _Layout:
             "frame ids instead; lower `frame_rate`."
         )
     sources = [c.stim for c in clips for _ in c.times]
+    firsts = [frame_id(canonical[c.stim], t) for c in clips for t in c.times]
     coords = {
         "source_stimulus": (np.array(sources, dtype=object), {}),
         "frame_time": (np.concatenate([c.times for c in clips]), {"units": "s"}),
         "frame_duration": (np.concatenate([c.durations for c in clips]), {"units": "s"}),
+        "canonical_stimulus": (np.array(firsts, dtype=object), {}),
     }
     return _Layout(ids, coords, sources, "frame")
+
+
+def _canonical_coord(ids: Sequence[str], canonical: Mapping[str, str]) -> dict:
+    """The ``canonical_stimulus`` coordinate of per-stimulus rows."""
+    return {"canonical_stimulus": (np.array([canonical[s] for s in ids], dtype=object), {})}
+
+
+def _source_rows(row_keys: Sequence[str]) -> np.ndarray:
+    """Index of the computed row behind each store row.
+
+    ``row_keys`` names, for each store row, the row whose features it takes
+    (its own id, or the matching row of the first identical file); only the
+    first occurrence of each key is computed, in order.
+    """
+    computed: dict[str, int] = {}
+    return np.array([computed.setdefault(k, len(computed)) for k in row_keys], dtype=int)
+
+
+def _repeat_rows(
+    blocks: Iterator[dict[str, np.ndarray]], source: np.ndarray
+) -> Iterator[dict[str, np.ndarray]]:
+    """Expand blocks of computed rows into store rows, repeating rows of identical files.
+
+    Parameters
+    ----------
+    blocks : iterator of dict of str to ndarray, shape (n_batch, n_features)
+        Computed rows in order (``source.max() + 1`` in all).
+    source : ndarray of int, shape (n_rows,)
+        Computed row of each store row (see :func:`_source_rows`); the first
+        occurrences are increasing.
+
+    Yields
+    ------
+    features : dict of str to ndarray, shape (n_out, n_features)
+        Store rows in order. Only rows needed again later are kept in memory.
+    """
+    last_use = np.zeros(int(source.max()) + 1 if source.size else 0, dtype=int)
+    last_use[source] = np.arange(source.size)
+    kept: dict[int, dict[str, np.ndarray]] = {}
+    done = 0  # computed rows received
+    position = 0  # store rows yielded
+    for block in blocks:
+        n = len(next(iter(block.values())))
+        for k in range(n):
+            kept[done + k] = {name: rows[k] for name, rows in block.items()}
+        done += n
+        out: list[dict[str, np.ndarray]] = []
+        while position < source.size and source[position] < done:
+            row = source[position]
+            out.append(kept[row])
+            if last_use[row] == position:
+                del kept[row]
+            position += 1
+        if out:
+            yield {name: np.stack([r[name] for r in out]) for name in out[0]}
+    if position != source.size:
+        raise RuntimeError(f"Computed features for {position} of {source.size} stimulus rows.")
 
 
 def _word_layout(words: Any) -> _Layout:
@@ -352,6 +443,7 @@ def extract_features(
     config: Mapping[str, Any],
     provenance: Mapping[str, Any],
     train_ids: Sequence[str] | Sequence[os.PathLike] | None = None,
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
     """Extract one extractor's features for every stimulus, one store per layer.
 
@@ -382,6 +474,11 @@ def extract_features(
     train_ids : list of str | list of path-like | None
         Training stimuli, or the events tables of the training runs; required
         for ``reduction.method: pca``, which is fitted on them only.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events`` (``{"select": {column: [values]},
+        "exclude": {column: [values]}}``): events-table rows that
+        :func:`neuroflow.io.events.stimulus_mask` rejects are not stimuli and
+        are not extracted. ``None``: every row with a ``stim_file``.
 
     Returns
     -------
@@ -399,13 +496,35 @@ def extract_features(
         rows (``text_source: transcript``; id ``<stim_file>#w=<i>``) carry
         ``source_stimulus``, ``word_index``, ``word``, ``word_onset``,
         ``word_duration`` (s) and ``word_event`` (read from word events rather
-        than a transcript file).
+        than a transcript file). Stores of file stimuli (images, audio, videos,
+        frame rows) carry the coordinate ``canonical_stimulus``: the first id
+        (in row order) whose file has the same contents (its own id when
+        unique); each distinct file is computed once.
+
+        With ``extractor: events`` the one store ``events`` holds, per id
+        (the event's ``stim_file``, or its ``events.name_column`` value), the
+        share of its events at each level of each categorical column and the
+        mean of each numeric column (see :mod:`neuroflow.features.events`);
+        coordinate ``feature_name`` on ``feature`` and attribute ``events``
+        (the settings).
     """
     entry = fill_entry(config)
+    if getattr(get_extractor(entry["extractor"]).cls, "reads_events", False):
+        return _extract_events(
+            entry=entry,
+            tables=stimulus_ids,
+            output=output,
+            provenance=provenance,
+            stimulus_events=stimulus_events,
+        )
     clips: list[_Clip] = []
+    unique_rows: np.ndarray | None = None
     if entry["text_source"] == "transcript":
         words = read_transcript(
-            stimulus_ids, stimuli_dir=stimuli_dir, column=entry["transcript_column"]
+            stimulus_ids,
+            stimuli_dir=stimuli_dir,
+            column=entry["transcript_column"],
+            stimulus_events=stimulus_events,
         )
         modality = "text"
         layout = _word_layout(words)
@@ -414,7 +533,7 @@ def extract_features(
         caption_map = (
             read_captions(captions) if isinstance(captions, str | os.PathLike) else captions
         )
-        stims = read_stimulus_ids(stimulus_ids)
+        stims = read_stimulus_ids(stimulus_ids, stimulus_events=stimulus_events)
         modality = _choose_modality(entry, stims, bool(caption_map))
         layout = _Layout(stims)
         if entry["frame_rate"] is not None:
@@ -424,10 +543,14 @@ def extract_features(
                     "`frame_rate: null`."
                 )
             _check_frame_support(entry["extractor"])
+            files = resolve_stimulus_files(stims, stimuli_dir)
+            canonical = content_groups(files)
             clips = _plan_clips(
-                stims, stimuli_dir, float(entry["frame_rate"]), float(entry["gabor"]["fps"])
+                stims, files, canonical, float(entry["frame_rate"]), float(entry["gabor"]["fps"])
             )
-            layout = _frame_layout(clips)
+            layout = _frame_layout(clips, canonical)
+            unique_rows = _source_rows(layout.coords["canonical_stimulus"][0])
+            clips = [c for c in clips if canonical[c.stim] == c.stim]
         elif modality == "text":
             texts = stimulus_texts(
                 stims,
@@ -435,6 +558,11 @@ def extract_features(
                 captions=caption_map,
                 context_words=entry["context_words"],
             )
+        else:
+            files = resolve_stimulus_files(stims, stimuli_dir)
+            canonical = content_groups(files)
+            layout = _Layout(stims, _canonical_coord(stims, canonical))
+            unique_rows = _source_rows([canonical[s] for s in stims])
     ids = layout.ids
     names = layer_names(entry)
     paths = output_paths(output, names)
@@ -461,7 +589,10 @@ def extract_features(
         elif clips:
             blocks = _frame_blocks(extractor, clips, entry)
         else:
-            blocks = _file_blocks(extractor, ids, entry, modality, stimuli_dir)
+            unique = [s for s in ids if canonical[s] == s]
+            blocks = _file_blocks(extractor, unique, entry, modality, files)
+        if unique_rows is not None and unique_rows.size and unique_rows.max() + 1 < len(ids):
+            blocks = _repeat_rows(blocks, unique_rows)
         for features in blocks:
             for name in names:
                 writers[name].write(features[name])
@@ -498,7 +629,7 @@ def _file_blocks(
     ids: Sequence[str],
     entry: Mapping[str, Any],
     modality: str,
-    stimuli_dir: str | os.PathLike,
+    files: Mapping[str, Path],
 ) -> Iterator[dict[str, np.ndarray]]:
     """Features of consecutive batches of file stimuli, loaded batch by batch."""
     for _, batch_ids in iter_batches(ids, entry["batch_size"]):
@@ -506,9 +637,10 @@ def _file_blocks(
             load_stimulus(
                 stim,
                 modality=modality,
-                stimuli_dir=stimuli_dir,
+                stimuli_dir=files[stim].parent,
                 transforms=entry["transforms"],
                 fps=float(entry["gabor"]["fps"]),
+                path=files[stim],
             )
             for stim in batch_ids
         ]
@@ -629,3 +761,61 @@ def _store_attrs(
     extra["features"] = {**facts, "describe": dict(info)}
     record["extra"] = extra
     return {**facts, PROVENANCE_KEY: record}
+
+
+def _events_tables(tables: Any) -> list[Path]:
+    """The events-table paths given as ``stimulus_ids`` to the events extractor."""
+    if isinstance(tables, str | os.PathLike):
+        return [Path(tables)]
+    if isinstance(tables, Sequence) and tables and all(isinstance(t, os.PathLike) for t in tables):
+        return [Path(t) for t in tables]
+    raise TypeError(
+        "`stimulus_ids` must be one or more events-table paths (path objects) with "
+        f"`extractor: events`, got {type(tables).__name__} {tables!r:.80} instead."
+    )
+
+
+def _extract_events(
+    *,
+    entry: Mapping[str, Any],
+    tables: Any,
+    output: Mapping[str, str | os.PathLike] | str | os.PathLike,
+    provenance: Mapping[str, Any],
+    stimulus_events: Mapping[str, Any] | None,
+) -> dict[str, Path]:
+    """Write the store of the ``events`` extractor (see :func:`extract_features`)."""
+    ids, names, events = read_event_features(
+        _events_tables(tables), entry["events"], stimulus_events=stimulus_events
+    )
+    extractor = get_extractor(entry["extractor"]).cls(entry, "events")
+    extractor.feature_names = list(names)
+    paths = output_paths(output, layer_names(entry))
+    with atomic_directory(paths[EVENTS_LAYER]) as tmp:
+        writer = _RowWriter(
+            tmp,
+            ids,
+            entry["storage_dtype"],
+            feature_coords={"feature_name": (np.array(names, dtype=object), {})},
+        )
+        for start, _ in iter_batches(ids, entry["batch_size"]):
+            batch = events[start : start + entry["batch_size"]]
+            writer.write(extractor.extract(batch)[EVENTS_LAYER])
+        writer.close()
+        attrs = _store_attrs(
+            entry,
+            extractor.describe(),
+            EVENTS_LAYER,
+            "events",
+            entry["reduction"],
+            {},
+            None,
+            provenance,
+            "stimulus",
+        )
+        attrs["events"] = dict(entry["events"])
+        _finalize(
+            tmp,
+            attrs,
+            {"units": "a.u.", "long_name": f"{entry['name']} condition codes and modulators"},
+        )
+    return paths

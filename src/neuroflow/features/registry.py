@@ -39,6 +39,7 @@ _BUILTIN_MODULES = (
     "neuroflow.features.hf",
     "neuroflow.features.sentence",
     "neuroflow.features.baselines",
+    "neuroflow.features.events",
 )
 
 

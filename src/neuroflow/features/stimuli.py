@@ -1,7 +1,10 @@
 """Stimulus ids, loading and image transforms.
 
 Stimulus ids are the ``stim_file`` strings of BIDS events: paths relative to the
-dataset's ``stimuli/`` folder. Loaded stimuli have one type per modality:
+dataset's ``stimuli/`` folder. A ``stim_file`` that is not there as written is
+looked up under ``stimuli/`` recursively (:func:`resolve_stimulus_files`), and
+files with identical contents under several ids are one stimulus
+(:func:`content_groups`). Loaded stimuli have one type per modality:
 
 - image: ``ndarray, shape (H, W, 3)``, float32 in [0, 1];
 - video: :class:`Video` (frames ``(n_frames, H, W, 3)`` float32 in [0, 1] and fps);
@@ -21,20 +24,26 @@ Time-continuous designs expand one stimulus into several rows:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from neuroflow.io.events import MISSING as _MISSING
+from neuroflow.io.events import stimulus_mask
+
 __all__ = [
     "Audio",
     "Video",
     "apply_transforms",
+    "content_groups",
     "evenly_spaced",
+    "file_sha256",
     "frame_id",
     "frame_indices",
     "frame_times",
@@ -47,6 +56,7 @@ __all__ = [
     "read_captions",
     "read_stimulus_ids",
     "read_transcript",
+    "resolve_stimulus_files",
     "stimulus_texts",
     "transcript_texts",
     "video_info",
@@ -57,7 +67,6 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".npy")
 AUDIO_EXTENSIONS = (".wav",)
 TEXT_EXTENSIONS = (".txt",)
-_MISSING = {"", "n/a", "nan", "none"}
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,183 @@ def infer_modality(stimulus_ids: Sequence[str]) -> str:
     return found.pop()
 
 
+def file_sha256(path: str | os.PathLike, *, chunk_bytes: int = 2**20) -> str:
+    """SHA-256 of a file's contents, read in chunks.
+
+    Parameters
+    ----------
+    path : path-like
+        Any file.
+    chunk_bytes : int
+        Bytes read at a time.
+
+    Returns
+    -------
+    digest : str
+        64 hexadecimal digits.
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_bytes):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _same_content(paths: Sequence[Path]) -> list[list[Path]]:
+    """Paths grouped by identical contents (size first, SHA-256 only where sizes collide)."""
+    by_size: dict[int, list[Path]] = {}
+    for path in dict.fromkeys(paths):
+        by_size.setdefault(path.stat().st_size, []).append(path)
+    groups: list[list[Path]] = []
+    for same_size in by_size.values():
+        if len(same_size) == 1:
+            groups.append(same_size)
+            continue
+        by_hash: dict[str, list[Path]] = {}
+        for path in same_size:
+            by_hash.setdefault(file_sha256(path), []).append(path)
+        groups.extend(by_hash.values())
+    return groups
+
+
+def _parts(stim: str) -> tuple[str, ...]:
+    """Path components of a stim_file (either slash; root and ``.`` dropped)."""
+    parts = PurePosixPath(str(stim).replace("\\", "/")).parts
+    return tuple(p for p in parts if p not in ("/", ".", ""))
+
+
+class _FileIndex:
+    """Finds stim_files under a stimuli folder, listing the folder at most once.
+
+    Parameters
+    ----------
+    stimuli_dir : path-like
+        The dataset's ``stimuli/`` folder.
+    """
+
+    def __init__(self, stimuli_dir: str | os.PathLike) -> None:
+        self.root = Path(stimuli_dir)
+        self._by_name: dict[str, list[Path]] | None = None
+
+    def _listing(self) -> dict[str, list[Path]]:
+        """Files under the folder by name (hidden files and folders left out), sorted."""
+        if self._by_name is None:
+            by_name: dict[str, list[Path]] = {}
+            if self.root.is_dir():
+                for path in sorted(self.root.rglob("*")):
+                    rel = path.relative_to(self.root).parts
+                    if any(part.startswith(".") for part in rel) or not path.is_file():
+                        continue
+                    by_name.setdefault(path.name, []).append(path)
+            self._by_name = by_name
+        return self._by_name
+
+    def find(self, stim: str) -> Path | None:
+        """The file of one stim_file, or None when no file matches.
+
+        Raises ValueError when several files with different contents match.
+        """
+        exact = self.root / stim
+        if exact.is_file():
+            return exact
+        parts = _parts(stim)
+        if not parts:
+            return None
+        named = self._listing().get(parts[-1], [])
+        ending = [p for p in named if p.relative_to(self.root).parts[-len(parts) :] == parts]
+        candidates = ending or named
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            return candidates[0]
+        groups = _same_content(candidates)
+        if len(groups) > 1:
+            listed = [str(p.relative_to(self.root)) for p in candidates]
+            how = "end with it" if ending else f"are named {parts[-1]!r}"
+            raise ValueError(
+                f"stim_file {stim!r} is not under {self.root} as written, and {len(listed)} "
+                f"files there {how} with different contents: {listed}; write the stim_file as "
+                "the file's path relative to the stimuli folder."
+            )
+        return candidates[0]
+
+    def get(self, stim: str) -> Path:
+        """The file of one stim_file; FileNotFoundError when none matches."""
+        path = self.find(stim)
+        if path is None:
+            raise FileNotFoundError(
+                f"Stimulus file {self.root / stim} (stim_file {stim!r}) does not exist, and no "
+                f"file under {self.root} ends with it or is named {(_parts(stim) or ('',))[-1]!r}."
+            )
+        return path
+
+
+def resolve_stimulus_files(
+    stimulus_ids: Sequence[str],
+    stimuli_dir: str | os.PathLike,
+    *,
+    missing: str = "error",
+) -> dict[str, Path]:
+    """The file of each stimulus id, looked up recursively when not found as written.
+
+    Parameters
+    ----------
+    stimulus_ids : sequence of str
+        ``stim_file`` values: paths relative to ``stimuli_dir``.
+    stimuli_dir : path-like
+        The dataset's ``stimuli/`` folder.
+    missing : str
+        ``"error"``: an id without a file raises :class:`FileNotFoundError`
+        naming it and the folder; ``"skip"``: it is left out of the result.
+
+    Returns
+    -------
+    paths : dict of str to Path
+        Id to file, in ``stimulus_ids`` order. An id is ``stimuli_dir / id``
+        when that file exists; otherwise the unique file under ``stimuli_dir``
+        (searched recursively, listed once, hidden files left out) whose path
+        ends with the id's path components, or failing that whose name equals
+        the id's basename. Several such files with identical contents give the
+        first in sorted order; with different contents a ValueError lists them.
+    """
+    if missing not in ("error", "skip"):
+        raise ValueError(f"`missing` must be 'error' or 'skip', got {missing!r} instead.")
+    index = _FileIndex(stimuli_dir)
+    out: dict[str, Path] = {}
+    for stim in stimulus_ids:
+        if stim in out:
+            continue
+        path = index.get(stim) if missing == "error" else index.find(stim)
+        if path is not None:
+            out[stim] = path
+    return out
+
+
+def content_groups(paths: Mapping[str, str | os.PathLike]) -> dict[str, str]:
+    """The first id of each set of ids whose files have identical contents.
+
+    Parameters
+    ----------
+    paths : dict of str to path-like
+        Stimulus id to file (see :func:`resolve_stimulus_files`), in row order.
+
+    Returns
+    -------
+    canonical : dict of str to str
+        Each id to the first id (in ``paths`` order) whose file has the same
+        contents (SHA-256; hashed only where file sizes collide); an id with
+        unique contents maps to itself. Files of the same name with different
+        contents stay distinct.
+    """
+    files = {stim: Path(path) for stim, path in paths.items()}
+    first_of: dict[Path, str] = {}
+    for group in _same_content(list(files.values())):
+        members = set(group)
+        first = next(stim for stim, path in files.items() if path in members)
+        first_of.update(dict.fromkeys(group, first))
+    return {stim: first_of[path] for stim, path in files.items()}
+
+
 def _clean_ids(values: Sequence[Any]) -> list[str]:
     seen: dict[str, None] = {}
     for value in values:
@@ -146,6 +332,8 @@ def _clean_ids(values: Sequence[Any]) -> list[str]:
 
 def read_stimulus_ids(
     source: Sequence[str] | str | os.PathLike | Sequence[os.PathLike],
+    *,
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Unique stimulus ids, in order of first appearance.
 
@@ -156,6 +344,11 @@ def read_stimulus_ids(
         (BIDS ``_events.tsv`` or any table) with a ``stim_file`` column, given
         as path objects (a single ``str`` is read as a path too). ``n/a`` and
         empty cells are skipped.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events`` (``{"select": {column: [values]},
+        "exclude": {column: [values]}}``): events-table rows that
+        :func:`neuroflow.io.events.stimulus_mask` rejects are not stimuli.
+        ``None``: every row with a ``stim_file``. Unused for a list of ids.
 
     Returns
     -------
@@ -183,6 +376,8 @@ def read_stimulus_ids(
             raise ValueError(
                 f"{path}: the table has no `stim_file` column (columns: {list(table.columns)})."
             )
+        if stimulus_events is not None:
+            table = table[stimulus_mask(table, stimulus_events, where=path)]
         values.extend(table["stim_file"].tolist())
     ids = _clean_ids(values)
     if not ids:
@@ -242,20 +437,35 @@ def stimulus_texts(
     -------
     texts : list of (str, str)
         ``(context, text)`` pairs; ``context`` is ``""`` without context.
+
+    Notes
+    -----
+    A stimulus's text is its caption; else, for a ``.txt`` stim_file, the
+    file's text (found as in :func:`resolve_stimulus_files`); else the caption
+    of a captioned stim_file whose file has identical contents (e.g.
+    ``meg/f013.bmp`` takes the caption of ``func/f013.bmp``). The stimuli
+    folder is listed at most once.
     """
     captions = dict(captions or {})
+    index = _FileIndex(stimuli_dir)
+    texts: dict[str, str] = {}
+    for stim in dict.fromkeys(stimulus_ids):
+        if stim in captions:
+            texts[stim] = str(captions[stim])
+        elif _suffix(stim) in TEXT_EXTENSIONS and (path := index.find(stim)) is not None:
+            texts[stim] = path.read_text().strip()
+    lacking = [stim for stim in dict.fromkeys(stimulus_ids) if stim not in texts]
+    if lacking and captions:
+        texts.update(_shared_captions(lacking, captions, index))
     own: list[str] = []
     for stim in stimulus_ids:
-        if stim in captions:
-            own.append(str(captions[stim]))
-        elif _suffix(stim) in TEXT_EXTENSIONS and (Path(stimuli_dir) / stim).is_file():
-            own.append((Path(stimuli_dir) / stim).read_text().strip())
-        else:
+        if stim not in texts:
             raise ValueError(
                 f"Stimulus {stim!r} has no text: it is not in the captions table "
-                "(`stim_file` column) and is not a .txt file under "
-                f"{Path(stimuli_dir)}."
+                "(`stim_file` column), is not a .txt file under "
+                f"{Path(stimuli_dir)} and has no file identical to a captioned one."
             )
+        own.append(texts[stim])
     if context_words == 0:
         return [("", text) for text in own]
     out = []
@@ -264,6 +474,38 @@ def stimulus_texts(
         out.append((" ".join(history[-context_words:]), text))
         history.extend(text.split())
     return out
+
+
+def _shared_captions(
+    lacking: Sequence[str], captions: Mapping[str, str], index: _FileIndex
+) -> dict[str, str]:
+    """Captions of uncaptioned stimuli taken from captioned files with identical contents."""
+    paths: dict[str, Path] = {}
+    for stim in lacking:
+        path = index.find(stim)
+        if path is not None:
+            paths[stim] = path
+    if not paths:
+        return {}
+    for key in captions:
+        if key in paths:
+            continue
+        try:
+            path = index.find(key)
+        except ValueError:  # an ambiguous caption key names no one file
+            path = None
+        if path is not None:
+            paths[key] = path
+    groups = content_groups(paths)
+    captioned: dict[str, str] = {}
+    for key in captions:
+        if key in paths:
+            captioned.setdefault(groups[key], key)
+    return {
+        stim: str(captions[captioned[groups[stim]]])
+        for stim in lacking
+        if stim in paths and groups[stim] in captioned
+    }
 
 
 #: Columns of the table returned by :func:`read_transcript`.
@@ -342,8 +584,9 @@ def _event_words(
     words = table[column] if column in table.columns else [""] * len(table)
     onsets = table["onset"] if "onset" in table.columns else [""] * len(table)
     durations = table["duration"] if "duration" in table.columns else [""] * len(table)
-    for r, (stim, word, onset, duration) in enumerate(
-        zip(stims, words, onsets, durations, strict=True)
+    # The table's index keeps each row's position in the file after a stimulus_events filter.
+    for r, stim, word, onset, duration in zip(
+        table.index, stims, words, onsets, durations, strict=True
     ):
         where = f"{path}, row {r + 1}"
         if not _is_missing(word):
@@ -368,6 +611,7 @@ def read_transcript(
     *,
     stimuli_dir: str | os.PathLike,
     column: str = "word",
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Words of the narratives, one row per word, with their timing.
 
@@ -383,9 +627,14 @@ def read_transcript(
         ``column``, ``onset`` and (optionally) ``duration``, in seconds from the
         event's onset. Other events are ignored, as are empty word cells.
     stimuli_dir : path-like
-        The ``stimuli/`` folder holding the transcripts.
+        The ``stimuli/`` folder holding the transcripts (a transcript not there
+        as written is looked up as in :func:`resolve_stimulus_files`).
     column : str
         Name of the word column (in events tables and transcripts).
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events-table rows that
+        :func:`neuroflow.io.events.stimulus_mask` rejects are ignored (word
+        events included). ``None``: no selection.
 
     Returns
     -------
@@ -417,6 +666,9 @@ def read_transcript(
         pending = []
         for path in (Path(s) for s in source):
             table = _read_table(path)
+            if stimulus_events is not None:
+                keep = stimulus_mask(table, stimulus_events, id_column=None, where=path)
+                table = table[keep]
             events, transcripts = _event_words(path, table, column)
             for stim, items in events.items():
                 if stim in by_source and [w for w, _, _ in by_source[stim]] != [
@@ -435,9 +687,10 @@ def read_transcript(
             "`stimulus_ids` must be a list of str or one or more TSV paths, got "
             f"{type(source).__name__} instead."
         )
+    index = _FileIndex(stimuli_dir)
     for stim, _ in pending:
         if stim not in by_source:
-            by_source[stim] = _transcript_file(Path(stimuli_dir) / stim, stim, column)
+            by_source[stim] = _transcript_file(index.get(stim), stim, column)
     if not by_source:
         raise ValueError(
             f"No words: the events tables have no `{column}` cells and no stim_file naming a "
@@ -857,6 +1110,7 @@ def load_stimulus(
     stimuli_dir: str | os.PathLike,
     transforms: Mapping[str, Any],
     fps: float = 24.0,
+    path: str | os.PathLike | None = None,
 ) -> Any:
     """Load one non-text stimulus and apply the image transforms.
 
@@ -872,13 +1126,16 @@ def load_stimulus(
         See :func:`apply_transforms` (images and video frames only).
     fps : float
         Frame rate of ``.npy`` frame stacks.
+    path : path-like | None
+        The stimulus's file when already found (see
+        :func:`resolve_stimulus_files`); ``None``: ``stimuli_dir / stim_id``.
 
     Returns
     -------
     stimulus : ndarray | Video | Audio
         See the module docstring.
     """
-    path = Path(stimuli_dir) / stim_id
+    path = Path(stimuli_dir) / stim_id if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Stimulus file {path} (stim_file {stim_id!r}) does not exist.")
     if modality == "image":

@@ -7,6 +7,7 @@ points are deliberately not offered.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ import numpy as np
 from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
 __all__ = ["Split", "check_splits", "parse_cv", "run_splits"]
+
+logger = logging.getLogger(__name__)
 
 #: One cross-validation fold: (train indices, validation indices).
 Split = tuple[np.ndarray, np.ndarray]
@@ -44,16 +47,22 @@ def parse_cv(cv: Any) -> int | None:
     )
 
 
-def run_splits(groups: Sequence[Any] | np.ndarray, n_splits: int | None = None) -> list[Split]:
-    """Cross-validation folds whose validation sets are whole runs.
+def run_splits(
+    groups: Sequence[Any] | np.ndarray, n_splits: int | None = None, *, unit: str = "run"
+) -> list[Split]:
+    """Cross-validation folds whose validation sets are whole groups (runs, stimuli).
 
     Parameters
     ----------
     groups : array-like, shape (n_samples,)
-        Run label of every sample.
+        Group (run, stimulus) of every sample.
     n_splits : int | None
-        ``None`` for leave-one-run-out, else the number of folds of
-        :class:`sklearn.model_selection.GroupKFold`.
+        ``None`` for leave-one-group-out, else the number of folds of
+        :class:`sklearn.model_selection.GroupKFold`. A ``k`` larger than the number
+        of groups gives one fold per group (with a logged warning): ``grouped_kfold: 5``
+        on a dataset with 3 training runs is leave-one-run-out, not an error.
+    unit : str
+        What a group is (``"run"``, ``"stimulus"``...), for messages.
 
     Returns
     -------
@@ -63,17 +72,25 @@ def run_splits(groups: Sequence[Any] | np.ndarray, n_splits: int | None = None) 
     groups = np.asarray(groups)
     if groups.ndim != 1:
         raise ValueError(f"`groups` must be 1-D, got shape {groups.shape} instead.")
-    n_runs = len(np.unique(groups))
-    if n_runs < 2:
-        raise ValueError(f"Cross-validation needs at least 2 training runs, got {n_runs} instead.")
+    n_groups = len(np.unique(groups))
+    plural = "stimuli" if unit == "stimulus" else f"{unit}s"
+    if n_groups < 2:
+        raise ValueError(
+            f"Cross-validation needs at least 2 training {plural}, got {n_groups} instead."
+        )
     if n_splits is None:
         splitter = LeaveOneGroupOut()
     else:
-        if n_splits > n_runs:
-            raise ValueError(
-                f"`grouped_kfold` must be at most the number of training runs ({n_runs}), "
-                f"got {n_splits} instead."
+        if n_splits > n_groups:
+            logger.warning(
+                "`grouped_kfold` is %d but there are %d training %s: using %d folds (one per %s).",
+                n_splits,
+                n_groups,
+                plural,
+                n_groups,
+                unit,
             )
+            n_splits = n_groups
         splitter = GroupKFold(n_splits=n_splits)
     dummy = np.zeros((len(groups), 1))
     splits = [

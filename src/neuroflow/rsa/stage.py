@@ -20,6 +20,7 @@ across subjects, and ROI × ROI alignment patterns are compared with each model'
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +33,7 @@ from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
 from neuroflow.decoding.identification import average_by_stimulus
 from neuroflow.decoding.inputs import feature_info, load_subject_epochs, stimulus_features
+from neuroflow.io.events import events_from_store, is_missing, stimulus_mask
 
 from .analysis import alignment_patterns, cross_temporal_rsa
 from .compare import compare_rdms, noise_ceiling
@@ -46,7 +48,9 @@ __all__ = [
     "rsa_fmri",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+
+logger = logging.getLogger(__name__)
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -56,6 +60,8 @@ def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
 
 #: The default ``rsa`` section (mirrored by ``workflow/schemas/rsa.schema.yaml``).
 DEFAULT_CONFIG: dict[str, Any] = {
+    "enabled": True,
+    "feature_spaces": [],
     "comparisons": ["spearman", "tau-a"],
     "decim": 2,
     "eeg_stimuli": "all",
@@ -187,7 +193,8 @@ def rsa_eeg(
         (condensed; ``stimulus_a``/``stimulus_b`` on ``pair``), ``model_rdm`` (layer,
         pair) over the same stimuli, ``cross_temporal`` (subject, comparison, layer,
         time) over the ``eeg_stimuli`` set (``n_rsa_stimuli`` of them; attribute
-        ``rsa_stimuli``),
+        ``rsa_stimuli``; when subjects share fewer than 3 stimuli, each subject's own
+        stimuli, and ``n_rsa_stimuli`` has dim subject),
         ``noise_ceiling_subject`` (subject, comparison, bound, time) from single
         repeats, and with 2+ subjects ``noise_ceiling`` (comparison, bound, time) and
         ``cross_temporal_mean`` (comparison, layer, time).
@@ -201,31 +208,55 @@ def rsa_eeg(
         ids, counts = np.unique(sub.stimulus, return_counts=True)
         sets.append(set(ids[counts >= cfg["min_repeats"]]))
     common = np.array(sorted(set.intersection(*sets)))
-    if common.size < 3:
-        raise ValueError(
-            f"{subjects[0].sources[0]}: RSA needs at least 3 stimuli presented "
-            f"{cfg['min_repeats']}+ times in every subject (field `stimulus`), got "
-            f"{common.size}."
+    shown = np.array(sorted(set.intersection(*(set(s.stimulus) for s in subjects))))
+    if cfg["eeg_stimuli"] == "all" and shown.size < 3:
+        # subjects saw different images (ds000117 draws them per subject): each subject's
+        # RSA runs over its own images; only the ceilings need shared, repeated ones
+        sub_sets = [np.unique(s.stimulus) for s in subjects]
+        logger.info(
+            "Subjects share %d stimuli; cross-temporal RSA runs over each subject's own "
+            "stimuli (%s).",
+            shown.size,
+            ", ".join(
+                f"sub-{s.subject}: {len(ids)}" for s, ids in zip(subjects, sub_sets, strict=True)
+            ),
         )
-    rsa_set = common
-    if cfg["eeg_stimuli"] == "all":
-        rsa_set = np.array(sorted(set.intersection(*(set(s.stimulus) for s in subjects))))
+    else:
+        sub_sets = [shown if cfg["eeg_stimuli"] == "all" else common] * len(subjects)
+    for sub, ids in zip(subjects, sub_sets, strict=True):
+        if ids.size < 3:
+            which = "shown to" if cfg["eeg_stimuli"] == "all" else "repeated in"
+            raise ValueError(
+                f"{sub.sources[0]}: RSA needs at least 3 stimuli {which} sub-{sub.subject} "
+                f"(field `stimulus`), got {ids.size}."
+            )
+    repeated = common.size >= 3
+    if not repeated:
+        logger.info(
+            "Noise ceilings and stored brain RDMs skipped: %d stimuli are presented %d+ times "
+            "in every subject (3 are needed).",
+            common.size,
+            cfg["min_repeats"],
+        )
     methods = list(cfg["comparisons"])
-    models = _model_rdms(features, common)
-    models_rsa = models if rsa_set is common else _model_rdms(features, rsa_set)
+    models = _model_rdms(features, common) if repeated else None
+    shared = all(ids is sub_sets[0] for ids in sub_sets)
+    models_shared = _model_rdms(features, sub_sets[0]) if shared else None
     brain, ceil_sub, cross = [], [], []
-    for sub in subjects:
+    for sub, rsa_set in zip(subjects, sub_sets, strict=True):
+        models_rsa = models_shared if shared else _model_rdms(features, rsa_set)
+        in_set = np.isin(sub.stimulus, rsa_set)
+        patterns = sub.data[in_set][:, :, :: cfg["decim"]]
+        if cfg["eeg_stimuli"] != "all":
+            patterns = patterns.astype(np.float64)
+        _, mean = average_by_stimulus(patterns, sub.stimulus[in_set])
+        cross.append(_cross_temporal_chunked(mean, models_rsa, methods))
+        if not repeated:
+            continue
         keep = np.isin(sub.stimulus, common)
         data = sub.data[keep][:, :, :: cfg["decim"]].astype(np.float64)
         stim = sub.stimulus[keep]
-        _, mean = average_by_stimulus(data, stim)
-        rdm_t = correlation_rdm(np.moveaxis(mean, 2, 0))
-        brain.append(rdm_t)
-        if rsa_set is not common:
-            in_set = np.isin(sub.stimulus, rsa_set)
-            _, mean = average_by_stimulus(
-                sub.data[in_set][:, :, :: cfg["decim"]], sub.stimulus[in_set]
-            )
+        brain.append(correlation_rdm(np.moveaxis(average_by_stimulus(data, stim)[1], 2, 0)))
         rep = _repeat_index(stim)
         n_rep = int(min(np.bincount(rep)[np.bincount(rep) >= common.size].size, 50))
         reps = [
@@ -236,7 +267,6 @@ def rsa_eeg(
             if np.unique(stim[rep == r]).size == common.size
         ]
         ceil_sub.append(_ceilings(np.stack(reps), methods) if len(reps) >= 2 else None)
-        cross.append(_cross_temporal_chunked(mean, models_rsa, methods))
     times = subjects[0].times[:: cfg["decim"]]
     n_t = times.size
     nan_ceil = np.full((len(methods), 2, n_t), np.nan)
@@ -246,23 +276,29 @@ def rsa_eeg(
         "layer": _obj(list(features)),
         "comparison": _obj(methods),
         "bound": _obj(["lower", "upper"]),
-        **_pair_coords(common),
     }
     data_vars: dict[str, Any] = {
-        "brain_rdm": (("subject", "time", "pair"), np.stack(brain)),
-        "model_rdm": (("layer", "pair"), models),
         "cross_temporal": (("subject", "comparison", "layer", "time"), np.stack(cross)),
-        "n_rsa_stimuli": ((), np.int64(rsa_set.size)),
-        "noise_ceiling_subject": (
-            ("subject", "comparison", "bound", "time"),
-            np.stack([c if c is not None else nan_ceil for c in ceil_sub]),
+        "n_rsa_stimuli": (
+            ((), np.int64(sub_sets[0].size))
+            if shared
+            else (("subject",), np.array([ids.size for ids in sub_sets], dtype=np.int64))
         ),
     }
-    if len(subjects) >= 2:
-        data_vars["noise_ceiling"] = (
-            ("comparison", "bound", "time"),
-            _ceilings(np.stack(brain), methods),
+    if repeated:
+        coords.update(_pair_coords(common))
+        data_vars["brain_rdm"] = (("subject", "time", "pair"), np.stack(brain))
+        data_vars["model_rdm"] = (("layer", "pair"), models)
+        data_vars["noise_ceiling_subject"] = (
+            ("subject", "comparison", "bound", "time"),
+            np.stack([c if c is not None else nan_ceil for c in ceil_sub]),
         )
+    if len(subjects) >= 2:
+        if repeated:
+            data_vars["noise_ceiling"] = (
+                ("comparison", "bound", "time"),
+                _ceilings(np.stack(brain), methods),
+            )
         data_vars["cross_temporal_mean"] = (
             ("comparison", "layer", "time"),
             np.stack(cross).mean(axis=0),
@@ -274,6 +310,7 @@ def rsa_eeg(
             "rdm_method": "correlation",
             "rsa_stimuli": cfg["eeg_stimuli"],
             "feature_models": {n: feature_info(p) for n, p in features.items()},
+            "noise_ceiling": "computed" if repeated else "skipped: too few repeated stimuli",
         }
     )
     return write_dataset(ds, output, provenance=provenance)
@@ -313,19 +350,39 @@ def event_responses(run: xr.Dataset, *, lag: float, where: str = "run") -> np.nd
     return weights @ run["bold"].values.astype(np.float64)
 
 
-def _fmri_subject(paths: list[Path], lag: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+def _fmri_subject(
+    paths: list[Path], lag: float, stimulus_events: Mapping[str, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """Stimulus patterns, stimulus ids, partitions and ROI labels of one subject.
+
+    A run store gives one pattern per stimulus event (its lagged mean BOLD; events that
+    ``stimulus_events`` rejects and events without a ``stim_file`` are left out), the
+    run as partition. A single-trial store (``betas`` (trial, voxel), estimated or
+    imported) gives its trials, their ``run`` coordinate as partition.
+    """
     pats, stim, runs, roi = [], [], [], None
     for k, p in enumerate(paths):
         ds = open_dataset(p)
-        if "stim_file" not in ds.variables:
-            raise ValueError(f"{p}: missing field `stim_file` of a run store.")
         r = np.asarray([str(v) for v in ds["roi"].values])
         if roi is not None and not np.array_equal(r, roi):
             raise ValueError(f"{p}: field `roi` differs from the subject's other runs.")
         roi = r
-        pats.append(event_responses(ds, lag=lag, where=str(p)))
-        stim.append(np.asarray([str(v) for v in ds["stim_file"].values]))
-        runs.append(np.full(ds.sizes["event"], str(k)))
+        if "betas" in ds.variables:
+            ids = np.asarray([str(v) for v in ds["stimulus"].values])
+            keep = np.array([not is_missing(v) for v in ids], dtype=bool)
+            pats.append(np.asarray(ds["betas"].values, dtype=np.float64)[keep])
+            stim.append(ids[keep])
+            # the n-th trial of every stimulus forms partition n: each partition then holds
+            # one trial per repeated stimulus, as crossnobis needs
+            runs.append(np.asarray([f"repeat-{r}" for r in _repeat_index(ids[keep])]))
+            continue
+        if "stim_file" not in ds.variables:
+            raise ValueError(f"{p}: missing field `stim_file` of a run store.")
+        table = events_from_store(ds)
+        keep = stimulus_mask(table, stimulus_events, id_column="stim_file", where=p)
+        pats.append(event_responses(ds, lag=lag, where=str(p))[keep])
+        stim.append(np.asarray([str(v) for v in ds["stim_file"].values])[keep])
+        runs.append(np.full(int(keep.sum()), str(k)))
     return np.concatenate(pats), np.concatenate(stim), np.concatenate(runs), roi
 
 
@@ -336,22 +393,29 @@ def rsa_fmri(
     output: str | os.PathLike,
     config: Mapping[str, Any],
     provenance: Mapping[str, Any],
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> Path:
     """Stage entry point: ROI RDMs, model comparison and ROI × ROI alignment for fMRI.
 
     Parameters
     ----------
     runs : list of path-like
-        ``preprocess_fmri`` run stores of one or more subjects (``entities.subject``).
+        ``preprocess_fmri`` run stores of one or more subjects (``entities.subject``),
+        or single-trial stores (one per subject; trials of a stimulus in different
+        ``run`` partitions are its repeats).
     features : dict of str to path-like
-        Layer name to feature store; layers of one model share the store attribute
-        ``model``.
+        Layer name to feature store; layers of one feature set (one extractor entry,
+        store attribute ``feature_set``) form one model of the alignment analysis, so
+        two entries of one network (pretrained and random weights, two seeds, two
+        transforms) stay two models.
     output : path-like
         Output zarr store.
     config : dict
         The ``rsa`` section.
     provenance : dict
         From :func:`neuroflow.artifacts.build_provenance`.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events that are not stimuli are left out.
 
     Returns
     -------
@@ -371,7 +435,7 @@ def rsa_fmri(
         ent = open_dataset(p).attrs.get("entities") or {}
         by_sub.setdefault(str(ent.get("subject", p.parent.name)), []).append(p)
     subs = sorted(by_sub)
-    loaded = {s: _fmri_subject(by_sub[s], cfg["hrf_lag"]) for s in subs}
+    loaded = {s: _fmri_subject(by_sub[s], cfg["hrf_lag"], stimulus_events) for s in subs}
     sets = []
     for s in subs:
         _, stim, run, _ = loaded[s]
@@ -393,6 +457,10 @@ def rsa_fmri(
     for a, s in enumerate(subs):
         pats, stim, run, roi = loaded[s]
         keep = np.isin(stim, common)
+        if all(str(r).startswith("repeat-") for r in run):
+            # trials: keep the repeats every common stimulus has (complete partitions)
+            n_rep = min(int((stim == c).sum()) for c in common)
+            keep &= np.array([int(str(r)[7:]) < n_rep for r in run])
         for b, name in enumerate(rois):
             x = pats[keep][:, roi == name]
             if cfg["fmri_rdm"] == "crossnobis":
@@ -404,7 +472,7 @@ def rsa_fmri(
     sim = np.stack(
         [np.stack([compare_rdms(models, r, method=m) for m in methods]) for r in roi_rdms]
     )
-    model_names = [feature_info(p)["model"] for p in features.values()]
+    model_names = [feature_info(p)["feature_space"] for p in features.values()]
     uniq_models = list(dict.fromkeys(model_names))
     align = [
         alignment_patterns(

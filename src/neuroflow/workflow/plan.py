@@ -1,25 +1,31 @@
 """What the workflow will compute, and where each artifact lives.
 
 :class:`WorkflowPlan` is built once per Snakemake invocation from the validated
-config: it indexes the dataset once (or predicts the demo's files before the
-demo exists), computes every stage's version id and builds result paths.
-The rules in ``rules/*.smk`` only ask it for paths.
+config. It indexes the dataset once (or predicts the demo's files before the demo
+exists), reads its events tables, decides which analyses apply to what the dataset
+has (modalities, stimuli, repeats, ROI labels), computes every stage's version id and
+builds result paths. The rules in ``rules/*.smk`` only ask it for paths.
+
+Analyses that do not apply are left out with one line each in :attr:`WorkflowPlan.notes`
+(printed when the workflow starts and kept by the summary): an EEG-only dataset has no
+fMRI stages, a dataset without ``stimuli/`` no image features, a movie shown once no
+RSA over repeated stimuli, a dataset without ROI labels no ROI-level RSA.
 
 Layout of ``results/``::
 
     demo/<v>/                                         the generated BIDS dataset
-    preprocess_fmri/<v>/sub-XX/<key>_desc-clean_bold.zarr
+    preprocess_fmri/<v>/sub-XX/<key>_desc-clean_bold.zarr   (BOLD runs or time series)
     preprocess_eeg/<v>/sub-XX/<key>_epo.zarr, <key>_raw.zarr
     features/<extractor>-<v>/<layer>.zarr
     align_features/<extractor>-<v>/sub-XX/<key>_<layer>.zarr
     encoding/<model>-<v>/sub-XX_encoding.zarr
     evaluation/<model>-<v>/sub-XX_scores.zarr
-    summary/<v>/scores.tsv, summary.zarr, plots/
-    single_trial/<v>/sub-XX/sub-XX_desc-singletrial_betas.zarr   (when enabled)
-    trial_encoding/<model>-<v>/sub-XX_encoding.zarr              (when single_trial is enabled)
+    summary/<v>/scores.tsv, scores.zarr, plots/
+    single_trial/<v>/sub-XX/sub-XX_desc-singletrial_betas.zarr   (estimated or imported)
+    trial_encoding/<model>-<v>/sub-XX_encoding.zarr
     trial_evaluation/<model>-<v>/sub-XX_scores.zarr
-    eeg_encoding/<model>-<v>/sub-XX/<key>_encoding.zarr
-    eeg_evaluation/<model>-<v>/sub-XX/<key>_scores.zarr
+    eeg_encoding/<model>-<v>/sub-XX_encoding.zarr
+    eeg_evaluation/<model>-<v>/sub-XX_scores.zarr
     eeg_trf/<model>-<v>/sub-XX/<key>_trf.zarr                    (when eeg_encoding.trf is enabled)
     decoding/<v>/decoding_eeg.zarr
     rsa/eeg-<v>/rsa_eeg.zarr, rsa/fmri-<v>/rsa_fmri.zarr
@@ -27,26 +33,39 @@ Layout of ``results/``::
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuroflow.io.records import EegRecording, FmriRun
+from neuroflow.io.records import BetasSession, EegRecording, FmriRun
+from neuroflow.workflow.design import (
+    DesignFacts,
+    demo_design,
+    read_design,
+    table_identity,
+)
 from neuroflow.workflow.versions import (
+    PlanScope,
+    compute_versions,
+    data_version,
     eeg_encoding_config,
+    eeg_model_names,
     eeg_trf_config,
     encoding_config,
-    stage_versions,
     trial_encoding_config,
 )
 
 __all__ = ["WorkflowPlan"]
 
+#: Analyses that pool subjects over stimuli; they read per-stimulus feature spaces.
+STIMULUS_ANALYSES = ("decoding", "rsa")
+
 
 @dataclass
 class WorkflowPlan:
-    """Versions, recordings and result paths for one config.
+    """Versions, recordings, applicable analyses and result paths for one config.
 
     Parameters
     ----------
@@ -59,81 +78,178 @@ class WorkflowPlan:
     results: Path = field(init=False)
     fmri_runs: list[FmriRun] = field(init=False)
     eeg_recordings: list[EegRecording] = field(init=False)
+    betas_sessions: list[BetasSession] = field(init=False)
+    design: DesignFacts = field(init=False)
+    scope: PlanScope = field(init=False)
     _fmri_by_key: dict[str, FmriRun] = field(init=False, repr=False)
     _eeg_by_key: dict[str, EegRecording] = field(init=False, repr=False)
+    _test_runs: dict[str, list[str]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.results = Path(self.config["results_dir"])
-        self.versions = stage_versions(self.config)
-        self.fmri_runs, self.eeg_recordings = self._index()
+        self._data_key, self._data_version = data_version(self.config)
+        self.fmri_runs, self.eeg_recordings, self.betas_sessions = self._index()
         self._fmri_by_key = {r.key: r for r in self.fmri_runs}
         self._eeg_by_key = {r.key: r for r in self.eeg_recordings}
+        self.design = self._read_design()
+        self.scope, self._test_runs = self._decide()
+        self.versions = compute_versions(self.config, self.scope)
 
     # ------------------------------------------------------------------ dataset
     @property
+    def dataset(self) -> Mapping[str, Any]:
+        """The ``dataset`` section."""
+        return self.config["dataset"]
+
+    @property
     def is_demo(self) -> bool:
         """Whether the input is the embedded demo dataset."""
-        return self.config["dataset"]["source"] == "demo"
+        return self.dataset["source"] == "demo"
+
+    @property
+    def source(self) -> str:
+        """``demo``, ``bids``, ``fmriprep``, ``betas`` or ``timeseries``."""
+        return str(self.dataset["source"])
 
     @property
     def bids_root(self) -> Path:
         """Root of the BIDS dataset (the demo's output folder for the demo)."""
         if self.is_demo:
-            return self.results / "demo" / self.versions["demo"]
-        return Path(self.config["dataset"]["bids_root"])
+            return self.results / "demo" / self._data_version
+        # one spelling per folder (trailing slash, "..", symlinks): the paths that jobs
+        # and notes see are the same for every spelling of the config
+        return Path(self.dataset["bids_root"]).expanduser().resolve()
 
-    def _index(self) -> tuple[list[FmriRun], list[EegRecording]]:
+    @property
+    def stimuli_dir(self) -> Path:
+        """The dataset's ``stimuli/`` folder."""
+        return self.bids_root / "stimuli"
+
+    @property
+    def captions(self) -> Path:
+        """The captions table (``dataset.captions``, else ``stimuli/captions.tsv``)."""
+        given = self.dataset.get("captions")
+        if given:
+            path = Path(given)
+            return path if path.is_absolute() or path.exists() else self.bids_root / path
+        return self.stimuli_dir / "captions.tsv"
+
+    @property
+    def stimulus_events(self) -> dict[str, Any]:
+        """``dataset.stimulus_events``: which events rows are stimuli."""
+        return dict(self.dataset.get("stimulus_events") or {})
+
+    def _filters(self) -> dict[str, list[str] | None]:
+        ds = self.dataset
+        return {key: ds.get(key) or None for key in ("subjects", "sessions", "tasks", "runs")}
+
+    def _index(self) -> tuple[list[FmriRun], list[EegRecording], list[BetasSession]]:
         """Index the dataset once (or predict the demo's files before it exists)."""
-        ds = self.config["dataset"]
+        ds = self.dataset
         if self.is_demo:
             from neuroflow.demo import demo_layout
 
             layout = demo_layout(self.config["demo"], self.bids_root)
-            return self._filter(layout.fmri_runs), self._filter(layout.eeg_recordings)
-        from neuroflow.io.bids import index_eeg_recordings, index_fmri_runs
+            fmri, eeg = self._filter(layout.fmri_runs), self._filter(layout.eeg_recordings)
+            self._check_demo_filters(layout)
+            return fmri, eeg, []
+        from neuroflow.io.bids import check_filters, index_eeg_recordings, index_fmri_runs
 
         if not ds.get("bids_root"):
             raise ValueError(
                 f"`dataset.bids_root` must name the BIDS folder when `dataset.source` is "
                 f"{ds['source']!r}, got {ds.get('bids_root')!r} instead."
             )
+        root = self.bids_root
+        if not root.is_dir():
+            raise FileNotFoundError(
+                f"`dataset.bids_root` must be an existing folder, got {str(root)!r} instead."
+            )
         if ds["source"] == "fmriprep" and not ds.get("fmriprep_dir"):
             raise ValueError(
                 "`dataset.fmriprep_dir` must name the fMRIPrep output folder when "
                 f"`dataset.source` is 'fmriprep', got {ds.get('fmriprep_dir')!r} instead."
             )
-        filters = {key: ds.get(key) or None for key in ("subjects", "sessions", "tasks", "runs")}
-        has_func = ds["source"] == "fmriprep" or self._has(ds, "func")
-        fmri = []
-        if has_func:
+        filters = self._filters()
+        seen: dict[str, set[str]] = {}
+        fmri: list[FmriRun] = []
+        betas: list[BetasSession] = []
+        if ds["source"] == "timeseries":
+            from neuroflow.preprocessing.fmri.timeseries import index_timeseries_runs
+
+            fmri = index_timeseries_runs(root, strict=False, seen=seen, **filters)
+        elif ds["source"] == "betas":
+            from neuroflow.io.betas import index_betas
+
+            betas = index_betas(
+                root,
+                subjects=filters["subjects"],
+                sessions=filters["sessions"],
+                strict=False,
+                seen=seen,
+            )
+        elif ds["source"] == "fmriprep" or self._has(root, "func"):
             fmri = index_fmri_runs(
-                ds["bids_root"],
+                root,
                 fmriprep_dir=ds.get("fmriprep_dir") if ds["source"] == "fmriprep" else None,
                 space=ds.get("space"),
                 confounds_pattern=ds.get("confounds_pattern"),
+                strict=False,
+                seen=seen,
                 **filters,
             )
-        # Filters are checked strictly against the fMRI runs; EEG recordings that
-        # match them are kept (a task filter naming an fMRI task is not an EEG error).
-        eeg = index_eeg_recordings(ds["bids_root"]) if self._has(ds, "eeg") else []
-        return fmri, self._filter(eeg)
+        eeg: list[EegRecording] = []
+        include_meg = bool(ds.get("eeg_from_meg", True))
+        if self._has(root, "eeg") or (include_meg and self._has(root, "meg")):
+            eeg = index_eeg_recordings(
+                root, strict=False, seen=seen, include_meg=include_meg, **filters
+            )
+        # Filters are checked against every modality at once: a session that only the
+        # EEG has (ses-eeg) is no error because the fMRI runs live in ses-mri.
+        check_filters(root, seen=seen, **filters)
+        if not (fmri or eeg or betas):
+            raise ValueError(
+                f"No recordings in {root} match the selection {self._describe_filters()} "
+                f"(looked for fMRI runs, EEG recordings{' and betas' if betas else ''} "
+                f"for `dataset.source` {ds['source']!r})."
+            )
+        return fmri, eeg, betas
+
+    def _describe_filters(self) -> str:
+        chosen = {k: v for k, v in self._filters().items() if v}
+        return str(chosen) if chosen else "(all subjects, sessions, tasks and runs)"
 
     @staticmethod
-    def _has(ds: Mapping[str, Any], datatype: str) -> bool:
+    def _has(root: Path, datatype: str) -> bool:
         """Whether any subject (or session) folder has a ``datatype`` folder."""
-        root = Path(ds["bids_root"])
         return any(root.glob(f"sub-*/{datatype}")) or any(root.glob(f"sub-*/ses-*/{datatype}"))
+
+    def _check_demo_filters(self, layout: Any) -> None:
+        """Filters naming nothing in the demo are errors, as they are for real data."""
+        records = [*layout.fmri_runs, *layout.eeg_recordings]
+        for key, attr in (("subjects", "subject"), ("tasks", "task"), ("runs", "run")):
+            wanted = self.dataset.get(key) or []
+            have = sorted({str(getattr(r, attr)) for r in records if getattr(r, attr)})
+            for label in wanted:
+                if not any(_same(label, h) for h in have):
+                    close = difflib.get_close_matches(str(label), have, n=3)
+                    hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+                    raise ValueError(
+                        f"`dataset.{key}` names {label!r}, which the demo dataset does not "
+                        f"have (available: {', '.join(have) or 'none'}).{hint}"
+                    )
+        if self.dataset.get("sessions"):
+            raise ValueError(
+                f"`dataset.sessions` must be empty for the demo dataset (it has no sessions), "
+                f"got {self.dataset['sessions']} instead."
+            )
 
     def _filter(self, records: Any) -> list[Any]:
         """Apply the dataset filters to the demo's records (run labels match as numbers)."""
-        ds = self.config["dataset"]
-
-        def norm(value: Any) -> str:
-            text = str(value)
-            return text.lstrip("0") or "0" if text.isdigit() else text
+        ds = self.dataset
 
         def keep(value: str | None, allowed: list[Any] | None) -> bool:
-            return not allowed or (value is not None and norm(value) in {norm(a) for a in allowed})
+            return not allowed or (value is not None and any(_same(value, a) for a in allowed))
 
         return [
             r
@@ -144,10 +260,51 @@ class WorkflowPlan:
             and keep(r.run, ds.get("runs"))
         ]
 
+    def _read_design(self) -> DesignFacts:
+        if self.is_demo:
+            return demo_design(
+                self.config["demo"],
+                self.bids_root,
+                {r.key: str(r.run) for r in self.fmri_runs},
+            )
+        return read_design(
+            fmri_runs=self.fmri_runs,
+            eeg_recordings=self.eeg_recordings,
+            betas=self.betas_sessions,
+            stimulus_events=self.stimulus_events,
+            eeg_stim_column=self.config["preprocess_eeg"].get("stim_column"),
+            stimuli_dir=self.stimuli_dir,
+            captions=self.captions,
+        )
+
+    # ------------------------------------------------------------------ scope
+    def _decide(self) -> tuple[PlanScope, dict[str, list[str]]]:
+        """Which analyses apply, with a note for each one left out."""
+        from neuroflow.workflow.applicability import decide_scope
+
+        return decide_scope(self)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Analyses left out of this run, one line each with the reason."""
+        return self.scope.notes
+
     @property
     def subjects(self) -> list[str]:
-        """Subjects with at least one fMRI run, sorted."""
-        return sorted({r.subject for r in self.fmri_runs})
+        """Subjects with at least one fMRI run (or imported betas), sorted."""
+        return sorted(
+            {r.subject for r in self.fmri_runs} | {b.subject for b in self.betas_sessions}
+        )
+
+    @property
+    def encoding_subjects(self) -> list[str]:
+        """Subjects whose runs allow a run-based encoding model (held-out runs resolved)."""
+        return sorted(self._test_runs)
+
+    @property
+    def eeg_subjects(self) -> list[str]:
+        """Subjects with at least one EEG recording, sorted."""
+        return sorted({r.subject for r in self.eeg_recordings})
 
     def fmri_run(self, key: str) -> FmriRun:
         """The fMRI run record with entity key ``key``."""
@@ -167,30 +324,99 @@ class WorkflowPlan:
         """fMRI runs of one subject, in key order."""
         return sorted((r for r in self.fmri_runs if r.subject == subject), key=lambda r: r.key)
 
-    def roi_files(self, run: FmriRun) -> tuple[Path | None, Path | None]:
-        """ROI label image and labels table for a run (the demo's ground truth by default).
+    def recordings_of(self, subject: str) -> list[EegRecording]:
+        """EEG recordings of one subject, in key order."""
+        return sorted((r for r in self.eeg_recordings if r.subject == subject), key=lambda r: r.key)
+
+    def betas_of(self, subject: str) -> list[BetasSession]:
+        """Imported betas sessions of one subject, in key order."""
+        return sorted((b for b in self.betas_sessions if b.subject == subject), key=lambda b: b.key)
+
+    def test_runs_of(self, subject: str) -> list[str]:
+        """Keys of the held-out test runs of one subject's run-based encoding models."""
+        return list(self._test_runs.get(subject, []))
+
+    def roi_files(self, run: FmriRun | str) -> tuple[Path | None, Path | None]:
+        """ROI label image and labels table of a run or subject.
 
         Parameters
         ----------
-        run : FmriRun
-            The run.
+        run : FmriRun | str
+            The run, or a subject label.
 
         Returns
         -------
         atlas, labels : Path | None
-            From ``preprocess_fmri.rois`` when set; for the demo, its planted ROIs.
+            From ``preprocess_fmri.rois`` when set (``{subject}`` and ``{session}`` in
+            the paths are filled in; relative paths are looked up in the working folder,
+            then in the dataset); for the demo, its planted ROIs.
         """
+        subject = run if isinstance(run, str) else run.subject
+        session = None if isinstance(run, str) else run.session
         rois = self.config["preprocess_fmri"].get("rois") or {}
         if rois.get("atlas"):
-            labels = rois.get("labels")
-            return Path(rois["atlas"]), Path(labels) if labels else None
+            atlas = self._dataset_path(rois["atlas"], subject, session)
+            labels = (
+                self._dataset_path(rois["labels"], subject, session) if rois.get("labels") else None
+            )
+            return atlas, labels
         if self.is_demo:
             truth = self.bids_root / "derivatives" / "groundtruth"
             return (
-                truth / f"sub-{run.subject}" / f"sub-{run.subject}_desc-rois_dseg.nii.gz",
+                truth / f"sub-{subject}" / f"sub-{subject}_desc-rois_dseg.nii.gz",
                 truth / "rois.tsv",
             )
         return None, None
+
+    def _dataset_path(self, pattern: str, subject: str, session: str | None) -> Path:
+        """A configured path with ``{subject}``/``{session}`` filled in, found here or in
+        the dataset."""
+        try:
+            text = str(pattern).format(subject=subject, session=session or "")
+        except (KeyError, IndexError) as err:
+            raise ValueError(
+                f"`preprocess_fmri.rois` paths may only use {{subject}} and {{session}}, got "
+                f"{pattern!r} instead."
+            ) from err
+        path = Path(text)
+        if path.is_absolute() or path.exists() or self.is_demo:
+            return path
+        inside = self.bids_root / path
+        return inside if inside.exists() else path
+
+    @property
+    def has_roi_labels(self) -> bool:
+        """Whether voxels carry ROI labels that group several of them (an atlas or the
+        demo's ROIs; parcel time series have one target per label)."""
+        rois = self.config["preprocess_fmri"].get("rois") or {}
+        return self.source != "timeseries" and (bool(rois.get("atlas")) or self.is_demo)
+
+    # ------------------------------------------------------------------ tables
+    def stimulus_tables(self) -> list[Path]:
+        """Events (or trials) tables that list the stimuli: fMRI runs, EEG recordings, betas."""
+        tables = [r.events for r in self.fmri_runs] + [r.events for r in self.eeg_recordings]
+        tables += [b.trials for b in self.betas_sessions]
+        return [Path(p) for p in tables if p is not None]
+
+    def training_tables(self) -> list[Path]:
+        """Events tables of the training runs (the stimuli a PCA may be fitted on).
+
+        Without run-based encoding (EEG or betas only), every stimulus table.
+        """
+        if not self._test_runs:
+            return self.stimulus_tables()
+        test = {key for keys in self._test_runs.values() for key in keys}
+        return [
+            Path(r.events)
+            for r in self.fmri_runs
+            if r.key not in test and r.events is not None and r.subject in self._test_runs
+        ]
+
+    def table_identity(self) -> list[str]:
+        """What identifies the stimulus tables in version ids (keys for the demo)."""
+        if self.is_demo:
+            return sorted([r.key for r in self.fmri_runs] + [r.key for r in self.eeg_recordings])
+        return table_identity(self.stimulus_tables(), self.bids_root)
 
     # ------------------------------------------------------------------ paths
     def stage_dir(self, stage: str, name: str | None = None) -> Path:
@@ -200,7 +426,7 @@ class WorkflowPlan:
         return self.results / stage / (f"{name}-{version}" if name else version)
 
     def fmri_store(self, key: str) -> Path:
-        """Cleaned (time, voxel) store of one fMRI run."""
+        """Cleaned (time, voxel) store of one fMRI run (or one run of time series)."""
         run = self.fmri_run(key)
         return (
             self.stage_dir("preprocess_fmri")
@@ -217,6 +443,21 @@ class WorkflowPlan:
         """(channel, time) store of one EEG recording."""
         rec = self.eeg_recording(key)
         return self.stage_dir("preprocess_eeg") / f"sub-{rec.subject}" / f"{key}_raw.zarr"
+
+    @property
+    def continuous_recordings(self) -> list[EegRecording]:
+        """EEG recordings read as continuous data (they also get a continuous store)."""
+        return [r for r in self.eeg_recordings if not r.epoched]
+
+    @property
+    def epoched_recordings(self) -> list[EegRecording]:
+        """EEG recordings that arrive as epochs (MNE -epo.fif, epoched EEGLAB)."""
+        return [r for r in self.eeg_recordings if r.epoched]
+
+    @property
+    def extractors(self) -> list[dict[str, Any]]:
+        """Config entries of the extractors that run (those with stimuli to work on)."""
+        return [self.extractor(name) for name in self.scope.extractors]
 
     def extractor_layers(self, name: str) -> list[str]:
         """Names of the layer stores of one extractor (known before any model loads)."""
@@ -254,12 +495,19 @@ class WorkflowPlan:
         return name, layer
 
     def encoding_models(self) -> list[str]:
-        """Names of the configured encoding models."""
-        return list(self.config["encoding"]["models"])
+        """Names of the encoding models that run."""
+        return list(self.scope.models)
 
-    def encoding_config(self, model: str) -> dict[str, Any]:
-        """What the encoding stage receives for ``model``."""
-        return encoding_config(self.config, model)
+    def encoding_config(self, model: str, subject: str | None = None) -> dict[str, Any]:
+        """What the encoding stage receives for ``model`` (and ``subject``'s test runs).
+
+        With a subject, ``split.test_runs`` holds the keys of its held-out runs, as
+        resolved from the setting (``auto``: a repeated sequence, else the last run).
+        """
+        section = encoding_config(self.config, model)
+        if subject is not None:
+            section["split"] = {**section["split"], "test_runs": self.test_runs_of(subject)}
+        return section
 
     def encoding_store(self, model: str, subject: str) -> Path:
         """Fitted encoding model and test predictions of one subject."""
@@ -269,24 +517,26 @@ class WorkflowPlan:
         """Per-target scores of one subject's encoding model."""
         return self.stage_dir("evaluation", model) / f"sub-{subject}_scores.zarr"
 
+    def eeg_models(self) -> list[str]:
+        """Names of the EEG encoding models that run."""
+        return list(self.scope.eeg_models)
+
     def eeg_encoding_config(self, model: str) -> dict[str, Any]:
         """What the EEG encoding stage receives for ``model``."""
         return eeg_encoding_config(self.config, model)
 
-    def eeg_encoding_store(self, model: str, key: str) -> Path:
-        """EEG encoding model (channel x latency) of one recording."""
-        rec = self.eeg_recording(key)
-        return self.stage_dir("eeg_encoding", model) / f"sub-{rec.subject}" / f"{key}_encoding.zarr"
+    def eeg_encoding_store(self, model: str, subject: str) -> Path:
+        """EEG encoding model (channel x latency) of one subject's recordings."""
+        return self.stage_dir("eeg_encoding", model) / f"sub-{subject}_encoding.zarr"
 
-    def eeg_scores_store(self, model: str, key: str) -> Path:
-        """Per-target scores of one recording's EEG encoding model."""
-        rec = self.eeg_recording(key)
-        return self.stage_dir("eeg_evaluation", model) / f"sub-{rec.subject}" / f"{key}_scores.zarr"
+    def eeg_scores_store(self, model: str, subject: str) -> Path:
+        """Per-target scores of one subject's EEG encoding model."""
+        return self.stage_dir("eeg_evaluation", model) / f"sub-{subject}_scores.zarr"
 
     @property
     def trf_enabled(self) -> bool:
         """Whether TRF models are fitted (``eeg_encoding.enabled`` and ``.trf.enabled``)."""
-        return any(key.startswith("eeg_trf/") for key in self.versions)
+        return self.scope.trf
 
     def eeg_trf_config(self, model: str) -> dict[str, Any]:
         """What the EEG TRF stage receives for ``model``."""
@@ -303,9 +553,23 @@ class WorkflowPlan:
             return []
         return [
             self.eeg_trf_store(m, r.key)
-            for m in self.encoding_models()
-            for r in self.eeg_recordings
+            for m in self.eeg_models()
+            for r in self.continuous_recordings
         ]
+
+    @property
+    def single_trial_enabled(self) -> bool:
+        """Whether single-trial betas are estimated (or imported) and modelled."""
+        return self.scope.single_trial
+
+    @property
+    def trial_subjects(self) -> list[str]:
+        """Subjects with single-trial betas (estimated from runs, or imported)."""
+        if not self.single_trial_enabled:
+            return []
+        if self.source == "betas":
+            return sorted({b.subject for b in self.betas_sessions})
+        return sorted({r.subject for r in self.fmri_runs})
 
     def single_trial_store(self, subject: str) -> Path:
         """(trial, voxel) single-trial responses of one subject."""
@@ -333,28 +597,55 @@ class WorkflowPlan:
         Returns
         -------
         stores : list of Path
-            Run-based models (model x subject), then, when ``single_trial.enabled``,
-            the single-trial models (model x subject).
+            Run-based models (model x subject), then the single-trial models
+            (model x subject) when they run.
         """
-        models, subjects = self.encoding_models(), self.subjects
-        out = [self.scores_store(m, s) for m in models for s in subjects]
-        if self.config["single_trial"]["enabled"]:
-            out += [self.trial_scores_store(m, s) for m in models for s in subjects]
+        out = [
+            self.scores_store(m, s) for m in self.encoding_models() for s in self.encoding_subjects
+        ]
+        out += [
+            self.trial_scores_store(m, s)
+            for m in self.scope.trial_models
+            for s in self.trial_subjects
+        ]
         return out
 
+    def all_eeg_scores_stores(self) -> list[Path]:
+        """Score stores of every EEG encoding model (model x subject)."""
+        return [self.eeg_scores_store(m, s) for m in self.eeg_models() for s in self.eeg_subjects]
+
     def all_feature_spaces(self) -> dict[str, Path]:
-        """Every extractor layer by label (``name``, or ``name:layer`` for several layers)."""
+        """Every extractor layer that runs, by label (``name``, or ``name:layer``)."""
         out = {}
-        for entry in self.config["features"]["extractors"]:
+        for entry in self.extractors:
             layers = self.extractor_layers(entry["name"])
             for layer in layers:
                 label = entry["name"] if len(layers) == 1 else f"{entry['name']}:{layer}"
                 out[label] = self.feature_store(entry["name"], layer)
         return out
 
+    def analysis_spaces(self, analysis: str) -> dict[str, Path]:
+        """Feature spaces of a stimulus-level analysis (``"decoding"`` or ``"rsa"``)."""
+        spaces = self.scope.spaces.get(analysis, ())
+        out = {}
+        for label in spaces:
+            name, layer = self.feature_space(label)
+            out[label] = self.feature_store(name, layer)
+        return out
+
+    @property
+    def decoding_enabled(self) -> bool:
+        """Whether the EEG decoding stage runs."""
+        return self.scope.decoding
+
     def decoding_store(self) -> Path:
         """EEG decoding results of every subject."""
         return self.stage_dir("decoding") / "decoding_eeg.zarr"
+
+    @property
+    def rsa_modalities(self) -> list[str]:
+        """Modalities whose RSA stage runs (``"eeg"``, ``"fmri"``)."""
+        return list(self.scope.rsa)
 
     def rsa_store(self, modality: str) -> Path:
         """RSA results of every subject for ``"eeg"`` or ``"fmri"``."""
@@ -363,6 +654,17 @@ class WorkflowPlan:
     def summary_dir(self) -> Path:
         """Folder of the cross-model, cross-subject summary."""
         return self.stage_dir("summary")
+
+    @property
+    def has_summary(self) -> bool:
+        """Whether any analysis feeds the summary."""
+        return bool(
+            self.all_scores_stores()
+            or self.decoding_enabled
+            or self.rsa_modalities
+            or self.all_trf_stores()
+            or self.all_eeg_scores_stores()
+        )
 
     def all_version_dirs(self) -> list[Path]:
         """Every stage-version folder the current config reaches."""
@@ -373,3 +675,13 @@ class WorkflowPlan:
                 continue
             out.append(self.stage_dir(stage, name or None))
         return out
+
+    def eeg_model_names(self) -> list[str]:
+        """Names of the configured EEG encoding models (before applicability)."""
+        return eeg_model_names(self.config)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Labels match exactly, or as integers (``run-01`` matches ``1``)."""
+    a, b = str(a), str(b)
+    return a == b or (a.isdigit() and b.isdigit() and int(a) == int(b))

@@ -14,6 +14,8 @@ the versions, and so the results, as they are.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from neuroflow.artifacts import version_id
@@ -21,8 +23,13 @@ from neuroflow.artifacts import version_id
 __all__ = [
     "FORMAT_VERSIONS",
     "STAGES",
+    "PlanScope",
+    "compute_versions",
+    "data_version",
     "dataset_identity",
     "eeg_encoding_config",
+    "eeg_model_names",
+    "eeg_model_spaces",
     "eeg_trf_config",
     "encoding_config",
     "stage_versions",
@@ -33,18 +40,18 @@ __all__ = [
 FORMAT_VERSIONS: dict[str, int] = {
     "demo": 3,
     "preprocess_fmri": 2,
-    "preprocess_eeg": 1,
-    "features": 1,
+    "preprocess_eeg": 2,
+    "features": 2,
     "align_features": 1,
     "encoding": 2,
     "evaluation": 1,
-    "summary": 1,
+    "summary": 2,
     "single_trial": 1,
-    "eeg_encoding": 1,
+    "eeg_encoding": 2,
     "eeg_evaluation": 1,
     "eeg_trf": 1,
-    "decoding": 2,
-    "rsa": 2,
+    "decoding": 3,
+    "rsa": 3,
     "trial_encoding": 1,
     "trial_evaluation": 1,
 }
@@ -70,6 +77,62 @@ STAGES: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class PlanScope:
+    """What a plan computes, beyond the config: the analyses that apply to the dataset.
+
+    :class:`~neuroflow.workflow.plan.WorkflowPlan` decides this from the config and the
+    dataset (which modalities exist, which extractors have stimuli, which designs have
+    repeats); the version ids cover it, so that a version folder always holds the
+    results of one selection of recordings and analyses.
+
+    Attributes
+    ----------
+    extractors : tuple of str
+        Names of the feature extractors that run (config order).
+    models : tuple of str
+        Run-based fMRI encoding models that run.
+    trial_models : tuple of str
+        Single-trial encoding models that run.
+    eeg_models : tuple of str
+        EEG encoding models that run.
+    rsa : tuple of str
+        Modalities of the RSA stages that run (``"eeg"``, ``"fmri"``).
+    decoding : bool
+        Whether the EEG decoding stage runs.
+    single_trial : bool
+        Whether single-trial betas are estimated (or imported) and modelled.
+    trf : bool
+        Whether EEG temporal response functions are fitted.
+    spaces : dict of str to tuple of str
+        Feature spaces of the stimulus-level analyses (``"decoding"``, ``"rsa"``).
+    selection : dict
+        The recordings the group-level stages pool (entity keys per modality), the
+        stimulus tables they read, the stimulus-event rules and the held-out runs.
+    notes : tuple of str
+        Analyses left out, each with its reason (logged, and kept by the summary).
+    """
+
+    extractors: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    trial_models: tuple[str, ...] = ()
+    eeg_models: tuple[str, ...] = ()
+    rsa: tuple[str, ...] = ()
+    decoding: bool = False
+    single_trial: bool = False
+    trf: bool = False
+    spaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    selection: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def _normalised_path(value: Any) -> str | None:
+    """An absolute path without symlinks, ``..`` or a trailing slash (None stays None)."""
+    if value in (None, ""):
+        return None
+    return str(Path(str(value)).expanduser().resolve())
+
+
 def dataset_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """What identifies the input dataset (filters excluded: they select jobs).
 
@@ -81,18 +144,23 @@ def dataset_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     Returns
     -------
     identity : dict
-        For the demo, its config section; for a real dataset, its paths and
-        the derivatives space.
+        For the demo, its config section; for a real dataset, its paths (resolved, so
+        that every spelling of one folder gives one identity), the derivatives space
+        and the settings that change how its files are read.
     """
     ds = config["dataset"]
     if ds["source"] == "demo":
         return {"source": "demo", "demo": config["demo"]}
-    return {
+    identity = {
         "source": ds["source"],
-        "bids_root": str(ds.get("bids_root")),
-        "fmriprep_dir": str(ds.get("fmriprep_dir")),
+        "bids_root": _normalised_path(ds.get("bids_root")),
+        "fmriprep_dir": _normalised_path(ds.get("fmriprep_dir")),
         "space": ds.get("space"),
     }
+    for key in ("captions", "repetition_time", "eeg_from_meg"):
+        if ds.get(key) is not None:
+            identity[key] = _normalised_path(ds[key]) if key == "captions" else ds[key]
+    return identity
 
 
 def _v(stage: str, section: Any, inputs: Mapping[str, str]) -> str:
@@ -104,6 +172,9 @@ def _v(stage: str, section: Any, inputs: Mapping[str, str]) -> str:
 def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     """Version id of every stage output that the config reaches.
 
+    A shortcut for ``WorkflowPlan(config).versions`` (the plan indexes the dataset to
+    know which analyses apply; for the demo nothing is read).
+
     Parameters
     ----------
     config : dict
@@ -112,45 +183,70 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
     Returns
     -------
     versions : dict of str to str
+        See :func:`compute_versions`.
+    """
+    from neuroflow.workflow.plan import WorkflowPlan
+
+    return dict(WorkflowPlan(config).versions)
+
+
+def data_version(config: Mapping[str, Any]) -> tuple[str, str]:
+    """Key (``"demo"`` or ``"dataset"``) and version id of the input dataset."""
+    identity = dataset_identity(config)
+    key = "demo" if identity["source"] == "demo" else "dataset"
+    return key, version_id(stage=key, config=identity, format_version=FORMAT_VERSIONS["demo"])
+
+
+def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, str]:
+    """Version id of every stage output a plan reaches.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+    scope : PlanScope
+        The analyses that apply and the recordings they pool.
+
+    Returns
+    -------
+    versions : dict of str to str
         Keys are ``"demo"`` (or ``"dataset"``), ``"preprocess_fmri"``,
         ``"preprocess_eeg"``, ``"features/<name>"``, ``"align_features/<name>"``,
         ``"encoding/<model>"``, ``"evaluation/<model>"``, ``"single_trial"``,
         ``"eeg_encoding/<model>"``, ``"eeg_evaluation/<model>"``, ``"decoding"``,
-        ``"rsa/<modality>"``, ``"summary"``; when ``single_trial.enabled``,
-        ``"trial_encoding/<model>"`` and ``"trial_evaluation/<model>"``; when
-        ``eeg_encoding.enabled`` and ``eeg_encoding.trf.enabled``, ``"eeg_trf/<model>"``.
+        ``"rsa/<modality>"``, ``"summary"``; with single trials,
+        ``"trial_encoding/<model>"`` and ``"trial_evaluation/<model>"``; with TRFs,
+        ``"eeg_trf/<model>"``. Stages that do not apply have no entry.
     """
-    identity = dataset_identity(config)
-    data_key = "demo" if identity["source"] == "demo" else "dataset"
-    versions: dict[str, str] = {
-        data_key: version_id(
-            stage=data_key, config=identity, format_version=FORMAT_VERSIONS["demo"]
-        )
-    }
-    data_v = {"dataset": versions[data_key]}
+    data_key, data_id = data_version(config)
+    versions: dict[str, str] = {data_key: data_id}
+    data_v = {"dataset": data_id}
+    selection = dict(scope.selection)
+    design = {"stimulus_events": config["dataset"].get("stimulus_events") or {}}
+    # Stages that pool recordings carry the selection: a different choice of subjects,
+    # runs or stimulus tables is a different result, so it gets a different folder.
+    pooled = {"selection": version_id(stage="selection", config=selection)}
     versions["preprocess_fmri"] = _v("preprocess_fmri", config["preprocess_fmri"], data_v)
-    versions["preprocess_eeg"] = _v("preprocess_eeg", config["preprocess_eeg"], data_v)
+    versions["preprocess_eeg"] = _v(
+        "preprocess_eeg", {**config["preprocess_eeg"], **design}, data_v
+    )
 
     features = config["features"]
-    split = config["encoding"]["split"]
-    for entry in features["extractors"]:
-        name = entry["name"]
-        section = dict(entry)
-        if _uses_training_split(entry):
-            section["split"] = split
-        versions[f"features/{name}"] = _v("features", section, data_v)
+    for name in scope.extractors:
+        entry = next(e for e in features["extractors"] if e["name"] == name)
+        versions[f"features/{name}"] = _v("features", {**entry, **design}, {**data_v, **pooled})
         versions[f"align_features/{name}"] = _v(
             "align_features",
-            features["alignment"],
+            {**features["alignment"], **design},
             {
                 "features": versions[f"features/{name}"],
                 "preprocess_fmri": versions["preprocess_fmri"],
             },
         )
 
-    for model in config["encoding"]["models"]:
+    for model in scope.models:
         section = encoding_config(config, model)
-        inputs = {"preprocess_fmri": versions["preprocess_fmri"]}
+        inputs = {"preprocess_fmri": versions["preprocess_fmri"], **pooled}
         for space in section["feature_spaces"]:
             extractor = space.split(":")[0]
             inputs[f"align_features/{space}"] = versions[f"align_features/{extractor}"]
@@ -158,53 +254,67 @@ def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
         versions[f"evaluation/{model}"] = _v(
             "evaluation", config["evaluation"], {"encoding": versions[f"encoding/{model}"]}
         )
-    versions["single_trial"] = _v(
-        "single_trial", config["single_trial"], {"preprocess_fmri": versions["preprocess_fmri"]}
-    )
-    for model in config["encoding"]["models"]:
-        section = eeg_encoding_config(config, model)
-        inputs = _feature_inputs(versions, section, "preprocess_eeg")
-        versions[f"eeg_encoding/{model}"] = _v("eeg_encoding", section, inputs)
-        versions[f"eeg_evaluation/{model}"] = _v(
-            "eeg_evaluation",
-            config["evaluation"],
-            {"eeg_encoding": versions[f"eeg_encoding/{model}"]},
+    if scope.single_trial:
+        upstream = "preprocess_fmri" if config["dataset"]["source"] != "betas" else "dataset"
+        versions["single_trial"] = _v(
+            "single_trial",
+            {**config["single_trial"], **design},
+            {upstream: versions.get(upstream, data_id), **pooled},
         )
-    if _trf_enabled(config):
-        for model in config["encoding"]["models"]:
-            section = eeg_trf_config(config, model)
-            inputs = _feature_inputs(versions, section, "preprocess_eeg")
-            versions[f"eeg_trf/{model}"] = _v("eeg_trf", section, inputs)
-
-    if config["single_trial"]["enabled"]:
-        for model in config["encoding"]["models"]:
+        for model in scope.trial_models:
             section = trial_encoding_config(config, model)
-            inputs = _feature_inputs(versions, section, "single_trial")
+            inputs = {**_feature_inputs(versions, section, "single_trial"), **pooled}
             versions[f"trial_encoding/{model}"] = _v("trial_encoding", section, inputs)
             versions[f"trial_evaluation/{model}"] = _v(
                 "trial_evaluation",
                 config["evaluation"],
                 {"trial_encoding": versions[f"trial_encoding/{model}"]},
             )
+    for model in scope.eeg_models:
+        section = eeg_encoding_config(config, model)
+        inputs = {**_feature_inputs(versions, section, "preprocess_eeg"), **pooled}
+        versions[f"eeg_encoding/{model}"] = _v("eeg_encoding", section, inputs)
+        versions[f"eeg_evaluation/{model}"] = _v(
+            "eeg_evaluation",
+            config["evaluation"],
+            {"eeg_encoding": versions[f"eeg_encoding/{model}"]},
+        )
+    if scope.trf:
+        for model in scope.eeg_models:
+            section = eeg_trf_config(config, model)
+            inputs = _feature_inputs(versions, section, "preprocess_eeg")
+            versions[f"eeg_trf/{model}"] = _v("eeg_trf", section, inputs)
 
-    feature_versions = {k: v for k, v in versions.items() if k.startswith("features/")}
-    versions["decoding"] = _v(
-        "decoding",
-        config["decoding"],
-        {"preprocess_eeg": versions["preprocess_eeg"], **feature_versions},
-    )
-    versions["rsa/eeg"] = _v(
-        "rsa", config["rsa"], {"preprocess_eeg": versions["preprocess_eeg"], **feature_versions}
-    )
-    versions["rsa/fmri"] = _v(
-        "rsa", config["rsa"], {"preprocess_fmri": versions["preprocess_fmri"], **feature_versions}
-    )
+    def space_versions(analysis: str) -> dict[str, str]:
+        spaces = scope.spaces.get(analysis, ())
+        return {f"features/{s}": versions[f"features/{s.split(':')[0]}"] for s in spaces}
+
+    if scope.decoding:
+        versions["decoding"] = _v(
+            "decoding",
+            config["decoding"],
+            {"preprocess_eeg": versions["preprocess_eeg"], **space_versions("decoding"), **pooled},
+        )
+    for modality in scope.rsa:
+        brain = {
+            "eeg": "preprocess_eeg",
+            "fmri": "single_trial" if config["dataset"]["source"] == "betas" else "preprocess_fmri",
+        }[modality]
+        versions[f"rsa/{modality}"] = _v(
+            "rsa",
+            {**config["rsa"], **design},
+            {brain: versions[brain], **space_versions("rsa"), **pooled},
+        )
     evaluation_inputs = {
         k: v
         for k, v in versions.items()
         if k.startswith(("evaluation/", "trial_evaluation/", "eeg_trf/", "rsa/")) or k == "decoding"
     }
-    versions["summary"] = _v("summary", config["evaluation"], evaluation_inputs)
+    versions["summary"] = _v(
+        "summary",
+        {**config["evaluation"], "notes": list(scope.notes)},
+        {**evaluation_inputs, **pooled},
+    )
     return versions
 
 
@@ -276,6 +386,34 @@ def trial_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, An
     return _model_section(config, model, _RUN_ONLY_KEYS)
 
 
+def eeg_model_names(config: Mapping[str, Any]) -> list[str]:
+    """Names of the EEG encoding models: ``eeg_encoding.models``, else ``encoding.models``."""
+    own = config["eeg_encoding"].get("models") or {}
+    return list(own or config["encoding"]["models"])
+
+
+def eeg_model_spaces(config: Mapping[str, Any], model: str) -> list[str]:
+    """Feature spaces of one EEG encoding model.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+    model : str
+        A key of ``eeg_encoding.models`` (or of ``encoding.models`` when that is empty).
+
+    Returns
+    -------
+    spaces : list of str
+    """
+    own = config["eeg_encoding"].get("models") or {}
+    if own:
+        if model not in own:
+            raise KeyError(f"No EEG encoding model named {model!r}; configured: {list(own)}.")
+        return list(own[model]["feature_spaces"])
+    return list(encoding_config(config, model)["feature_spaces"])
+
+
 def eeg_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
     """Settings of one EEG encoding model: ``eeg_encoding`` plus the model's spaces.
 
@@ -284,18 +422,21 @@ def eeg_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]
     config : dict
         The whole validated config.
     model : str
-        A key of ``encoding.models`` (EEG models share the fMRI models' names).
+        A key of ``eeg_encoding.models``, or of ``encoding.models`` when
+        ``eeg_encoding.models`` is empty (EEG models then share the fMRI models' names
+        and feature spaces).
 
     Returns
     -------
     section : dict
         What the EEG encoding stage (epochs) receives for this model: every
-        ``eeg_encoding`` key but ``enabled`` and the ``trf`` block, so TRF settings
-        rerun no epochs model.
+        ``eeg_encoding`` key but ``enabled``, ``models`` and the ``trf`` block, so TRF
+        settings rerun no epochs model.
     """
-    entry = encoding_config(config, model)
-    shared = {k: v for k, v in config["eeg_encoding"].items() if k not in ("enabled", "trf")}
-    return {**shared, "name": model, "feature_spaces": list(entry["feature_spaces"])}
+    shared = {
+        k: v for k, v in config["eeg_encoding"].items() if k not in ("enabled", "trf", "models")
+    }
+    return {**shared, "name": model, "feature_spaces": eeg_model_spaces(config, model)}
 
 
 #: ``eeg_encoding`` keys read by the TRF stage (besides the ``trf`` block).
@@ -321,22 +462,7 @@ def eeg_trf_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         its ``enabled`` switch. The epochs-only keys (``cv``, ``test``, ``tmin``,
         ``tmax``, ``decim``) are left out, so changing them reruns no TRF.
     """
-    entry = encoding_config(config, model)
     eeg = config["eeg_encoding"]
     shared = {k: eeg[k] for k in _TRF_KEYS if k in eeg}
     trf = {k: v for k, v in (eeg.get("trf") or {}).items() if k != "enabled"}
-    return {**shared, "trf": trf, "name": model, "feature_spaces": list(entry["feature_spaces"])}
-
-
-def _trf_enabled(config: Mapping[str, Any]) -> bool:
-    """Whether the config asks for TRF models (both switches on)."""
-    eeg = config["eeg_encoding"]
-    return bool(eeg.get("enabled", True) and (eeg.get("trf") or {}).get("enabled", False))
-
-
-def _uses_training_split(entry: Mapping[str, Any]) -> bool:
-    """Whether an extractor fits anything on training stimuli (e.g. PCA)."""
-    reduction = entry.get("reduction") or {}
-    if isinstance(reduction, Mapping):
-        return str(reduction.get("method", "none")).lower() == "pca"
-    return str(reduction).lower() == "pca"
+    return {**shared, "trf": trf, "name": model, "feature_spaces": eeg_model_spaces(config, model)}

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import mne
 import numpy as np
 import pandas as pd
 
+from neuroflow.io.events import check_stimulus_events, read_events_table, stimulus_mask
+
 from .sidecars import read_events_tsv
 
-__all__ = ["check_events_within", "find_events", "select_conditions"]
+__all__ = [
+    "check_events_within",
+    "find_events",
+    "select_conditions",
+    "select_events",
+    "select_stimulus_events",
+]
+
+logger = logging.getLogger(__name__)
 
 _NOT_BAD = r"^(?![Bb][Aa][Dd]|[Ee][Dd][Gg][Ee]).*$"
 
@@ -170,3 +182,75 @@ def select_conditions(
     stimulus = kept["stimulus"].where(kept["stimulus"].notna(), kept["name"].astype(str))
     kept["stimulus"] = stimulus.astype(str)
     return kept.reset_index(drop=True)
+
+
+def select_stimulus_events(
+    events: pd.DataFrame,
+    *,
+    events_tsv: Path | None,
+    source: str,
+    stimulus_events: Mapping[str, Any] | None,
+) -> pd.DataFrame:
+    """Keep the events that ``dataset.stimulus_events`` calls stimuli.
+
+    Parameters
+    ----------
+    events : DataFrame
+        From :func:`find_events` (column ``row``: the 1-based row of ``events_tsv``).
+    events_tsv : Path | None
+        The recording's ``_events.tsv``.
+    source : str
+        Where the events came from (``"events_tsv"``, ``"annotations"``, ...).
+    stimulus_events : dict | None
+        ``{select: {column: [values]}, exclude: {column: [values]}}``; the rules read
+        the columns of the events table, so they apply to events read from it.
+
+    Returns
+    -------
+    events : DataFrame
+        The kept rows (all of them when there are no rules).
+    """
+    rules = check_stimulus_events(stimulus_events)
+    if not (rules["select"] or rules["exclude"]):
+        return events
+    if source != "events_tsv" or events_tsv is None or "row" not in events.columns:
+        logger.info(
+            "`dataset.stimulus_events` reads events-table columns; the %s events of this "
+            "recording are all kept.",
+            source,
+        )
+        return events
+    table = read_events_table(events_tsv)
+    mask = stimulus_mask(table, rules, id_column=None, where=events_tsv)
+    keep = mask[events["row"].to_numpy(dtype=int) - 1]
+    return events[keep].reset_index(drop=True)
+
+
+def select_events(
+    events: pd.DataFrame,
+    *,
+    events_tsv: Path | None,
+    source: str,
+    stimulus_events: Mapping[str, Any] | None,
+    conditions: Mapping[str, str] | Sequence[str] | None,
+    where: Path | str,
+) -> pd.DataFrame:
+    """The events to epoch: stimuli (:func:`select_stimulus_events`) of the wanted
+    conditions (:func:`select_conditions`).
+
+    Raises
+    ------
+    ValueError
+        When none is left, naming ``where`` and the settings to check.
+    """
+    kept = select_stimulus_events(
+        events, events_tsv=events_tsv, source=source, stimulus_events=stimulus_events
+    )
+    kept = select_conditions(kept, conditions)
+    if kept.empty:
+        raise ValueError(
+            f"{where} holds no events of the selected `conditions` ({conditions}) among its "
+            f"{source} events. Check `conditions`, `event_source`, `event_column` and "
+            "`dataset.stimulus_events`."
+        )
+    return kept

@@ -10,16 +10,26 @@ from __future__ import annotations
 import logging
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import mne
 import numpy as np
 
 from neuroflow.io.records import EegRecording
 
-from .sidecars import merge_sidecars, read_channels_tsv, read_electrodes_tsv
+from .sidecars import MEG_SENSOR_TYPES, merge_sidecars, read_channels_tsv, read_electrodes_tsv
 
-__all__ = ["apply_channels_tsv", "apply_montage", "check_sidecar", "read_raw_file"]
+__all__ = [
+    "MEG_TYPES",
+    "apply_channels_tsv",
+    "apply_montage",
+    "check_finite",
+    "check_sidecar",
+    "read_epochs_file",
+    "read_raw_file",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +40,10 @@ _READERS = {
     ".set": mne.io.read_raw_eeglab,
     ".fif": mne.io.read_raw_fif,
 }
+_EPOCHS_READERS = {".fif": mne.read_epochs, ".set": mne.read_epochs_eeglab}
 _BRAINVISION_BYTES = {"INT_16": 2, "UINT_16": 2, "INT_32": 4, "IEEE_FLOAT_32": 4}
+#: MNE channel types of MEG sensors, dropped from MEG + EEG recordings right after reading.
+MEG_TYPES = ("mag", "grad", "ref_meg")
 
 
 def _check_brainvision_size(vhdr: Path, n_channels: int) -> None:
@@ -51,13 +64,50 @@ def _check_brainvision_size(vhdr: Path, n_channels: int) -> None:
         )
 
 
-def read_raw_file(path: str | Path) -> mne.io.BaseRaw:
+def _type_counts(types: Sequence[str]) -> str:
+    """``"grad (4), mag (2), stim (1)"``."""
+    return ", ".join(f"{t} ({list(types).count(t)})" for t in sorted(set(types))) or "none"
+
+
+def _eeg_of_meg(inst: Any, path: Path) -> None:
+    """Drop the MEG sensors of a MEG + EEG recording in place; raise when no EEG is left."""
+    types = inst.get_channel_types()
+    if "eeg" not in types:
+        raise ValueError(
+            f"{path} must hold EEG channels, got only channel types {_type_counts(types)} "
+            "instead. neuroflow analyses the EEG channels of MEG recordings; set "
+            "`dataset.eeg_from_meg: false` to leave MEG recordings out."
+        )
+    meg = [n for n, t in zip(inst.ch_names, types, strict=True) if t in MEG_TYPES]
+    if meg:
+        inst.drop_channels(meg)
+        logger.info("%s: dropped %d MEG channels, kept %d.", path, len(meg), len(inst.ch_names))
+
+
+def _read(path: Path, reader: Callable[..., Any], what: str, **kwargs: Any) -> tuple[Any, list]:
+    """Call an MNE reader, turning its failures into a ValueError naming the file."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            inst = reader(path, verbose="warning", **kwargs)
+        except Exception as err:  # MNE raises many exception types on corrupt input
+            raise ValueError(
+                f"{path} could not be read as {what} ({type(err).__name__}: {err}). "
+                "Check that the file and its companion files are complete and uncorrupted."
+            ) from err
+    return inst, caught
+
+
+def read_raw_file(path: str | Path, *, drop_meg: bool = False) -> mne.io.BaseRaw:
     """Read a raw EEG file into memory with MNE.
 
     Parameters
     ----------
     path : path-like
         ``.vhdr``, ``.edf``, ``.bdf``, ``.set`` or ``.fif`` file.
+    drop_meg : bool
+        Drop the MEG sensors (``mag``, ``grad``, ``ref_meg``) before the data are loaded,
+        for the ``_meg.fif`` of a MEG + EEG recording; EOG, ECG and stim channels stay.
 
     Returns
     -------
@@ -67,7 +117,8 @@ def read_raw_file(path: str | Path) -> mne.io.BaseRaw:
     Raises
     ------
     ValueError
-        When the file cannot be parsed or is shorter than its header says.
+        When the file cannot be parsed or is shorter than its header says, or when
+        ``drop_meg`` and the file has no EEG channel.
     """
     path = Path(path)
     reader = _READERS.get(path.suffix.lower())
@@ -77,15 +128,13 @@ def read_raw_file(path: str | Path) -> mne.io.BaseRaw:
         )
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist.")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            raw = reader(path, preload=True, verbose="warning")
-        except Exception as err:  # MNE raises many exception types on corrupt input
-            raise ValueError(
-                f"{path} could not be read as {path.suffix} EEG ({type(err).__name__}: {err}). "
-                "Check that the file and its companion files are complete and uncorrupted."
-            ) from err
+    raw, caught = _read(path, reader, f"{path.suffix} EEG", preload=not drop_meg)
+    if drop_meg:
+        _eeg_of_meg(raw, path)
+        with warnings.catch_warnings(record=True) as loading:
+            warnings.simplefilter("always")
+            raw.load_data(verbose="warning")
+        caught.extend(loading)
     for warning in caught:
         message = str(warning.message)
         if "does not match the file size" in message:
@@ -100,12 +149,88 @@ def read_raw_file(path: str | Path) -> mne.io.BaseRaw:
     return raw
 
 
-def check_sidecar(raw: mne.io.BaseRaw, recording: EegRecording) -> dict:
-    """Check the ``_eeg.json`` sidecar against the data.
+def read_epochs_file(path: str | Path, *, drop_meg: bool = False) -> mne.BaseEpochs:
+    """Read an epochs file (MNE ``_epo.fif`` or epoched EEGLAB ``.set``) into memory.
+
+    Projectors stored with the epochs are not applied (the configured reference is set
+    later); the bookkeeping of earlier drops is reset so that epoch ``i`` of the result
+    is event ``i``.
 
     Parameters
     ----------
-    raw : mne.io.BaseRaw
+    path : path-like
+        ``.fif`` or ``.set`` file.
+    drop_meg : bool
+        Drop the MEG sensors, as in :func:`read_raw_file`.
+
+    Returns
+    -------
+    epochs : mne.BaseEpochs
+        Preloaded epochs, shape (n_epochs, n_channels, n_times).
+    """
+    path = Path(path)
+    reader = _EPOCHS_READERS.get(path.suffix.lower())
+    if reader is None:
+        raise ValueError(
+            f"`eeg` of epoched input must be one of {sorted(_EPOCHS_READERS)} files, got "
+            f"{path.name!r} instead."
+        )
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist.")
+    kwargs = {"preload": True, "proj": False} if path.suffix.lower() == ".fif" else {}
+    epochs, caught = _read(path, reader, f"{path.suffix} epochs", **kwargs)
+    for warning in caught:
+        logger.warning("Reading %s: %s", path, warning.message)
+    if drop_meg:
+        _eeg_of_meg(epochs, path)
+    if len(epochs) == 0 or len(epochs.times) == 0:
+        raise ValueError(f"{path} holds no epochs.")
+    epochs.selection = np.arange(len(epochs))
+    epochs.drop_log = tuple(() for _ in range(len(epochs)))
+    return epochs
+
+
+def check_finite(inst: mne.io.BaseRaw | mne.BaseEpochs, names: Sequence[str], path: Path) -> None:
+    """Raise when a channel holds NaN or infinite samples.
+
+    Parameters
+    ----------
+    inst : mne.io.BaseRaw | mne.BaseEpochs
+        Preloaded data.
+    names : sequence of str
+        Channels to check (those the stage keeps).
+    path : Path
+        Data file, for the message.
+    """
+    counts = {}
+    for name in names:
+        data = inst.get_data(picks=[name])  # one channel at a time bounds the copy
+        finite = np.isfinite(data)
+        if not finite.all():
+            counts[name] = (int(np.isnan(data).sum()), int((~finite).sum()))
+    if counts:
+        n_nan = sum(c[0] for c in counts.values())
+        n_inf = sum(c[1] for c in counts.values()) - n_nan
+        got = f"{n_nan} NaN" + (f" and {n_inf} infinite" if n_inf else "")
+        detail = ", ".join(f"{n} ({c[1]})" for n, c in counts.items())
+        raise ValueError(
+            f"Samples of {path} must be finite, got {got} samples in channel(s) {detail} "
+            "instead. Mark the channel(s) 'bad' in _channels.tsv or list them in "
+            "`drop_channels`."
+        )
+
+
+def check_sidecar(inst: mne.io.BaseRaw | mne.BaseEpochs, recording: EegRecording) -> dict:
+    """Check the ``_eeg.json`` (or ``_meg.json``) sidecar against the data.
+
+    ``SamplingFrequency`` must match the data, ``RecordingDuration`` (continuous data
+    only) must not exceed it and ``PowerLineFrequency`` must be a positive number or
+    ``n/a``; other fields (``EEGChannelCount`` and the MEG fields of ``_meg.json``) are
+    not required.
+
+    Parameters
+    ----------
+    inst : mne.io.BaseRaw | mne.BaseEpochs
         The recording as read from ``recording.eeg``.
     recording : EegRecording
         Its files.
@@ -118,19 +243,20 @@ def check_sidecar(raw: mne.io.BaseRaw, recording: EegRecording) -> dict:
     sidecar = merge_sidecars(recording.sidecars)
     where = recording.sidecars[-1] if recording.sidecars else None
     sfreq = sidecar.get("SamplingFrequency")
-    if sfreq is not None and not np.isclose(float(sfreq), raw.info["sfreq"], rtol=1e-6):
+    if sfreq not in (None, "n/a") and not np.isclose(float(sfreq), inst.info["sfreq"], rtol=1e-6):
         raise ValueError(
             f"{where} field 'SamplingFrequency' says {sfreq} Hz but {recording.eeg} is sampled "
-            f"at {raw.info['sfreq']} Hz. Correct the sidecar."
+            f"at {inst.info['sfreq']} Hz. Correct the sidecar."
         )
     duration = sidecar.get("RecordingDuration")
-    data_duration = raw.n_times / raw.info["sfreq"]
-    if duration not in (None, "n/a") and float(duration) - data_duration > 1.5 / raw.info["sfreq"]:
-        raise ValueError(
-            f"{recording.eeg} holds {data_duration:.3f} s of data but {where} field "
-            f"'RecordingDuration' says {float(duration):.3f} s: the data file is truncated. "
-            "Copy the recording again from its source."
-        )
+    if isinstance(inst, mne.io.BaseRaw) and duration not in (None, "n/a"):
+        data_duration = inst.n_times / inst.info["sfreq"]
+        if float(duration) - data_duration > 1.5 / inst.info["sfreq"]:
+            raise ValueError(
+                f"{recording.eeg} holds {data_duration:.3f} s of data but {where} field "
+                f"'RecordingDuration' says {float(duration):.3f} s: the data file is "
+                "truncated. Copy the recording again from its source."
+            )
     line = sidecar.get("PowerLineFrequency")
     if line not in (None, "n/a") and not (
         isinstance(line, int | float) and not isinstance(line, bool) and line > 0
@@ -143,13 +269,16 @@ def check_sidecar(raw: mne.io.BaseRaw, recording: EegRecording) -> dict:
 
 
 def apply_channels_tsv(
-    raw: mne.io.BaseRaw, channels_tsv: Path, *, eeg_file: Path, use_status: bool
+    raw: mne.io.BaseRaw | mne.BaseEpochs, channels_tsv: Path, *, eeg_file: Path, use_status: bool
 ) -> list[str]:
     """Set channel types (and bad channels) from ``_channels.tsv``.
 
+    Rows of MEG sensor types (``MEGMAG``, ``MEGGRADPLANAR``, ...) may name channels absent
+    from the data: neuroflow drops the MEG sensors of MEG + EEG recordings.
+
     Parameters
     ----------
-    raw : mne.io.BaseRaw
+    raw : mne.io.BaseRaw | mne.BaseEpochs
         Modified in place.
     channels_tsv : Path
         The file.
@@ -164,6 +293,7 @@ def apply_channels_tsv(
         Channels marked bad by the file.
     """
     table = read_channels_tsv(channels_tsv)
+    table = table[table["name"].isin(raw.ch_names) | ~table["bids_type"].isin(MEG_SENSOR_TYPES)]
     missing = [name for name in table["name"] if name not in raw.ch_names]
     if missing:
         raise ValueError(
@@ -182,13 +312,13 @@ def apply_channels_tsv(
 
 
 def apply_montage(
-    raw: mne.io.BaseRaw, *, electrodes_tsv: Path | None, template: str | None
+    raw: mne.io.BaseRaw | mne.BaseEpochs, *, electrodes_tsv: Path | None, template: str | None
 ) -> str | None:
     """Set electrode positions from ``_electrodes.tsv`` or a standard montage.
 
     Parameters
     ----------
-    raw : mne.io.BaseRaw
+    raw : mne.io.BaseRaw | mne.BaseEpochs
         Modified in place.
     electrodes_tsv : Path | None
         Positions file; takes precedence over ``template``.

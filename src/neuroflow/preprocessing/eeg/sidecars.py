@@ -6,6 +6,7 @@ Each reader validates its file and names the file and the field in its errors.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from neuroflow.io.records import EegRecording
 
 __all__ = [
     "BIDS_TO_MNE_TYPES",
+    "MEG_SENSOR_TYPES",
     "merge_sidecars",
     "read_channels_tsv",
     "read_electrodes_tsv",
@@ -46,7 +48,26 @@ BIDS_TO_MNE_TYPES: dict[str, str] = {
     "PPG": "bio",
 }
 
+#: BIDS ``_channels.tsv`` types of MEG sensors; neuroflow drops these channels from MEG
+#: recordings right after reading, so rows of these types may name absent channels.
+MEG_SENSOR_TYPES = frozenset(
+    {
+        "MEGMAG",
+        "MEGGRAD",
+        "MEGGRADAXIAL",
+        "MEGGRADPLANAR",
+        "MEGREFMAG",
+        "MEGREFGRADAXIAL",
+        "MEGREFGRADPLANAR",
+    }
+)
+#: BIDS types without a one-to-one MNE type: the data file's own type is kept.
+_UNMAPPED_TYPES = MEG_SENSOR_TYPES | {"MEGOTHER", "HLU", "FITERR", "OTHER"}
+
 _EEG_SUFFIXES = (".vhdr", ".edf", ".bdf", ".set", ".fif")
+_EVENT_FALLBACKS = ("value", "trial_type")
+
+logger = logging.getLogger(__name__)
 _UNIT_SCALE = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
 
 
@@ -55,9 +76,13 @@ def _read_tsv(path: Path) -> pd.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist.")
     try:
-        return pd.read_csv(path, sep="\t", dtype=str, na_values=["n/a"], keep_default_na=False)
+        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not a readable tab-separated file: {err}") from err
+    # Tables written on Windows end lines with CRLF and some tools pad cells with spaces.
+    table.columns = [str(c).strip() for c in table.columns]
+    table = table.apply(lambda column: column.str.strip())
+    return table.mask(table.isin(["n/a", ""]))
 
 
 def _require_columns(table: pd.DataFrame, columns: Sequence[str], path: Path) -> None:
@@ -108,8 +133,10 @@ def read_channels_tsv(path: Path) -> pd.DataFrame:
     Returns
     -------
     channels : DataFrame
-        Columns ``name``, ``mne_type`` (MNE channel type or ``None`` when the file has
-        no ``type``) and ``status`` (``"good"`` or ``"bad"``), one row per channel.
+        Columns ``name``, ``bids_type`` (upper case, ``None`` when the file has no
+        ``type``), ``mne_type`` (MNE channel type; ``None`` when the file has no ``type`` or
+        the type has no MNE equivalent, e.g. MEG sensors) and ``status`` (``"good"`` or
+        ``"bad"``), one row per channel.
     """
     table = _read_tsv(path)
     _require_columns(table, ["name"], path)
@@ -119,14 +146,17 @@ def read_channels_tsv(path: Path) -> pd.DataFrame:
     out = pd.DataFrame({"name": table["name"].astype(str)})
     if "type" in table.columns:
         types = table["type"].fillna("MISC").str.upper()
-        unknown = sorted(set(types) - set(BIDS_TO_MNE_TYPES))
+        unknown = sorted(set(types) - set(BIDS_TO_MNE_TYPES) - _UNMAPPED_TYPES)
         if unknown:
             raise ValueError(
-                f"{path} field 'type' must be one of {sorted(BIDS_TO_MNE_TYPES)}, "
-                f"got {unknown} instead."
+                f"{path} field 'type' must be one of "
+                f"{sorted(set(BIDS_TO_MNE_TYPES) | _UNMAPPED_TYPES)}, got {unknown} instead."
             )
-        out["mne_type"] = types.map(BIDS_TO_MNE_TYPES)
+        out["bids_type"] = types
+        mne_types = types.map(BIDS_TO_MNE_TYPES)
+        out["mne_type"] = mne_types.astype(object).where(mne_types.notna(), None)
     else:
+        out["bids_type"] = None
         out["mne_type"] = None
     status = table["status"].fillna("good").str.lower() if "status" in table else "good"
     out["status"] = status
@@ -190,16 +220,33 @@ def read_electrodes_tsv(path: Path) -> dict[str, np.ndarray]:
     }
 
 
+def _event_name_column(table: pd.DataFrame, event_column: str, path: Path) -> str | None:
+    """Column naming the events: ``event_column``, else ``value``, else ``trial_type``."""
+    for column in (event_column, *_EVENT_FALLBACKS):
+        if column in table.columns:
+            if column != event_column:
+                logger.info(
+                    "%s has no column %r; naming events by its column %r.",
+                    path,
+                    event_column,
+                    column,
+                )
+            return column
+    return None
+
+
 def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -> pd.DataFrame:
     """Read ``_events.tsv`` into onsets, event names and stimulus ids.
 
     Parameters
     ----------
     path : Path
-        The file.
+        The file (LF or CRLF line ends, ``n/a`` for missing cells).
     event_column : str
-        Column naming the event (e.g. ``"trial_type"``); ``"value"`` is used when it
-        is absent.
+        Column naming the event (e.g. ``"trial_type"``). When the file lacks it,
+        ``"value"`` and then ``"trial_type"`` are used; when it has none of these (e.g. the
+        MEG events of ds000117: onset, duration, stim_type, trigger, stim_file), every
+        event is named ``"stimulus"`` and a warning is logged.
     stim_column : str | None
         Column holding stimulus ids (e.g. ``"stim_file"``).
 
@@ -212,12 +259,19 @@ def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -
     """
     table = _read_tsv(path)
     _require_columns(table, ["onset"], path)
-    column = event_column if event_column in table.columns else "value"
-    if column not in table.columns:
-        raise ValueError(
-            f"{path} must have the column {event_column!r} (or 'value') naming the events, "
-            f"got {list(table.columns)} instead."
+    column = _event_name_column(table, event_column, path)
+    if column is None:
+        logger.warning(
+            "%s has no column %r (nor %s) naming the events; every event is named "
+            "'stimulus'. Set `event_column` to one of its columns %s to tell conditions apart.",
+            path,
+            event_column,
+            " or ".join(repr(c) for c in _EVENT_FALLBACKS if c != event_column),
+            list(table.columns),
         )
+        names = pd.Series("stimulus", index=table.index, dtype=object)
+    else:
+        names = table[column]
     try:
         onset = table["onset"].astype(float)
         sample = table["sample"].astype(float) if "sample" in table else np.nan
@@ -233,7 +287,7 @@ def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -
             "row": np.arange(1, len(table) + 1),
             "onset": onset,
             "sample": sample,
-            "name": table[column],
+            "name": names,
             "stimulus": stimulus,
         }
     )
@@ -256,28 +310,43 @@ def recording_from_path(eeg: str | Path) -> EegRecording:
     Parameters
     ----------
     eeg : path-like
-        ``sub-<label>[_ses-<label>]_task-<label>[_run-<label>]_eeg.<ext>``, or any raw
-        EEG file (entities then default to the file stem as subject).
+        ``sub-<label>[_ses-<label>]_task-<label>[_run-<label>]_eeg.<ext>``, an MNE epochs
+        file ``..._epo.fif``, the ``..._meg.fif`` of a MEG + EEG recording, or any raw EEG
+        file (entities then default to the file stem as subject).
 
     Returns
     -------
     recording : EegRecording
-        With ``events``, ``channels``, ``electrodes`` and ``sidecars`` filled in where
-        the files exist (the most specific match of each).
+        With ``events``, ``channels``, ``electrodes`` and ``sidecars`` (``_eeg.json``, or
+        ``_meg.json`` for MEG files) filled in where the files exist (the most specific
+        match of each); ``datatype`` is ``"meg"`` for ``_meg.fif`` files and files in a
+        ``meg`` folder, ``epoched`` is true for ``_epo.fif`` / ``-epo.fif`` files and
+        EEGLAB files holding several trials.
     """
     from mne_bids import get_entities_from_fname
+
+    from neuroflow.io.bids import is_epoched_eeglab
 
     eeg = Path(eeg)
     if eeg.suffix.lower() not in _EEG_SUFFIXES:
         raise ValueError(
             f"`eeg` must end with one of {list(_EEG_SUFFIXES)}, got {eeg.name!r} instead."
         )
-    stem = re.sub(r"_eeg$", "", eeg.name[: -len(eeg.suffix)])
-    if eeg.suffix.lower() == ".fif":
-        stem = re.sub(r"_(raw|eeg)$", "", stem)
+    stem = eeg.name[: -len(eeg.suffix)]
+    is_fif = eeg.suffix.lower() == ".fif"
+    datatype = "meg" if (is_fif and stem.endswith("_meg")) or eeg.parent.name == "meg" else "eeg"
+    epoched = is_fif and re.search(r"[_-]epo$", stem) is not None
+    if eeg.suffix.lower() == ".set":
+        try:
+            epoched = is_epoched_eeglab(eeg)
+        except (ValueError, FileNotFoundError):
+            epoched = False  # the reader reports the problem
+    stem = re.sub(r"_(eeg|meg)$", "", stem)
+    if is_fif:
+        stem = re.sub(r"[_-](raw|eeg|epo)$", "", stem)
     entities = get_entities_from_fname(eeg.name, on_error="ignore")
     subject = entities.get("subject") or stem
-    sidecar = _sibling(eeg, stem, "eeg.json")
+    sidecar = _sibling(eeg, stem, f"{datatype}.json")
     return EegRecording(
         subject=subject,
         session=entities.get("session"),
@@ -288,4 +357,6 @@ def recording_from_path(eeg: str | Path) -> EegRecording:
         channels=_sibling(eeg, stem, "channels.tsv"),
         electrodes=_sibling(eeg, stem, "electrodes.tsv"),
         sidecars=(sidecar,) if sidecar is not None else (),
+        datatype=datatype,
+        epoched=epoched,
     )

@@ -18,8 +18,14 @@ from neuroflow.io.records import EegRecording
 
 from .bads import find_bad_channels
 from .config import resolve_config
-from .events import check_events_within, find_events, select_conditions
-from .read import apply_channels_tsv, apply_montage, check_sidecar, read_raw_file
+from .events import check_events_within, find_events, select_events
+from .read import (
+    apply_channels_tsv,
+    apply_montage,
+    check_finite,
+    check_sidecar,
+    read_raw_file,
+)
 from .rejection import drop_log_records, reject_by_ptp
 from .sidecars import recording_from_path
 
@@ -36,7 +42,7 @@ logger = logging.getLogger(__name__)
 #: Stage name used in provenance and result paths.
 STAGE = "preprocess_eeg"
 #: Bumped when the meaning of the stores changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _uncompressed(name: str) -> dict[str, dict[str, Any]]:
@@ -91,29 +97,65 @@ def notch_frequencies(
     return [line_freq * i for i in range(1, n + 1) if line_freq * i < limit]
 
 
-def _load(recording: EegRecording, cfg: Mapping[str, Any], state: _State) -> mne.io.BaseRaw:
-    """Read the data and apply ``_channels.tsv``, the sidecar and the montage."""
-    raw = read_raw_file(recording.eeg)
-    sidecar = check_sidecar(raw, recording)
+def _prepare(
+    inst: mne.io.BaseRaw | mne.BaseEpochs,
+    recording: EegRecording,
+    cfg: Mapping[str, Any],
+    state: _State,
+) -> None:
+    """Check the sidecar; apply ``_channels.tsv``, EOG types, dropped channels, montage."""
+    sidecar = check_sidecar(inst, recording)
     line = sidecar.get("PowerLineFrequency")
     state.line_freq = None if line in (None, "n/a") else float(line)
     if recording.channels is not None:
         found = apply_channels_tsv(
-            raw,
+            inst,
             recording.channels,
             eeg_file=recording.eeg,
             use_status=cfg["bads_from_channels_tsv"],
         )
         state.bads["channels_tsv"] = found
-    eog = [c for c in cfg["eog_channels"] if c in raw.ch_names]
+    eog = [c for c in cfg["eog_channels"] if c in inst.ch_names]
     if eog:
-        raw.set_channel_types(dict.fromkeys(eog, "eog"), on_unit_change="ignore", verbose="error")
-    drop = [c for c in cfg["drop_channels"] if c in raw.ch_names]
+        inst.set_channel_types(dict.fromkeys(eog, "eog"), on_unit_change="ignore", verbose="error")
+    drop = [c for c in cfg["drop_channels"] if c in inst.ch_names]
     if drop:
-        raw.drop_channels(drop)
+        inst.drop_channels(drop)
     state.montage = apply_montage(
-        raw, electrodes_tsv=recording.electrodes, template=cfg["eeg_template_montage"]
+        inst, electrodes_tsv=recording.electrodes, template=cfg["eeg_template_montage"]
     )
+    _check_finite(inst, cfg, recording)
+
+
+def _check_finite(
+    inst: mne.io.BaseRaw | mne.BaseEpochs, cfg: Mapping[str, Any], recording: EegRecording
+) -> None:
+    """Raise on NaN or infinite samples in kept channels; zero them in bad channels.
+
+    Bad channels are interpolated from good ones or left out, so their non-finite
+    samples (a dead electrode stored as NaN) are set to 0 for the filters and detectors.
+    """
+    types = inst.get_channel_types()
+    kept = [n for n, t in zip(inst.ch_names, types, strict=True) if t in cfg["ch_types"]]
+    bads = [n for n in kept if n in inst.info["bads"]]
+    for name in bads:
+        data = inst.get_data(picks=[name])
+        if not np.isfinite(data).all():
+            logger.info(
+                "%s: bad channel %s holds non-finite samples; set to 0.", recording.eeg, name
+            )
+            inst.apply_function(
+                lambda x: np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0),
+                picks=[name],
+                verbose="error",
+            )
+    check_finite(inst, [n for n in kept if n not in bads], recording.eeg)
+
+
+def _load(recording: EegRecording, cfg: Mapping[str, Any], state: _State) -> mne.io.BaseRaw:
+    """Read the data and apply ``_channels.tsv``, the sidecar and the montage."""
+    raw = read_raw_file(recording.eeg, drop_meg=recording.datatype == "meg")
+    _prepare(raw, recording, cfg, state)
     return raw
 
 
@@ -147,8 +189,18 @@ def _has_positions(raw: mne.io.BaseRaw, names: list[str]) -> bool:
     return bool(len(locs)) and bool(np.isfinite(locs).all() and (np.abs(locs).sum(1) > 0).all())
 
 
-def _bad_channels(raw: mne.io.BaseRaw, cfg: Mapping[str, Any], state: _State) -> list[str]:
-    """Detect and interpolate bad EEG channels; return the output channel names."""
+def _bad_channels(
+    raw: mne.io.BaseRaw | mne.BaseEpochs,
+    cfg: Mapping[str, Any],
+    state: _State,
+    *,
+    detect_on: mne.io.BaseRaw | None = None,
+) -> list[str]:
+    """Detect and interpolate bad EEG channels; return the output channel names.
+
+    ``detect_on`` is a continuous view of ``raw`` with the same channels (epochs
+    concatenated in time) for the detectors; ``raw`` itself by default.
+    """
     types = raw.get_channel_types()
     keep = [n for n, t in zip(raw.ch_names, types, strict=True) if t in cfg["ch_types"]]
     if not keep:
@@ -161,7 +213,7 @@ def _bad_channels(raw: mne.io.BaseRaw, cfg: Mapping[str, Any], state: _State) ->
         dtype=int,
     )
     found = find_bad_channels(
-        raw,
+        raw if detect_on is None else detect_on,
         eeg,
         flat_threshold=cfg["flat_threshold"] if cfg["find_flat_channels"] else None,
         noisy_z_threshold=cfg["noisy_z_threshold"] if cfg["find_noisy_channels"] else None,
@@ -315,6 +367,7 @@ def _attrs(state: _State, cfg: Mapping[str, Any], sfreq: float) -> dict[str, Any
             "run": rec.run,
         },
         "source_file": str(rec.eeg),
+        "input": "continuous",
     }
 
 
@@ -349,7 +402,9 @@ def _epoch(
 
 
 def preprocess_recording(
-    recording: EegRecording | str | Path, config: Mapping[str, Any] | None = None
+    recording: EegRecording | str | Path,
+    config: Mapping[str, Any] | None = None,
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """Clean and epoch one EEG recording in memory.
 
@@ -360,23 +415,37 @@ def preprocess_recording(
     re-referencing; ICA; resampling; epoching with baseline correction; peak-to-peak
     rejection.
 
+    For the ``_meg.fif`` of a MEG + EEG recording (``recording.datatype == "meg"``) the
+    MEG sensors are dropped right after reading, so every step sees the EEG (and EOG,
+    ECG, stim) channels only. Samples of kept channels must be finite.
+
     Parameters
     ----------
     recording : EegRecording | path-like
         The recording, or the path of its data file (sidecars are found next to it).
     config : dict | None
         The ``preprocess_eeg`` section (see :data:`DEFAULT_CONFIG`).
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events-table rows that are not stimuli are not
+        epoched.
 
     Returns
     -------
     epochs : xarray.Dataset
-        ``epochs`` (epoch, channel, time), float32, V.
+        ``epochs`` (epoch, channel, time), float32, V; attribute ``input`` is
+        ``"continuous"``.
     continuous : xarray.Dataset
         ``eeg`` (channel, time), float32, V, and the selected events.
     """
     cfg = resolve_config(config)
     if not isinstance(recording, EegRecording):
         recording = recording_from_path(recording)
+    if recording.epoched:
+        raise ValueError(
+            f"`recording` must be a continuous recording, got the epochs file "
+            f"{recording.eeg} instead. Preprocess epochs with `preprocess_epochs` "
+            "(`preprocess_eeg_epochs`)."
+        )
     state = _State(recording=recording)
     raw = _load(recording, cfg, state)
     events, state.event_source = find_events(
@@ -396,13 +465,14 @@ def preprocess_recording(
             f"Found no events in {where} (event source: {state.event_source}). Supply an "
             "_events.tsv, annotations or a stim channel, or set `event_source`."
         )
-    events = select_conditions(events, cfg["conditions"])
-    if events.empty:
-        raise ValueError(
-            f"{where} holds no events of the selected `conditions` ({cfg['conditions']}) "
-            f"among its {state.event_source} events. Check `conditions`, `event_source` "
-            "and `event_column`."
-        )
+    events = select_events(
+        events,
+        events_tsv=recording.events,
+        source=state.event_source,
+        stimulus_events=stimulus_events,
+        conditions=cfg["conditions"],
+        where=where,
+    )
     events = events.sort_values("onset", kind="stable").reset_index(drop=True)
     _filter(raw, cfg, state)
     channels = _bad_channels(raw, cfg, state)
@@ -469,6 +539,7 @@ def preprocess_eeg_recording(
     continuous_output: str | Path,
     config: Mapping[str, Any],
     provenance: Mapping[str, Any],
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Stage entry point: preprocess one recording and write its two stores.
 
@@ -487,13 +558,16 @@ def preprocess_eeg_recording(
         The ``preprocess_eeg`` section.
     provenance : dict
         From :func:`neuroflow.artifacts.build_provenance`.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events-table rows that are not stimuli are not
+        epoched.
 
     Returns
     -------
     epochs_output, continuous_output : Path
         The written stores. Nothing is written when any check fails.
     """
-    epochs_ds, continuous_ds = preprocess_recording(recording, config)
+    epochs_ds, continuous_ds = preprocess_recording(recording, config, stimulus_events)
     # Noisy float EEG barely compresses (~10 %) and compressing costs several times the
     # write time, so the two large arrays are stored uncompressed.
     out_epochs = write_dataset(

@@ -67,6 +67,7 @@ from nilearn.glm.first_level import (
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.io.events import events_from_store, stimulus_mask
 from neuroflow.preprocessing.fmri.clean import (
     cosine_drifts,
     orthonormal_basis,
@@ -450,7 +451,11 @@ def _butterworth(columns: np.ndarray, trend: np.ndarray, tr: float, spec: Mappin
 
 
 def _run_betas(
-    ds: xr.Dataset, path: Path, cfg: Mapping[str, Any], voxels: np.ndarray
+    ds: xr.Dataset,
+    path: Path,
+    cfg: Mapping[str, Any],
+    voxels: np.ndarray,
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame, dict[str, Any]]:
     """Betas ``(n_trials, n_voxels)`` of one run, its trial table and a design record."""
     tr, frame_times, rows, first = _frame_grid(ds, path)
@@ -458,6 +463,10 @@ def _run_betas(
     selected = events["trial_type"].isin(cfg["trial_types"]) if cfg["trial_types"] else None
     if selected is None:
         selected = pd.Series(True, index=events.index)
+    if stimulus_events and len(events):
+        # rows that are not stimuli (rest, fixation, responses) are never trials
+        mask = stimulus_mask(events_from_store(ds), stimulus_events, id_column=None, where=path)
+        selected = selected & mask
     modelled = events if cfg["model_excluded_events"] else events[selected]
     _check_events(modelled, path, frame_times[-1] + tr)
     trials = events[selected].reset_index(drop=True)
@@ -559,6 +568,7 @@ def estimate_single_trials(
     output: str | os.PathLike,
     config: Mapping[str, Any] | None,
     provenance: Mapping[str, Any],
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> Path:
     """Estimate a response per trial in every voxel, and each voxel's noise ceiling.
 
@@ -576,6 +586,9 @@ def estimate_single_trials(
         The ``single_trial`` config section (defaults fill missing keys).
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events that are not stimuli are never trials (with
+        ``model_excluded_events`` they join the nuisance regressors).
 
     Returns
     -------
@@ -621,7 +634,7 @@ def estimate_single_trials(
 
     betas, tables, drifts = [], [], []
     for ds, path, label, rows in zip(stores, paths, labels, voxel_rows, strict=True):
-        b, table, record = _run_betas(ds, path, cfg, rows)
+        b, table, record = _run_betas(ds, path, cfg, rows, stimulus_events)
         if b.shape[0] and cfg["zscore"]:
             if b.shape[0] < 2:
                 raise ValueError(

@@ -45,7 +45,13 @@ from neuroflow.preprocessing.fmri.inputs import (
     sidecar_paths,
 )
 
-__all__ = ["DEFAULT_CONFIG", "FORMAT_VERSION", "preprocess_fmri_run", "resolve_config"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "FORMAT_VERSION",
+    "clean_time_series",
+    "preprocess_fmri_run",
+    "resolve_config",
+]
 
 #: Bumped when the meaning of the stage's output changes.
 FORMAT_VERSION = 2
@@ -255,6 +261,72 @@ def _roi_coordinate(
     return values, roi
 
 
+def clean_time_series(
+    data: np.ndarray,
+    cfg: Mapping[str, Any],
+    *,
+    tr: float,
+    confounds: np.ndarray | None = None,
+    sample_mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None, list[dict[str, Any]]]:
+    """The section's temporal cleaning of a (time, target) matrix, as every run gets it.
+
+    Parameters
+    ----------
+    data : ndarray, shape (n_times, n_targets)
+        Kept volumes (non-steady-state ones dropped); cleaned in place.
+    cfg : dict
+        A resolved ``preprocess_fmri`` section (``detrend_order``, ``high_pass``,
+        ``low_pass_hz``, ``standardize``).
+    tr : float
+        Repetition time (s).
+    confounds : ndarray, shape (n_times, n_confounds) | None
+        Nuisance regressors projected out with the trends and cosines.
+    sample_mask : ndarray of bool, shape (n_times,) | None
+        Volumes kept by censoring.
+
+    Returns
+    -------
+    cleaned : ndarray, shape (n_kept, n_targets)
+        See :func:`~neuroflow.preprocessing.fmri.clean.clean_signals`.
+    basis : ndarray, shape (n_kept, n_nuisance) | None
+        What the cleaning projected out (:func:`~neuroflow.preprocessing.fmri.clean.
+        cleaning_basis`).
+    steps : list of dict
+        The ``detrend``, ``temporal_filter`` and ``zscore`` records of the store.
+    """
+    filt = cfg["high_pass"]["filter"]
+    high_pass = cfg["high_pass"]["cutoff_hz"] if filt != "none" else None
+    low_pass = cfg["low_pass_hz"] if filt == "butterworth" else None
+    cleaning = {
+        "t_r": tr,
+        "detrend_order": cfg["detrend_order"],
+        "filter": None if filt == "none" else filt,
+        "high_pass": high_pass,
+        "low_pass": low_pass,
+        "confounds": confounds,
+        "sample_mask": sample_mask,
+        "standardize": bool(cfg["standardize"]),
+    }
+    cleaned = clean_signals(data, copy=False, **cleaning)
+    basis = cleaning_basis(data.shape[0], **cleaning)
+    steps: list[dict[str, Any]] = []
+    if cfg["detrend_order"] is not None:
+        steps.append({"name": "detrend", "order": cfg["detrend_order"]})
+    if high_pass is not None or low_pass is not None:
+        steps.append(
+            {
+                "name": "temporal_filter",
+                "filter": filt,
+                "high_pass_hz": high_pass,
+                "low_pass_hz": low_pass,
+            }
+        )
+    if cfg["standardize"]:
+        steps.append({"name": "zscore", "ddof": 1})
+    return cleaned, basis, steps
+
+
 def _chunk_voxels(n_times: int, n_voxels: int) -> int:
     """Voxels per chunk: all time points, about 4 MB, 1k to 10k voxels."""
     target = math.ceil(_CHUNK_BYTES / (4 * max(n_times, 1)))
@@ -385,37 +457,17 @@ def preprocess_fmri_run(
             }
         )
 
-    filt = cfg["high_pass"]["filter"]
-    high_pass = cfg["high_pass"]["cutoff_hz"] if filt != "none" else None
-    low_pass = cfg["low_pass_hz"] if filt == "butterworth" else None
-    cleaning = {
-        "t_r": tr,
-        "detrend_order": cfg["detrend_order"],
-        "filter": None if filt == "none" else filt,
-        "high_pass": high_pass,
-        "low_pass": low_pass,
-        "confounds": regressors if regressors.shape[1] else None,
-        "sample_mask": sample_mask,
-        "standardize": bool(cfg["standardize"]),
-    }
-    cleaned = clean_signals(data, copy=False, **cleaning)
-    basis = cleaning_basis(len(kept), **cleaning)
+    cleaned, basis, cleaning_steps = clean_time_series(
+        data,
+        cfg,
+        tr=tr,
+        confounds=regressors if regressors.shape[1] else None,
+        sample_mask=sample_mask,
+    )
+    steps += cleaning_steps
     del data
     if sample_mask is not None:
         kept = kept[sample_mask]
-    if cfg["detrend_order"] is not None:
-        steps.append({"name": "detrend", "order": cfg["detrend_order"]})
-    if high_pass is not None or low_pass is not None:
-        steps.append(
-            {
-                "name": "temporal_filter",
-                "filter": filt,
-                "high_pass_hz": high_pass,
-                "low_pass_hz": low_pass,
-            }
-        )
-    if cfg["standardize"]:
-        steps.append({"name": "zscore", "ddof": 1})
 
     affine = np.asarray(nib.load(bold).affine, float)
     world = nib.affines.apply_affine(affine, voxels)

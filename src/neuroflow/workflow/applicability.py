@@ -1,0 +1,389 @@
+"""Which analyses apply to a dataset: the plan's scope and the notes on what is left out.
+
+The default configuration asks for everything neuroflow can do; a dataset supplies what
+it has. :func:`decide_scope` keeps the analyses whose inputs exist and writes one note
+for each one it leaves out, so that the same configuration finishes on an EEG-only
+study, an fMRI movie shown once, or a dataset without stimulus files:
+
+- a feature extractor needs stimuli of its modality (image or video files under
+  ``stimuli/``, captions for text models, events tables for the ``events`` extractor);
+- an encoding model needs the extractors of its feature spaces, and run-based fMRI
+  encoding a subject with a held-out run and a training run;
+- EEG encoding, decoding and EEG RSA need EEG recordings; RSA and the stimulus parts
+  of decoding need feature spaces; fMRI RSA needs ROI labels and stimuli shown in
+  ``rsa.min_repeats`` runs of every subject.
+
+Settings that name something that does not exist at all (an extractor no entry
+defines, a layer an extractor does not have) are configuration errors, raised before
+any job runs with the key that names them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neuroflow.workflow.design import resolve_test_runs
+from neuroflow.workflow.versions import PlanScope, eeg_model_names, eeg_model_spaces
+
+if TYPE_CHECKING:
+    from neuroflow.workflow.plan import WorkflowPlan
+
+__all__ = ["decide_scope", "extractor_unavailable"]
+
+_FILE_MODALITIES = {
+    "image": (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp"),
+    "video": (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".npy"),
+    "audio": (".wav",),
+    "text": (".txt",),
+}
+
+
+def _modality_of(stim: str) -> str | None:
+    suffix = Path(stim.split("#", 1)[0]).suffix.lower()
+    for modality, extensions in _FILE_MODALITIES.items():
+        if suffix in extensions:
+            return modality
+    return None
+
+
+def extractor_unavailable(entry: Mapping[str, Any], plan: WorkflowPlan) -> str | None:
+    """Why an extractor entry cannot run on the plan's dataset (None when it can).
+
+    Parameters
+    ----------
+    entry : dict
+        One ``features.extractors`` entry.
+    plan : WorkflowPlan
+        The plan (its design facts are read).
+
+    Returns
+    -------
+    reason : str | None
+        A short reason, e.g. ``"the dataset has no stimuli/ folder"``.
+    """
+    from neuroflow.features.config import fill_entry
+    from neuroflow.features.registry import get_extractor
+
+    design = plan.design
+    if plan.is_demo:
+        return None
+    filled = fill_entry(entry)
+    if filled["extractor"] == "events":
+        return None if design.event_tables else "no recording has an events table"
+    if filled["text_source"] == "transcript":
+        column = filled["transcript_column"]
+        has_words = column in design.columns
+        has_files = any(s.lower().endswith(".tsv") for s in design.stimulus_ids)
+        if has_words or has_files:
+            return None
+        return f"no events table has a {column!r} column or names a transcript .tsv"
+    info = get_extractor(filled["extractor"])
+    ids = design.stimulus_ids
+    modality = filled["modality"]
+    if modality == "auto":
+        if info.modalities == ("text",):
+            modality = "text"
+        else:
+            found = {_modality_of(s) for s in ids} - {None}
+            if len(found) > 1:
+                return (
+                    f"its stimuli mix modalities {sorted(found)}; give each modality its own "
+                    "entry with `modality` set"
+                )
+            modality = found.pop() if found else (info.modalities[0] if ids else "image")
+    if modality == "text":
+        if design.captions is not None or any(_modality_of(s) == "text" for s in ids):
+            return None
+        return (
+            f"no captions table ({plan.captions}; set `dataset.captions` to use another) "
+            "and no .txt stimuli"
+        )
+    if modality not in info.modalities:
+        return f"it does not accept {modality} stimuli (it takes {', '.join(info.modalities)})"
+    if not ids:
+        return "the events tables name no stimulus files (column stim_file)"
+    if design.stimuli_dir is None:
+        return f"the dataset has no stimuli/ folder ({plan.stimuli_dir})"
+    return None
+
+
+def _space_labels(plan: WorkflowPlan, names: Sequence[str]) -> list[str]:
+    """Labels of every layer of the given extractors (``name`` or ``name:layer``)."""
+    out = []
+    for name in names:
+        layers = plan.extractor_layers(name)
+        out += [name] if len(layers) == 1 else [f"{name}:{layer}" for layer in layers]
+    return out
+
+
+def _check_space(plan: WorkflowPlan, space: str, key: str, configured: Sequence[str]) -> str:
+    """The extractor of a feature space; a configuration error when it names nothing."""
+    name, _, layer = str(space).partition(":")
+    if name not in configured:
+        close = difflib.get_close_matches(name, list(configured), n=3)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ValueError(
+            f"`{key}` names feature space {space!r}, but no `features.extractors` entry is "
+            f"called {name!r} (entries: {', '.join(configured) or 'none'}).{hint}"
+        )
+    if layer:
+        layers = plan.extractor_layers(name)
+        if layer not in layers:
+            close = difflib.get_close_matches(layer, layers, n=3)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ValueError(
+                f"`{key}` names feature space {space!r}, but extractor {name!r} has no layer "
+                f"{layer!r} (its layers: {', '.join(layers)}).{hint}"
+            )
+    return name
+
+
+def _split_spaces(
+    plan: WorkflowPlan,
+    spaces: Sequence[str],
+    key: str,
+    configured: Sequence[str],
+    running: Sequence[str],
+) -> tuple[list[str], list[str]]:
+    """Feature spaces whose extractor runs, and those whose extractor was left out."""
+    keep, lost = [], []
+    for space in spaces:
+        name = _check_space(plan, space, key, configured)
+        (keep if name in running else lost).append(str(space))
+    return keep, lost
+
+
+def _fmri_repeats_ok(plan: WorkflowPlan, min_repeats: int) -> str | None:
+    """Why fMRI RSA over repeated stimuli cannot run (None when it can)."""
+    per_subject: list[set[str]] = []
+    if plan.source == "betas":
+        for subject in sorted({b.subject for b in plan.betas_sessions}):
+            counts: Counter[str] = Counter()
+            for session in plan.betas_of(subject):
+                counts.update(plan.design.trial_stimuli.get(session.key, ()))
+            per_subject.append({s for s, n in counts.items() if n >= min_repeats})
+    else:
+        for subject in sorted({r.subject for r in plan.fmri_runs}):
+            counts = Counter()
+            for run in plan.runs_of(subject):
+                counts.update(set(plan.design.run_stimuli.get(run.key, ())))
+            per_subject.append({s for s, n in counts.items() if n >= min_repeats})
+    common = set.intersection(*per_subject) if per_subject else set()
+    if len(common) >= 3:
+        return None
+    where = "trials" if plan.source == "betas" else "runs"
+    return (
+        f"it needs at least 3 stimuli shown in {min_repeats}+ {where} of every subject "
+        f"(`rsa.min_repeats`), and this design has {len(common)} (a movie or story shown "
+        "once has none)"
+    )
+
+
+def _resolve_test_runs(plan: WorkflowPlan, notes: list[str]) -> dict[str, list[str]]:
+    """Held-out runs of each subject's run-based encoding, with notes on left-out subjects."""
+    setting = plan.config["encoding"]["split"]["test_runs"]
+    out: dict[str, list[str]] = {}
+    for subject in sorted({r.subject for r in plan.fmri_runs}):
+        runs = plan.runs_of(subject)
+        if not any(plan.design.run_stimuli.get(r.key) for r in runs) and not plan.is_demo:
+            notes.append(
+                f"encoding: sub-{subject} left out, no stimulus events in its fMRI runs' "
+                "events tables"
+            )
+            continue
+        keys = resolve_test_runs(runs, setting, plan.design.run_stimuli)
+        labels = [r.key for r in runs]
+        if setting != "auto" and not keys:
+            raise ValueError(
+                f"`encoding.split.test_runs` {list(setting)} names none of sub-{subject}'s "
+                f"fMRI runs ({', '.join(labels)}); name their run labels or use 'auto'."
+            )
+        if not keys:
+            notes.append(
+                f"encoding: sub-{subject} left out, it has {len(runs)} fMRI run (run-based "
+                "encoding needs a held-out run and a training run)"
+            )
+            continue
+        if len(keys) == len(runs):
+            if setting == "auto":
+                keys = [labels[-1]]
+            else:
+                raise ValueError(
+                    f"`encoding.split.test_runs` {list(setting)} holds out every fMRI run of "
+                    f"sub-{subject} ({', '.join(labels)}); at least one must train the model."
+                )
+        out[subject] = keys
+    return out
+
+
+def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
+    """The analyses that apply to the plan's dataset, and the held-out fMRI runs.
+
+    Parameters
+    ----------
+    plan : WorkflowPlan
+        A plan whose recordings and design facts are known.
+
+    Returns
+    -------
+    scope : PlanScope
+    test_runs : dict of str to list of str
+        Subject -> keys of its held-out runs (subjects with run-based encoding only).
+    """
+    cfg = plan.config
+    notes: list[str] = []
+    entries = cfg["features"]["extractors"]
+    configured = [e["name"] for e in entries]
+    twice = sorted({n for n in configured if configured.count(n) > 1})
+    if twice:
+        raise ValueError(
+            f"`features.extractors` must name each entry once, got {twice} more than once."
+        )
+    policy = cfg["features"].get("unavailable", "skip")
+    extractors: list[str] = []
+    for entry in entries:
+        reason = extractor_unavailable(entry, plan)
+        if reason is None:
+            extractors.append(entry["name"])
+        elif policy == "error":
+            raise ValueError(
+                f"`features.extractors` entry {entry['name']!r} cannot run on this dataset: "
+                f"{reason}. Remove the entry, or set `features.unavailable: skip`."
+            )
+        else:
+            notes.append(f"features/{entry['name']}: skipped, {reason}")
+
+    def split(spaces: Sequence[str], key: str) -> tuple[list[str], list[str]]:
+        return _split_spaces(plan, spaces, key, configured, extractors)
+
+    # fMRI encoding on runs (held-out runs) and on single trials (held-out stimuli)
+    has_runs = bool(plan.fmri_runs)
+    models: list[str] = []
+    for model, entry in cfg["encoding"]["models"].items():
+        _, lost = split(entry["feature_spaces"], f"encoding.models.{model}.feature_spaces")
+        if not lost:
+            models.append(model)
+        elif has_runs or plan.betas_sessions:
+            notes.append(f"encoding/{model}: skipped, feature space(s) {lost} are not extracted")
+    test_runs: dict[str, list[str]] = {}
+    run_models: list[str] = []
+    if has_runs and models:
+        test_runs = _resolve_test_runs(plan, notes)
+        run_models = models if test_runs else []
+    if cfg["encoding"].get("target", "voxels") == "parcels":
+        rois = cfg["preprocess_fmri"].get("rois") or {}
+        if plan.source != "timeseries" and not (rois.get("atlas") and rois.get("parcels")):
+            raise ValueError(
+                "`encoding.target: parcels` needs parcel time series: set "
+                "`preprocess_fmri.rois.atlas` and `preprocess_fmri.rois.parcels: true`, or use "
+                "`dataset.source: timeseries`."
+            )
+    single = plan.source == "betas" or bool(cfg["single_trial"]["enabled"] and has_runs)
+    trial_models = models if single else []
+
+    # EEG encoding, TRFs, decoding
+    eeg = bool(plan.eeg_recordings)
+    eeg_models: list[str] = []
+    if eeg and cfg["eeg_encoding"].get("enabled", True):
+        for model in eeg_model_names(cfg):
+            key = (
+                f"eeg_encoding.models.{model}.feature_spaces"
+                if cfg["eeg_encoding"].get("models")
+                else f"encoding.models.{model}.feature_spaces"
+            )
+            _, lost = split(eeg_model_spaces(cfg, model), key)
+            if lost:
+                notes.append(
+                    f"eeg_encoding/{model}: skipped, feature space(s) {lost} are not extracted"
+                )
+            else:
+                eeg_models.append(model)
+    trf = bool(
+        eeg_models
+        and (cfg["eeg_encoding"].get("trf") or {}).get("enabled", False)
+        and plan.continuous_recordings
+    )
+    spaces: dict[str, tuple[str, ...]] = {}
+    for analysis in ("decoding", "rsa"):
+        wanted = cfg[analysis].get("feature_spaces") or []
+        if wanted:
+            keep, lost = split(wanted, f"{analysis}.feature_spaces")
+            if lost:
+                notes.append(
+                    f"{analysis}: feature space(s) {lost} left out, their extractors are not run"
+                )
+        else:
+            keep = _space_labels(plan, extractors)
+        spaces[analysis] = tuple(keep)
+    decoding = eeg and bool(cfg["decoding"].get("enabled", True))
+
+    # RSA
+    rsa: list[str] = []
+    if cfg["rsa"].get("enabled", True):
+        if eeg:
+            per_subject: dict[str, set[str]] = {}
+            for rec in plan.eeg_recordings:
+                per_subject.setdefault(rec.subject, set()).update(
+                    plan.design.eeg_stimuli.get(rec.key, ())
+                )
+            fewest = min((len(ids) for ids in per_subject.values()), default=0)
+            if not spaces["rsa"]:
+                notes.append("rsa_eeg: skipped, no feature space to compare the EEG with")
+            elif not plan.is_demo and fewest < 3:
+                notes.append(
+                    "rsa_eeg: skipped, it needs at least 3 stimulus ids (column "
+                    f"{cfg['preprocess_eeg'].get('stim_column')!r}) per subject, got {fewest}"
+                )
+            else:
+                rsa.append("eeg")
+        if has_runs or plan.betas_sessions:
+            reason = None
+            if not spaces["rsa"]:
+                reason = "no feature space to compare the fMRI with"
+            elif plan.source == "timeseries":
+                reason = (
+                    "parcel time series have one target per ROI, and ROI RDMs need "
+                    "patterns over several voxels"
+                )
+            elif not plan.has_roi_labels:
+                reason = (
+                    "the voxels have no ROI labels; set `preprocess_fmri.rois.atlas` (a label "
+                    "image, or a per-subject path with {subject}) to get ROI RDMs"
+                )
+            else:
+                reason = _fmri_repeats_ok(plan, int(cfg["rsa"]["min_repeats"]))
+            if reason:
+                notes.append(f"rsa_fmri: skipped, {reason}")
+            else:
+                rsa.append("fmri")
+    elif eeg or has_runs:
+        notes.append("rsa: off (`rsa.enabled: false`)")
+
+    if not eeg and not (has_runs or plan.betas_sessions):
+        notes.append("no recordings selected")
+    selection = {
+        "fmri": sorted(plan._fmri_by_key),
+        "eeg": sorted(plan._eeg_by_key),
+        "betas": sorted(b.key for b in plan.betas_sessions),
+        "tables": plan.table_identity(),
+        "stimulus_events": plan.stimulus_events,
+        "test_runs": test_runs,
+    }
+    scope = PlanScope(
+        extractors=tuple(extractors),
+        models=tuple(run_models),
+        trial_models=tuple(trial_models),
+        eeg_models=tuple(eeg_models),
+        rsa=tuple(rsa),
+        decoding=decoding,
+        single_trial=single,
+        trf=trf,
+        spaces=spaces,
+        selection=selection,
+        notes=tuple(dict.fromkeys(notes)),
+    )
+    return scope, test_runs

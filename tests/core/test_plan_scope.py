@@ -1,0 +1,162 @@
+"""What a plan computes on a dataset: analyses that apply, notes, held-out runs, versions."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from dataset_shapes import make_ds000117_like, make_eeg_only, make_fmri_movie
+
+from neuroflow.config import load_schema, validate_config
+from neuroflow.workflow import WorkflowPlan
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def defaults() -> dict:
+    return validate_config({}, load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+
+
+def _with(config: dict, **sections) -> dict:
+    out = copy.deepcopy(config)
+    for section, values in sections.items():
+        out[section] = {**out[section], **values}
+    return out
+
+
+@pytest.fixture(scope="module")
+def movie(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("movie") / "bids"
+    make_fmri_movie(root, seed=0, n_volumes=40)
+    return root
+
+
+@pytest.fixture(scope="module")
+def ds117(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ds117") / "bids"
+    make_ds000117_like(root, seed=0, n_volumes=40)
+    return root
+
+
+def _bids(config: dict, root: Path | str, **dataset) -> dict:
+    return _with(config, dataset={"source": "bids", "bids_root": str(root), **dataset})
+
+
+def test_demo_plans_every_analysis(defaults):
+    plan = WorkflowPlan(defaults)
+    assert plan.notes == ()
+    assert plan.rsa_modalities == ["eeg", "fmri"] and plan.decoding_enabled
+    assert plan.encoding_models() == ["visual", "semantic", "joint"]
+    assert plan.eeg_models() == ["visual", "semantic", "joint"]
+    # the repeated test movie is held out, per subject
+    assert plan.test_runs_of("01") == ["sub-01_task-movie_run-4", "sub-01_task-movie_run-5"]
+    assert plan.encoding_config("visual", "02")["split"]["test_runs"] == [
+        "sub-02_task-movie_run-4",
+        "sub-02_task-movie_run-5",
+    ]
+
+
+def test_switches_and_feature_spaces(defaults):
+    plan = WorkflowPlan(
+        _with(
+            defaults,
+            rsa={"enabled": False},
+            decoding={"feature_spaces": ["minilm"]},
+            eeg_encoding={"models": {"words": {"feature_spaces": ["minilm"]}}},
+        )
+    )
+    assert plan.rsa_modalities == [] and not any(k.startswith("rsa/") for k in plan.versions)
+    assert list(plan.analysis_spaces("decoding")) == ["minilm"]
+    assert plan.eeg_models() == ["words"]
+    assert plan.eeg_encoding_config("words")["feature_spaces"] == ["minilm"]
+    off = WorkflowPlan(_with(defaults, decoding={"enabled": False}))
+    assert not off.decoding_enabled and "decoding" not in off.versions
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "match"),
+    [
+        ("rsa", {"feature_spaces": ["minlm"]}, r"`rsa\.feature_spaces` .*Did you mean 'minilm'"),
+        ("decoding", {"feature_spaces": ["minilm:layer-9"]}, r"has no layer 'layer-9'"),
+        ("encoding", {"split": {"test_runs": ["9"]}}, r"`encoding\.split\.test_runs` \['9'\] n"),
+        ("dataset", {"subjects": ["03"]}, r"`dataset\.subjects` names '03'.*available: 01, 02"),
+    ],
+)  # fmt: skip
+def test_settings_naming_nothing_fail_before_any_job(defaults, section, values, match):
+    with pytest.raises(ValueError, match=match):
+        WorkflowPlan(_with(defaults, **{section: values}))
+
+
+def test_fmri_only_movie_without_repeats_or_atlas(defaults, movie):
+    plan = WorkflowPlan(_bids(defaults, movie))
+    assert plan.eeg_recordings == [] and not plan.decoding_enabled
+    assert plan.encoding_models() == ["visual", "semantic", "joint"]
+    assert plan.test_runs_of("01") == ["sub-01_task-movie_run-3"]  # the last run
+    (note,) = plan.notes
+    assert note.startswith("rsa_fmri: skipped, the voxels have no ROI labels")
+    atlas = WorkflowPlan(
+        _bids(
+            _with(defaults, preprocess_fmri={"rois": {"atlas": "x.nii.gz", "labels": None}}),
+            movie,
+        )
+    )
+    (note,) = atlas.notes
+    assert "it needs at least 3 stimuli shown in 2+ runs" in note and "has 0" in note
+
+
+def test_eeg_only_dataset_without_stimuli(defaults, tmp_path):
+    make_eeg_only(tmp_path / "bids", seed=0, n_events=20)
+    plan = WorkflowPlan(_bids(defaults, tmp_path / "bids"))
+    assert plan.fmri_runs == [] and plan.extractors == []
+    assert plan.decoding_enabled and plan.analysis_spaces("decoding") == {}
+    assert plan.eeg_models() == [] and plan.rsa_modalities == []
+    assert plan.has_summary
+    assert any("no captions table" in n for n in plan.notes)
+    strict = _bids(_with(defaults, features={"unavailable": "error"}), tmp_path / "bids")
+    with pytest.raises(ValueError, match=r"entry 'image_statistics' cannot run on this dataset"):
+        WorkflowPlan(strict)
+
+
+def test_sessions_filter_every_modality(defaults, ds117):
+    eeg = WorkflowPlan(_bids(defaults, ds117, sessions=["eeg"]))
+    assert eeg.fmri_runs == [] and {r.session for r in eeg.eeg_recordings} == {"eeg"}
+    both = WorkflowPlan(_bids(defaults, ds117, sessions=["mri", "eeg"]))
+    assert {r.session for r in both.fmri_runs} == {"mri"}
+    with pytest.raises(ValueError, match=r"No session 'eg'.*Did you mean 'eeg'"):
+        WorkflowPlan(_bids(defaults, ds117, sessions=["eg"]))
+
+
+def test_stimulus_events_select_the_stimuli(defaults, ds117):
+    plan = WorkflowPlan(_bids(defaults, ds117))
+    assert "func/i999.bmp" in plan.design.stimulus_ids
+    rest = {"exclude": {"stim_type": ["n/a"]}}
+    plan = WorkflowPlan(_bids(defaults, ds117, stimulus_events=rest))
+    assert "func/i999.bmp" not in plan.design.stimulus_ids
+
+
+def test_versions_cover_the_selection_and_normalise_paths(defaults, ds117, tmp_path):
+    base = WorkflowPlan(_bids(defaults, ds117)).versions
+    one = WorkflowPlan(_bids(defaults, ds117, subjects=["01"])).versions
+    assert base["preprocess_fmri"] == one["preprocess_fmri"]
+    assert base["features/image_statistics"] != one["features/image_statistics"]
+    assert base["decoding"] != one["decoding"] and base["summary"] != one["summary"]
+    link = tmp_path / "link"
+    link.symlink_to(ds117)
+    for spelling in (f"{ds117}/", f"{ds117}/../{ds117.name}", str(link)):
+        assert WorkflowPlan(_bids(defaults, spelling)).versions == base, spelling
+
+
+def test_captions_from_a_table_elsewhere(defaults, movie, tmp_path):
+    import shutil
+
+    root = tmp_path / "bids"
+    shutil.copytree(movie, root)
+    (root / "annotations").mkdir()
+    (root / "stimuli" / "captions.tsv").rename(root / "annotations" / "shots.tsv")
+    plan = WorkflowPlan(_bids(defaults, root))
+    assert "minilm" not in plan.scope.extractors
+    plan = WorkflowPlan(_bids(defaults, root, captions="annotations/shots.tsv"))
+    assert "minilm" in plan.scope.extractors
+    assert plan.captions == root.resolve() / "annotations" / "shots.tsv"

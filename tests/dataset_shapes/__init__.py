@@ -1,0 +1,45 @@
+"""Generators of small synthetic datasets in shapes the workflow has not seen before.
+
+Each generator writes one dataset into an empty (or absent) folder and returns a dict of
+facts (subjects, runs, conditions, planted signals, paths...) for the tests that run the
+workflow on it::
+
+    from dataset_shapes import make_eeg_only
+
+    facts = make_eeg_only(tmp_path / "bids", seed=0)
+
+=========================  ==============================================================
+generator                  shape
+=========================  ==============================================================
+:func:`make_eeg_only`      BIDS EEG only, as MNE-BIDS writes it: oddball task, two runs,
+                           BrainVision and FIF subjects, events without ``stim_file``
+:func:`make_fmri_movie`    BIDS fMRI only: movie runs of shots that never repeat, TR in
+                           per-run sidecars, no atlas, no derivatives
+:func:`make_ds000117_like` ds000117's shape: ``ses-mri`` fMRI and ``ses-eeg`` EEG, CRLF
+                           event tables in the real columns, stimuli in ``stimuli/func``
+                           and ``stimuli/meg``, TR only in the top-level sidecar;
+                           optional fMRIPrep derivatives and MEG+EEG FIF
+:func:`make_nsd_like`      single-trial betas (NIfTI and scaled int16 HDF5) with trial
+                           tables, shared repeated test images, ROI atlases
+:func:`make_algonauts_like` parcel time series in HDF5, Schaefer-like parcel names, a
+                           repeated test movie
+=========================  ==============================================================
+
+All are deterministic per seed, write well under 20 MB and take a few seconds.
+"""
+
+from __future__ import annotations
+
+from .algonauts_like import make_algonauts_like
+from .ds000117_like import make_ds000117_like
+from .eeg_only import make_eeg_only
+from .fmri_movie import make_fmri_movie
+from .nsd_like import make_nsd_like
+
+__all__ = [
+    "make_algonauts_like",
+    "make_ds000117_like",
+    "make_eeg_only",
+    "make_fmri_movie",
+    "make_nsd_like",
+]

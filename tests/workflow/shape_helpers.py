@@ -1,0 +1,56 @@
+"""Helpers of the workflow tests on generated dataset shapes (see ``dataset_shapes``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+from workflow_helpers import snakemake, write_config
+
+from neuroflow.artifacts import read_provenance
+
+
+def run_shape(workdir: Path, config: dict, *args: str) -> Path:
+    """Write ``config`` into ``workdir`` and run the whole workflow there on 2 cores."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    write_config(workdir / "config.yaml", config)
+    snakemake(workdir, "--cores", "2", *args)
+    return workdir
+
+
+def summary_dir(workdir: Path) -> Path:
+    """The (single) summary version folder of a run."""
+    (folder,) = sorted((workdir / "results" / "summary").iterdir())
+    return folder
+
+
+def summary_table(workdir: Path) -> pd.DataFrame:
+    """The run's ``scores.tsv`` (subjects as their labels, e.g. ``"01"``)."""
+    return pd.read_csv(
+        summary_dir(workdir) / "scores.tsv", sep="\t", na_values="n/a", dtype={"subject": str}
+    )
+
+
+def summary_notes(workdir: Path) -> list[str]:
+    """The analyses the run left out, as the summary store's provenance keeps them."""
+    return list(read_provenance(summary_dir(workdir) / "scores.zarr").get("notes") or [])
+
+
+def open_stores(workdir: Path, stage: str, pattern: str = "*.zarr") -> dict[str, xr.Dataset]:
+    """Stores of one stage by ``<version folder>/<name>``."""
+    base = workdir / "results" / stage
+    return {
+        str(p.relative_to(base)): xr.open_zarr(p)
+        for p in sorted(base.rglob(pattern))
+        if (p / "zarr.json").exists()
+    }
+
+
+def store_mtimes(results: Path) -> dict[str, int]:
+    """Modification time (ns) of every zarr store's metadata file under ``results``."""
+    return {
+        str(meta.parent.relative_to(results)): meta.stat().st_mtime_ns
+        for meta in results.rglob("zarr.json")
+        if meta.parent.suffix == ".zarr"
+    }

@@ -1,0 +1,163 @@
+"""An EEG-only BIDS dataset as MNE-BIDS writes it, through ``snakemake`` end to end.
+
+No ``func/``, no ``stimuli/``, events named only by their type (``standard`` /
+``deviant``), one subject in BrainVision and one in FIF: the default configuration
+must finish with every analysis that applies (preprocessing, time-resolved decoding,
+the summary) and leave out, with a note each, those that need stimulus features.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import mne
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from dataset_shapes import make_eeg_only
+from shape_helpers import run_shape, store_mtimes, summary_notes, summary_table
+from workflow_helpers import planned_jobs, snakemake, write_config
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+#: Only the number of permutations is lowered (speed); every analysis setting is default.
+SPEED = {"decoding": {"classification": {"n_permutations": 10}}}
+
+
+@pytest.fixture(scope="module")
+def eeg_only(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("eeg_only")
+    facts = make_eeg_only(root / "bids", seed=0)
+    config = {"dataset": {"source": "bids", "bids_root": str(root / "bids")}, **SPEED}
+    run_shape(root / "run", config)
+    return root / "run", facts
+
+
+def _decoding(run: Path) -> xr.Dataset:
+    return xr.open_zarr(next((run / "results" / "decoding").rglob("decoding_eeg.zarr")))
+
+
+def test_default_config_reaches_every_applicable_analysis(eeg_only):
+    run, facts = eeg_only
+    stages = {p.name for p in (run / "results").iterdir()}
+    assert stages == {"preprocess_eeg", "decoding", "summary"}
+    epochs = sorted((run / "results" / "preprocess_eeg").rglob("*_epo.zarr"))
+    assert len(epochs) == len(facts["subjects"]) * len(facts["runs"])
+    table = summary_table(run)
+    rows = table[table["analysis"] == "classification"]
+    assert sorted(rows["subject"]) == facts["subjects"]
+    notes = summary_notes(run)
+    assert any(n.startswith("features/image_statistics: skipped") for n in notes)
+    assert any("rsa_eeg: skipped" in n for n in notes)
+    ds = _decoding(run)
+    assert ds.attrs["classification_cv_groups"] == ["epoch"]
+    assert set(ds.attrs["skipped"]) == {"features", "identification"}
+
+
+def _mne_reference(store: list[Path], decim: int) -> np.ndarray:
+    """Balanced accuracy over time of MNE's SlidingEstimator with stratified epoch folds."""
+    from mne.decoding import SlidingEstimator, cross_val_multiscore
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    parts = [xr.open_zarr(p) for p in store]
+    X = np.concatenate([d["epochs"].values for d in parts])[:, :, ::decim]
+    y = np.concatenate([[str(v) for v in d["condition"].values] for d in parts])
+    clf = make_pipeline(
+        StandardScaler(), LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto")
+    )
+    slider = SlidingEstimator(clf, scoring="balanced_accuracy", n_jobs=1, verbose="error")
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    return cross_val_multiscore(slider, X, y, cv=folds, verbose="error").mean(0)
+
+
+def test_two_conditions_named_by_type_decode_above_chance_like_mne(eeg_only):
+    run, facts = eeg_only
+    ds = _decoding(run)
+    for subject in facts["subjects"]:
+        ours = ds["class_score"].sel(subject=subject).values
+        stores = sorted((run / "results" / "preprocess_eeg").rglob(f"sub-{subject}_*_epo.zarr"))
+        mne_scores = _mne_reference(stores, decim=2)
+        assert mne_scores.max() > 0.65, subject  # the planted effect, seen by MNE
+        assert ours.max() > 0.65, subject
+        assert abs(ours.max() - mne_scores.max()) < 0.1, subject
+        # peaks at the planted latency, like MNE's
+        peak = float(ds["time"].values[np.argmax(ours)])
+        assert abs(peak - facts["planted"]["latency"]) < 0.08, (subject, peak)
+    # events named only by their type: grouping folds by "stimulus" (= event name) would
+    # leave a whole class out of training; the default stratifies epochs instead
+    assert ds.attrs["classification_cv_groups"] == ["epoch"]
+
+
+def test_selection_is_versioned_and_reverting_recomputes_nothing(eeg_only, tmp_path):
+    run, _ = eeg_only
+    work = tmp_path / "run"
+    shutil.copytree(run, work, symlinks=True)
+    config = (work / "config.yaml").read_text()
+    before = store_mtimes(work / "results")
+    full_decoding = {p.parent.name for p in (work / "results" / "decoding").rglob("*.zarr")}
+
+    import yaml
+
+    one = yaml.safe_load(config)
+    one["dataset"]["subjects"] = ["1"]  # spelled as a number: still sub-01
+    write_config(work / "config.yaml", one)
+    jobs = planned_jobs(work)
+    assert "preprocess_eeg" not in jobs  # the recordings' own stores are reused
+    assert {"decode_eeg", "summarize_scores"} <= set(jobs)
+    snakemake(work, "--cores", "2")
+    after = store_mtimes(work / "results")
+    # nothing that existed was rewritten; the one-subject results are new folders
+    assert {k: after[k] for k in before} == before
+    decoding = {p.parent.name for p in (work / "results" / "decoding").rglob("*.zarr")}
+    assert len(decoding - full_decoding) == 1
+    ds = xr.open_zarr(
+        next(iter(work / "results" / "decoding" / d for d in decoding - full_decoding))
+        / "decoding_eeg.zarr"
+    )
+    assert list(ds["subject"].values) == ["01"]
+
+    (work / "config.yaml").write_text(config)
+    assert planned_jobs(work) == {}
+
+
+def _epoch_subject(bids: Path, subject: str) -> None:
+    """Replace a subject's continuous FIF runs with MNE epochs files (``_epo.fif``)."""
+    eeg = bids / f"sub-{subject}" / "eeg"
+    for raw_file in sorted(eeg.glob("*_eeg.fif")):
+        raw = mne.io.read_raw_fif(raw_file, preload=True, verbose="error")
+        events, event_id = mne.events_from_annotations(raw, verbose="error")
+        epochs = mne.Epochs(
+            raw, events, event_id, tmin=-0.2, tmax=0.8, baseline=None, preload=True,
+            verbose="error",
+        )  # fmt: skip
+        epochs.save(raw_file.with_name(raw_file.name.replace("_eeg.fif", "_epo.fif")))
+        raw_file.unlink()
+        # the events table keeps one row per epoch
+        table = raw_file.with_name(raw_file.name.replace("_eeg.fif", "_events.tsv"))
+        rows = pd.read_csv(table, sep="\t")
+        assert len(rows) == len(epochs)
+
+
+def test_epoched_recordings_are_read_as_epochs(tmp_path):
+    facts = make_eeg_only(tmp_path / "bids", seed=1)
+    _epoch_subject(tmp_path / "bids", "02")
+    config = {"dataset": {"source": "bids", "bids_root": str(tmp_path / "bids")}, **SPEED}
+    config = copy.deepcopy(config)
+    config["decoding"]["classification"]["generalization"] = False
+    run_shape(tmp_path / "run", config)
+    results = tmp_path / "run" / "results" / "preprocess_eeg"
+    epo = sorted(results.rglob("sub-02_*_epo.zarr"))
+    assert len(epo) == len(facts["runs"])
+    assert not list(results.rglob("sub-02_*_raw.zarr"))  # no continuous data to store
+    assert {xr.open_zarr(p).attrs["input"] for p in epo} == {"epochs"}
+    assert {xr.open_zarr(p).attrs["input"] for p in results.rglob("sub-01_*_epo.zarr")} == {
+        "continuous"
+    }
+    ds = _decoding(tmp_path / "run")
+    assert float(ds["class_score"].sel(subject="02").max()) > 0.65

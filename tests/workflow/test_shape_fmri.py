@@ -1,0 +1,189 @@
+"""fMRI dataset shapes through ``snakemake``: a movie shown once, betas made elsewhere,
+parcel time series.
+
+- an fMRI-only movie without repeats (no ``eeg/``, no atlas, no derivatives) runs with
+  the default configuration: the held-out run is the last one, RSA over repeated stimuli
+  and the split-half ceilings are left out with a note;
+- the same movie with a per-subject atlas and parcel targets gives one summary row per
+  parcel;
+- NSD-like single-trial betas (NIfTI and scaled int16 HDF5, per-subject atlases) go
+  straight to trial encoding and RSA; two variants of one extractor stay two models;
+- Algonauts-like parcel time series (one HDF5 container per subject) go straight to
+  feature alignment and encoding, with a repeated test movie held out.
+"""
+
+from __future__ import annotations
+
+import nibabel as nib
+import numpy as np
+import pytest
+import xarray as xr
+from dataset_shapes import make_algonauts_like, make_fmri_movie, make_nsd_like
+from shape_helpers import open_stores, run_shape, summary_notes, summary_table
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+#: Speed only: fewer permutations than the default 1,000.
+SPEED = {"evaluation": {"permutation": {"n_permutations": 100}}}
+IMAGE_STATISTICS = {"name": "image_statistics", "extractor": "image_statistics"}
+VISUAL = {"visual": {"feature_spaces": ["image_statistics"]}}
+
+
+@pytest.fixture(scope="module")
+def movie(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    root = tmp_path_factory.mktemp("movie")
+    facts = make_fmri_movie(root / "bids", seed=0)
+    config = {"dataset": {"source": "bids", "bids_root": str(root / "bids")}, **SPEED}
+    run_shape(root / "run", config)
+    return root / "run", facts
+
+
+def test_movie_without_repeats_runs_with_defaults(movie):
+    run, facts = movie
+    stages = {p.name for p in (run / "results").iterdir()}
+    assert not stages & {"preprocess_eeg", "decoding", "rsa", "eeg_encoding"}
+    assert {"features", "align_features", "encoding", "evaluation", "summary"} <= stages
+    notes = summary_notes(run)
+    assert any(n.startswith("rsa_fmri: skipped, the voxels have no ROI labels") for n in notes)
+    table = summary_table(run)
+    encoding = table[table["analysis"] == "encoding"]
+    assert set(encoding["model"]) == {"visual", "semantic", "joint"}
+    assert set(encoding["roi"]) == {"all"}  # no atlas: voxel-level scores only
+    for name, ds in open_stores(run, "evaluation").items():
+        subject = ds.attrs["subject"]
+        # the last run is held out (no run repeats another), the others train
+        assert ds.attrs["test_runs"] == [f"sub-{subject}_task-movie_run-3"], name
+        assert np.isnan(ds["noise_ceiling_r"].values).all()  # one repeat: no ceiling
+        if name.startswith("visual-"):
+            # the planted blob: image statistics predict the held-out run there
+            blob = _voxels_in(ds, facts["planted"]["blob"][subject])
+            assert np.median(ds["r"].values[blob]) > 0.3, name
+            assert np.median(ds["r"].values[~blob]) < 0.15, name
+
+
+def _voxels_in(ds: xr.Dataset, mask: np.ndarray) -> np.ndarray:
+    """Which targets of a score store lie inside a boolean volume."""
+    ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1)
+    return np.asarray(mask)[ijk[:, 0], ijk[:, 1], ijk[:, 2]]
+
+
+def test_movie_with_subject_atlas_and_parcel_targets(tmp_path):
+    facts = make_fmri_movie(tmp_path / "bids", seed=2, n_subjects=1)
+    atlas_dir = tmp_path / "bids" / "derivatives" / "atlas"
+    atlas_dir.mkdir(parents=True)
+    for subject in facts["subjects"]:
+        blob = np.asarray(facts["planted"]["blob"][subject])
+        brain = np.asarray(facts["planted"]["brain"][subject])
+        labels = np.where(blob, 1, np.where(brain, 2, 0)).astype(np.int16)
+        labels[: labels.shape[0] // 2][labels[: labels.shape[0] // 2] == 2] = 3
+        nib.save(nib.Nifti1Image(labels, facts["affine"]), atlas_dir / f"sub-{subject}_dseg.nii.gz")
+    (atlas_dir / "labels.tsv").write_text("index\tname\n1\tblob\n2\tright\n3\tleft\n")
+    config = {
+        "dataset": {"source": "bids", "bids_root": str(tmp_path / "bids")},
+        "preprocess_fmri": {
+            "rois": {
+                "atlas": "derivatives/atlas/sub-{subject}_dseg.nii.gz",
+                "labels": "derivatives/atlas/labels.tsv",
+                "parcels": True,
+            }
+        },
+        "features": {"extractors": [IMAGE_STATISTICS]},
+        "encoding": {"models": VISUAL, "target": "parcels"},
+        **SPEED,
+    }
+    run_shape(tmp_path / "run", config)
+    table = summary_table(tmp_path / "run")
+    rows = table[(table["analysis"] == "encoding") & (table["statistic"] == "value")]
+    assert set(rows["roi"]) == {"blob", "left", "right", "all"}
+    r = rows.set_index("roi")["mean_r"]
+    assert r["blob"] > 0.4 and r["blob"] > r["left"] + 0.2 and r["blob"] > r["right"] + 0.2
+    notes = summary_notes(tmp_path / "run")
+    assert any(
+        "rsa_fmri: skipped, it needs at least 3 stimuli shown in 2+ runs" in n for n in notes
+    )
+
+
+def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
+    facts = make_nsd_like(tmp_path / "bids", seed=0)
+    config = {
+        "dataset": {"source": "betas", "bids_root": str(tmp_path / "bids")},
+        "preprocess_fmri": {
+            "rois": {
+                "atlas": "derivatives/rois/sub-{subject}_desc-rois_dseg.nii.gz",
+                "labels": "derivatives/rois/rois.tsv",
+            }
+        },
+        "features": {
+            "extractors": [
+                {"name": "image_statistics", "extractor": "image_statistics"},
+                # the same extractor on blurred images: another model everywhere
+                {
+                    "name": "image_statistics_blur",
+                    "extractor": "image_statistics",
+                    "transforms": {"blur_sigma": 2.0},
+                },
+            ]
+        },
+        "encoding": {
+            "models": {
+                "visual": {"feature_spaces": ["image_statistics"]},
+                "visual_blur": {"feature_spaces": ["image_statistics_blur"]},
+            }
+        },
+        "rsa": {"comparisons": ["spearman"]},
+        **SPEED,
+    }
+    run = run_shape(tmp_path / "run", config)
+    stages = {p.name for p in (run / "results").iterdir()}
+    assert stages == {
+        "single_trial",
+        "features",
+        "trial_encoding",
+        "trial_evaluation",
+        "rsa",
+        "summary",
+    }
+    betas = open_stores(run, "single_trial")
+    assert len(betas) == len(facts["subjects"])
+    for ds in betas.values():
+        assert ds.attrs["method"] == "imported"
+        assert {str(v) for v in ds["roi"].values} <= {"early_visual", "other", ""}
+    table = summary_table(run)
+    enc = table[(table["analysis"] == "encoding") & (table["statistic"] == "value")]
+    visual = enc[(enc["model"] == "visual_trials")].set_index(["subject", "roi"])["mean_r"]
+    for subject in facts["subjects"]:
+        assert visual[(subject, "early_visual")] > 0.5
+        assert abs(visual[(subject, "other")]) < 0.15
+    rsa = table[table["analysis"] == "rsa"]
+    assert {"image_statistics", "image_statistics_blur"} <= set(rsa["model"])
+    (store,) = open_stores(run, "rsa").values()
+    assert list(store["model"].values) == ["image_statistics", "image_statistics_blur"]
+    early = rsa[(rsa["roi"] == "early_visual") & (rsa["statistic"] == "value")]
+    other = rsa[(rsa["roi"] == "other") & (rsa["statistic"] == "value")]
+    assert early["value"].mean() > other["value"].mean()
+
+
+def test_algonauts_like_parcel_time_series(tmp_path):
+    facts = make_algonauts_like(tmp_path / "bids", seed=0)
+    config = {
+        "dataset": {"source": "timeseries", "bids_root": str(tmp_path / "bids")},
+        "features": {"extractors": [IMAGE_STATISTICS]},
+        "encoding": {"models": VISUAL},
+        **SPEED,
+    }
+    run = run_shape(tmp_path / "run", config)
+    for ds in open_stores(run, "preprocess_fmri").values():
+        assert ds.attrs["target_kind"] == "parcel" and ds.sizes["voxel"] == len(facts["parcels"])
+    for ds in open_stores(run, "encoding").values():
+        subject = ds.attrs["subject"]
+        # the repeated test movie (runs 3 and 4) is held out, kept as two repeats
+        assert ds.attrs["test_runs"] == [f"sub-{subject}_task-movie_run-{r}" for r in (3, 4)]
+        assert ds.sizes["repeat"] == 2
+    table = summary_table(run)
+    rows = table[(table["subject"] == "group") & (table["statistic"] == "mean")]
+    rows = rows[rows["roi"] != "all"].set_index("roi")["mean_r"]
+    assert len(rows) == len(facts["parcels"])  # one row per parcel
+    visual = rows[[p for p in rows.index if p in facts["planted"]["visual"]]]
+    others = rows[[p for p in rows.index if p not in facts["planted"]["visual"]]]
+    assert visual.min() > 0.3 and abs(others.mean()) < 0.1
+    assert any("rsa_fmri: skipped, parcel time series" in n for n in summary_notes(run))
