@@ -160,3 +160,34 @@ def test_captions_from_a_table_elsewhere(defaults, movie, tmp_path):
     plan = WorkflowPlan(_bids(defaults, root, captions="annotations/shots.tsv"))
     assert "minilm" in plan.scope.extractors
     assert plan.captions == root.resolve() / "annotations" / "shots.tsv"
+
+
+def test_fmriprep_derivatives_of_a_sessions_dataset(defaults, tmp_path):
+    facts = make_ds000117_like(tmp_path / "bids", seed=1, n_volumes=30, fmriprep=True)
+    config = _bids(
+        defaults,
+        tmp_path / "bids",
+        source="fmriprep",
+        fmriprep_dir=str(tmp_path / "bids" / "derivatives" / "fmriprep"),
+        sessions=["mri", "eeg"],
+    )
+    plan = WorkflowPlan(config)
+    assert {r.session for r in plan.fmri_runs} == {"mri"}
+    assert all(r.space == facts["fmriprep"]["space"] and r.mask for r in plan.fmri_runs)
+    # events and sidecars come from the raw dataset (the TR from its top-level sidecar)
+    assert all(r.events and r.events.suffix == ".tsv" for r in plan.fmri_runs)
+    assert {r.session for r in plan.eeg_recordings} == {"eeg"}
+    assert plan.test_runs_of("01") == ["sub-01_ses-mri_task-facerecognition_run-04"]
+
+
+def test_an_edited_events_table_is_a_new_selection(defaults, movie, tmp_path):
+    import shutil
+
+    root = tmp_path / "bids"
+    shutil.copytree(movie, root)
+    before = WorkflowPlan(_bids(defaults, root)).versions
+    table = sorted(root.rglob("*_events.tsv"))[0]
+    table.write_text(table.read_text().replace("shot", "Shot", 1))
+    after = WorkflowPlan(_bids(defaults, root)).versions
+    assert before["preprocess_fmri"] == after["preprocess_fmri"]
+    assert all(before[k] != after[k] for k in before if k.startswith(("features/", "encoding/")))
