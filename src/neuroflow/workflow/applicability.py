@@ -32,7 +32,10 @@ from neuroflow.workflow.versions import PlanScope, eeg_model_names, eeg_model_sp
 if TYPE_CHECKING:
     from neuroflow.workflow.plan import WorkflowPlan
 
-__all__ = ["decide_scope", "extractor_unavailable"]
+__all__ = ["STIMULUS_ANALYSES", "decide_scope", "extractor_unavailable"]
+
+#: Analyses that pool subjects over stimuli; they read per-stimulus feature spaces.
+STIMULUS_ANALYSES = ("decoding", "rsa")
 
 _FILE_MODALITIES = {
     "image": (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp"),
@@ -220,6 +223,135 @@ def _resolve_test_runs(plan: WorkflowPlan, notes: list[str]) -> dict[str, list[s
     return out
 
 
+def _runnable_extractors(plan: WorkflowPlan, notes: list[str]) -> list[str]:
+    """Names of the extractors with stimuli to work on (a note for each other one)."""
+    cfg = plan.config["features"]
+    configured = [e["name"] for e in cfg["extractors"]]
+    twice = sorted({n for n in configured if configured.count(n) > 1})
+    if twice:
+        raise ValueError(
+            f"`features.extractors` must name each entry once, got {twice} more than once."
+        )
+    out = []
+    for entry in cfg["extractors"]:
+        reason = extractor_unavailable(entry, plan)
+        if reason is None:
+            out.append(entry["name"])
+        elif cfg.get("unavailable", "skip") == "error":
+            raise ValueError(
+                f"`features.extractors` entry {entry['name']!r} cannot run on this dataset: "
+                f"{reason}. Remove the entry, or set `features.unavailable: skip`."
+            )
+        else:
+            notes.append(f"features/{entry['name']}: skipped, {reason}")
+    return out
+
+
+def _check_parcel_target(plan: WorkflowPlan) -> None:
+    """``encoding.target: parcels`` needs parcel signals."""
+    cfg = plan.config
+    if cfg["encoding"].get("target", "voxels") != "parcels":
+        return
+    rois = cfg["preprocess_fmri"].get("rois") or {}
+    if plan.source != "timeseries" and not (
+        (rois.get("atlas") or plan.is_demo) and rois.get("parcels")
+    ):
+        raise ValueError(
+            "`encoding.target: parcels` needs parcel time series: set "
+            "`preprocess_fmri.rois.atlas` and `preprocess_fmri.rois.parcels: true`, or use "
+            "`dataset.source: timeseries`."
+        )
+
+
+def _eeg_models(plan: WorkflowPlan, split: Any, notes: list[str]) -> list[str]:
+    """EEG encoding models whose feature spaces are all extracted."""
+    cfg = plan.config
+    if not plan.eeg_recordings or not cfg["eeg_encoding"].get("enabled", True):
+        return []
+    own = bool(cfg["eeg_encoding"].get("models"))
+    out = []
+    for model in eeg_model_names(cfg):
+        section = "eeg_encoding" if own else "encoding"
+        _, lost = split(eeg_model_spaces(cfg, model), f"{section}.models.{model}.feature_spaces")
+        if lost:
+            notes.append(
+                f"eeg_encoding/{model}: skipped, feature space(s) {lost} are not extracted"
+            )
+        else:
+            out.append(model)
+    return out
+
+
+def _analysis_spaces(
+    plan: WorkflowPlan, split: Any, extractors: Sequence[str], notes: list[str]
+) -> dict[str, tuple[str, ...]]:
+    """Feature spaces of the stimulus-level analyses: as configured, else every layer."""
+    out: dict[str, tuple[str, ...]] = {}
+    for analysis in STIMULUS_ANALYSES:
+        wanted = plan.config[analysis].get("feature_spaces") or []
+        if wanted:
+            keep, lost = split(wanted, f"{analysis}.feature_spaces")
+            if lost:
+                notes.append(
+                    f"{analysis}: feature space(s) {lost} left out, their extractors are not run"
+                )
+        else:
+            keep = _space_labels(plan, extractors)
+        out[analysis] = tuple(keep)
+    return out
+
+
+def _eeg_rsa_unavailable(plan: WorkflowPlan, spaces: Sequence[str]) -> str | None:
+    """Why EEG RSA cannot run (None when it can)."""
+    if not spaces:
+        return "no feature space to compare the EEG with"
+    per_subject: dict[str, set[str]] = {}
+    for rec in plan.eeg_recordings:
+        per_subject.setdefault(rec.subject, set()).update(plan.design.eeg_stimuli.get(rec.key, ()))
+    fewest = min((len(ids) for ids in per_subject.values()), default=0)
+    if fewest < 3:
+        column = plan.config["preprocess_eeg"].get("stim_column")
+        return f"it needs at least 3 stimulus ids (column {column!r}) per subject, got {fewest}"
+    return None
+
+
+def _fmri_rsa_unavailable(plan: WorkflowPlan, spaces: Sequence[str]) -> str | None:
+    """Why fMRI RSA cannot run (None when it can)."""
+    if not spaces:
+        return "no feature space to compare the fMRI with"
+    if plan.source == "timeseries":
+        return (
+            "parcel time series have one target per ROI, and ROI RDMs need patterns over "
+            "several voxels"
+        )
+    if not plan.has_roi_labels:
+        return (
+            "the voxels have no ROI labels; set `preprocess_fmri.rois.atlas` (a label image, "
+            "or a per-subject path with {subject}) to get ROI RDMs"
+        )
+    return _fmri_repeats_ok(plan, int(plan.config["rsa"]["min_repeats"]))
+
+
+def _rsa_modalities(plan: WorkflowPlan, spaces: Sequence[str], notes: list[str]) -> list[str]:
+    """Modalities whose RSA runs (a note for each one that cannot)."""
+    if not plan.config["rsa"].get("enabled", True):
+        return []
+    out = []
+    checks = (
+        ("eeg", bool(plan.eeg_recordings), _eeg_rsa_unavailable),
+        ("fmri", bool(plan.fmri_runs or plan.betas_sessions), _fmri_rsa_unavailable),
+    )
+    for modality, present, why_not in checks:
+        if not present:
+            continue
+        reason = why_not(plan, spaces)
+        if reason:
+            notes.append(f"rsa_{modality}: skipped, {reason}")
+        else:
+            out.append(modality)
+    return out
+
+
 def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     """The analyses that apply to the plan's dataset, and the held-out fMRI runs.
 
@@ -236,138 +368,36 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     """
     cfg = plan.config
     notes: list[str] = []
-    entries = cfg["features"]["extractors"]
-    configured = [e["name"] for e in entries]
-    twice = sorted({n for n in configured if configured.count(n) > 1})
-    if twice:
-        raise ValueError(
-            f"`features.extractors` must name each entry once, got {twice} more than once."
-        )
-    policy = cfg["features"].get("unavailable", "skip")
-    extractors: list[str] = []
-    for entry in entries:
-        reason = extractor_unavailable(entry, plan)
-        if reason is None:
-            extractors.append(entry["name"])
-        elif policy == "error":
-            raise ValueError(
-                f"`features.extractors` entry {entry['name']!r} cannot run on this dataset: "
-                f"{reason}. Remove the entry, or set `features.unavailable: skip`."
-            )
-        else:
-            notes.append(f"features/{entry['name']}: skipped, {reason}")
+    extractors = _runnable_extractors(plan, notes)
+    configured = [e["name"] for e in cfg["features"]["extractors"]]
 
     def split(spaces: Sequence[str], key: str) -> tuple[list[str], list[str]]:
         return _split_spaces(plan, spaces, key, configured, extractors)
 
     # fMRI encoding on runs (held-out runs) and on single trials (held-out stimuli)
-    has_runs = bool(plan.fmri_runs)
+    has_fmri = bool(plan.fmri_runs or plan.betas_sessions)
     models: list[str] = []
     for model, entry in cfg["encoding"]["models"].items():
         _, lost = split(entry["feature_spaces"], f"encoding.models.{model}.feature_spaces")
         if not lost:
             models.append(model)
-        elif has_runs or plan.betas_sessions:
+        elif has_fmri:
             notes.append(f"encoding/{model}: skipped, feature space(s) {lost} are not extracted")
-    test_runs: dict[str, list[str]] = {}
-    run_models: list[str] = []
-    if has_runs and models:
-        test_runs = _resolve_test_runs(plan, notes)
-        run_models = models if test_runs else []
-    if cfg["encoding"].get("target", "voxels") == "parcels":
-        rois = cfg["preprocess_fmri"].get("rois") or {}
-        if plan.source != "timeseries" and not (rois.get("atlas") and rois.get("parcels")):
-            raise ValueError(
-                "`encoding.target: parcels` needs parcel time series: set "
-                "`preprocess_fmri.rois.atlas` and `preprocess_fmri.rois.parcels: true`, or use "
-                "`dataset.source: timeseries`."
-            )
-    single = plan.source == "betas" or bool(cfg["single_trial"]["enabled"] and has_runs)
-    trial_models = models if single else []
+    _check_parcel_target(plan)
+    test_runs = _resolve_test_runs(plan, notes) if plan.fmri_runs and models else {}
+    single = plan.source == "betas" or bool(cfg["single_trial"]["enabled"] and plan.fmri_runs)
 
-    # EEG encoding, TRFs, decoding
-    eeg = bool(plan.eeg_recordings)
-    eeg_models: list[str] = []
-    if eeg and cfg["eeg_encoding"].get("enabled", True):
-        for model in eeg_model_names(cfg):
-            key = (
-                f"eeg_encoding.models.{model}.feature_spaces"
-                if cfg["eeg_encoding"].get("models")
-                else f"encoding.models.{model}.feature_spaces"
-            )
-            _, lost = split(eeg_model_spaces(cfg, model), key)
-            if lost:
-                notes.append(
-                    f"eeg_encoding/{model}: skipped, feature space(s) {lost} are not extracted"
-                )
-            else:
-                eeg_models.append(model)
+    eeg_models = _eeg_models(plan, split, notes)
     trf = bool(
         eeg_models
         and (cfg["eeg_encoding"].get("trf") or {}).get("enabled", False)
         and plan.continuous_recordings
     )
-    spaces: dict[str, tuple[str, ...]] = {}
-    for analysis in ("decoding", "rsa"):
-        wanted = cfg[analysis].get("feature_spaces") or []
-        if wanted:
-            keep, lost = split(wanted, f"{analysis}.feature_spaces")
-            if lost:
-                notes.append(
-                    f"{analysis}: feature space(s) {lost} left out, their extractors are not run"
-                )
-        else:
-            keep = _space_labels(plan, extractors)
-        spaces[analysis] = tuple(keep)
-    decoding = eeg and bool(cfg["decoding"].get("enabled", True))
-
-    # RSA
-    rsa: list[str] = []
-    if cfg["rsa"].get("enabled", True):
-        if eeg:
-            per_subject: dict[str, set[str]] = {}
-            for rec in plan.eeg_recordings:
-                per_subject.setdefault(rec.subject, set()).update(
-                    plan.design.eeg_stimuli.get(rec.key, ())
-                )
-            fewest = min((len(ids) for ids in per_subject.values()), default=0)
-            if not spaces["rsa"]:
-                notes.append("rsa_eeg: skipped, no feature space to compare the EEG with")
-            elif not plan.is_demo and fewest < 3:
-                notes.append(
-                    "rsa_eeg: skipped, it needs at least 3 stimulus ids (column "
-                    f"{cfg['preprocess_eeg'].get('stim_column')!r}) per subject, got {fewest}"
-                )
-            else:
-                rsa.append("eeg")
-        if has_runs or plan.betas_sessions:
-            reason = None
-            if not spaces["rsa"]:
-                reason = "no feature space to compare the fMRI with"
-            elif plan.source == "timeseries":
-                reason = (
-                    "parcel time series have one target per ROI, and ROI RDMs need "
-                    "patterns over several voxels"
-                )
-            elif not plan.has_roi_labels:
-                reason = (
-                    "the voxels have no ROI labels; set `preprocess_fmri.rois.atlas` (a label "
-                    "image, or a per-subject path with {subject}) to get ROI RDMs"
-                )
-            else:
-                reason = _fmri_repeats_ok(plan, int(cfg["rsa"]["min_repeats"]))
-            if reason:
-                notes.append(f"rsa_fmri: skipped, {reason}")
-            else:
-                rsa.append("fmri")
-    elif eeg or has_runs:
-        notes.append("rsa: off (`rsa.enabled: false`)")
-
-    if not eeg and not (has_runs or plan.betas_sessions):
-        notes.append("no recordings selected")
+    spaces = _analysis_spaces(plan, split, extractors, notes)
+    rsa = _rsa_modalities(plan, spaces["rsa"], notes)
     selection = {
-        "fmri": sorted(plan._fmri_by_key),
-        "eeg": sorted(plan._eeg_by_key),
+        "fmri": sorted(r.key for r in plan.fmri_runs),
+        "eeg": sorted(r.key for r in plan.eeg_recordings),
         "betas": sorted(b.key for b in plan.betas_sessions),
         "tables": plan.table_identity(),
         "stimulus_events": plan.stimulus_events,
@@ -375,11 +405,11 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     }
     scope = PlanScope(
         extractors=tuple(extractors),
-        models=tuple(run_models),
-        trial_models=tuple(trial_models),
+        models=tuple(models if test_runs else ()),
+        trial_models=tuple(models if single else ()),
         eeg_models=tuple(eeg_models),
         rsa=tuple(rsa),
-        decoding=decoding,
+        decoding=bool(plan.eeg_recordings) and bool(cfg["decoding"].get("enabled", True)),
         single_trial=single,
         trf=trf,
         spaces=spaces,

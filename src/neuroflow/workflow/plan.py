@@ -59,9 +59,6 @@ from neuroflow.workflow.versions import (
 
 __all__ = ["WorkflowPlan"]
 
-#: Analyses that pool subjects over stimuli; they read per-stimulus feature spaces.
-STIMULUS_ANALYSES = ("decoding", "rsa")
-
 
 @dataclass
 class WorkflowPlan:
