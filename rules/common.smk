@@ -63,8 +63,7 @@ def all_targets():
     targets += [str(p) for p in PLAN.all_scores_stores()]
     targets += [str(p) for p in PLAN.all_eeg_scores_stores()]
     targets += [str(p) for p in PLAN.all_trf_stores()]
-    if PLAN.decoding_enabled:
-        targets.append(str(PLAN.decoding_store()))
+    targets += [str(p) for p in PLAN.decoding_stores()]
     targets += [str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities]
     if PLAN.has_summary:
         targets.append(str(PLAN.summary_dir() / "scores.tsv"))

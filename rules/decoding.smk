@@ -20,3 +20,27 @@ if PLAN.decoding_enabled:
             CONDA_ENV
         script:
             "../scripts/decode_eeg.py"
+
+
+# fMRI identification of held-out stimuli from single-trial betas (estimated or
+# imported), per subject and ROI.
+if PLAN.decoding_fmri_enabled:
+
+    rule decode_fmri:
+        input:
+            betas=[str(PLAN.single_trial_store(s)) for s in PLAN.trial_subjects],
+            features=[str(p) for p in PLAN.analysis_spaces("decoding").values()],
+        output:
+            directory(str(PLAN.decoding_fmri_store())),
+        params:
+            **stage_params("decoding_fmri", config["decoding"]),
+            spaces={k: str(v) for k, v in PLAN.analysis_spaces("decoding").items()},
+        log:
+            log_path("decoding_fmri", V["decoding_fmri"]),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 6000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/decode_fmri.py"

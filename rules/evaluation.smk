@@ -47,7 +47,7 @@ if PLAN.has_summary:
     rule summarize_scores:
         input:
             scores=[str(p) for p in PLAN.all_scores_stores()],
-            decoding=[str(PLAN.decoding_store())] if PLAN.decoding_enabled else [],
+            decoding=[str(p) for p in PLAN.decoding_stores()],
             rsa=[str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities],
             trf=[str(p) for p in PLAN.all_trf_stores()],
         output:

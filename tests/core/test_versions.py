@@ -187,6 +187,7 @@ def test_plan_indexes_real_bids_tree_with_missing_session(
         ("preprocess_eeg", "neuroflow.preprocessing.eeg.stage"),
         ("evaluation", "neuroflow.evaluation.stage"),
         ("decoding", "neuroflow.decoding.stage"),
+        ("decoding_fmri", "neuroflow.decoding.fmri"),
         ("rsa", "neuroflow.rsa.stage"),
     ],
 )

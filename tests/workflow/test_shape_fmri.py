@@ -141,6 +141,7 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
         "trial_encoding",
         "trial_evaluation",
         "rsa",
+        "decoding_fmri",
         "summary",
     }
     betas = open_stores(run, "single_trial")
@@ -161,6 +162,13 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
     early = rsa[(rsa["roi"] == "early_visual") & (rsa["statistic"] == "value")]
     other = rsa[(rsa["roi"] == "other") & (rsa["statistic"] == "value")]
     assert early["value"].mean() > other["value"].mean()
+    # identification of the 15 held-out (repeated) images from the betas, per ROI
+    ident = table[(table["analysis"] == "identification_fmri") & (table["metric"] == "top5")]
+    ident = ident[ident["model"] == "image_statistics"].set_index(["subject", "roi"])
+    for subject in facts["subjects"]:
+        early_row, other_row = ident.loc[(subject, "early_visual")], ident.loc[(subject, "other")]
+        assert early_row["value"] > early_row["chance"] and early_row["p_value"] < 0.05
+        assert other_row["p_value"] > 0.05
 
 
 def test_algonauts_like_parcel_time_series(tmp_path):

@@ -28,7 +28,8 @@ def test_trial_versions_and_paths() -> None:
     on = validate_config({"single_trial": {"enabled": True}}, schema)
     models = list(on["encoding"]["models"])
     trial_keys = {f"trial_{s}/{m}" for s in ("encoding", "evaluation") for m in models}
-    assert _versions_changed(off, on) == {"single_trial", *trial_keys, "summary"}
+    # single trials add their betas, the trial models and the identification from betas
+    assert _versions_changed(off, on) == {"single_trial", *trial_keys, "decoding_fmri", "summary"}
 
     # the split of the trial models reaches only them; the run-based split only the runs
     changed = copy.deepcopy(on)

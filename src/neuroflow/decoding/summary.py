@@ -18,7 +18,7 @@ import xarray as xr
 
 from neuroflow.evaluation.summary import KEY_COLUMNS
 
-__all__ = ["DECODING_COLUMNS", "append_rows", "decoding_rows", "rsa_rows"]
+__all__ = ["DECODING_COLUMNS", "append_rows", "decoding_rows", "fmri_decoding_rows", "rsa_rows"]
 
 #: Column order of decoding/RSA rows.
 DECODING_COLUMNS = (*KEY_COLUMNS, "n_subjects", "analysis", "metric", "value", "chance", "p_value")
@@ -116,6 +116,47 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                     p_value=float(np.nanmin(p)) if np.isfinite(p).any() else np.nan,
                 )
             )
+    return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+
+
+def fmri_decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
+    """Summary rows of a ``decode_fmri`` store: identification per subject, ROI and space.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store (see :func:`neuroflow.decoding.fmri.decode_fmri`).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Rows with ``analysis = "identification_fmri"``, ``metric`` top-k / mean rank,
+        chance and permutation p; undefined values (a region a subject lacks, top-k with
+        k at or above the number of test stimuli) are left out.
+    """
+    info = ds.attrs.get("feature_models", {})
+    rows = []
+    for sub in ds["subject"].values:
+        for roi in ds["roi"].values:
+            for fs in ds["feature_space"].values:
+                for met in ds["metric"].values:
+                    sel = {"subject": sub, "roi": roi, "feature_space": fs, "metric": met}
+                    value = float(ds["identification"].sel(sel))
+                    if not np.isfinite(value):
+                        continue
+                    rows.append(
+                        _row(
+                            subject=str(sub),
+                            model=info.get(str(fs), {}).get("model", str(fs)),
+                            feature_space=str(fs),
+                            roi=str(roi),
+                            analysis="identification_fmri",
+                            metric=str(met),
+                            value=value,
+                            chance=float(ds["identification_chance"].sel(sel)),
+                            p_value=float(ds["identification_p"].sel(sel)),
+                        )
+                    )
     return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
 
 

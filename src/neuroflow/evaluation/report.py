@@ -335,7 +335,7 @@ def summarize_all(
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
     decoding, rsa : list of path-like
-        Stores of the decoding and RSA stages (may be empty).
+        Stores of the decoding (EEG and fMRI) and RSA stages (may be empty).
     trf : list of path-like | None
         Stores of the EEG TRF stage (may be empty or None); one power figure per
         model (``trf_<model>_power.png``).
@@ -351,7 +351,12 @@ def summarize_all(
         table itself (one ``row`` per line of the TSV).
     """
     from neuroflow.artifacts import atomic_directory, write_dataset
-    from neuroflow.decoding.summary import append_rows, decoding_rows, rsa_rows
+    from neuroflow.decoding.summary import (
+        append_rows,
+        decoding_rows,
+        fmri_decoding_rows,
+        rsa_rows,
+    )
     from neuroflow.evaluation.stage import _write_table, summarize_scores
     from neuroflow.evaluation.summary import SUMMARY_COLUMNS
 
@@ -373,6 +378,9 @@ def summarize_all(
     rows: list[pd.DataFrame] = []
     for path in decoding:
         ds = open_dataset(path)
+        if "roi" in ds.dims:  # fMRI identification (per ROI), no time courses
+            rows.append(fmri_decoding_rows(ds))
+            continue
         rows.append(decoding_rows(ds))
         if plots_enabled:
             _decoding_figures(ds, plots_dir, alpha)

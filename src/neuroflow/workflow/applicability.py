@@ -410,6 +410,12 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         eeg_models=tuple(eeg_models),
         rsa=tuple(rsa),
         decoding=bool(plan.eeg_recordings) and bool(cfg["decoding"].get("enabled", True)),
+        decoding_fmri=bool(
+            single
+            and spaces["decoding"]
+            and cfg["decoding"].get("enabled", True)
+            and cfg["decoding"]["identification"].get("enabled", True)
+        ),
         single_trial=single,
         trf=trf,
         spaces=spaces,

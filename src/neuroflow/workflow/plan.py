@@ -28,6 +28,7 @@ Layout of ``results/``::
     eeg_evaluation/<model>-<v>/sub-XX_scores.zarr
     eeg_trf/<model>-<v>/sub-XX/<key>_trf.zarr                    (when eeg_encoding.trf is enabled)
     decoding/<v>/decoding_eeg.zarr
+    decoding_fmri/<v>/decoding_fmri.zarr                         (single-trial betas)
     rsa/eeg-<v>/rsa_eeg.zarr, rsa/fmri-<v>/rsa_fmri.zarr
 """
 
@@ -640,6 +641,20 @@ class WorkflowPlan:
         return self.stage_dir("decoding") / "decoding_eeg.zarr"
 
     @property
+    def decoding_fmri_enabled(self) -> bool:
+        """Whether stimuli are identified from single-trial betas."""
+        return self.scope.decoding_fmri
+
+    def decoding_fmri_store(self) -> Path:
+        """fMRI identification results of every subject (single-trial betas)."""
+        return self.stage_dir("decoding_fmri") / "decoding_fmri.zarr"
+
+    def decoding_stores(self) -> list[Path]:
+        """Decoding stores the summary gathers (EEG, then fMRI)."""
+        out = [self.decoding_store()] if self.decoding_enabled else []
+        return out + ([self.decoding_fmri_store()] if self.decoding_fmri_enabled else [])
+
+    @property
     def rsa_modalities(self) -> list[str]:
         """Modalities whose RSA stage runs (``"eeg"``, ``"fmri"``)."""
         return list(self.scope.rsa)
@@ -657,7 +672,7 @@ class WorkflowPlan:
         """Whether any analysis feeds the summary."""
         return bool(
             self.all_scores_stores()
-            or self.decoding_enabled
+            or self.decoding_stores()
             or self.rsa_modalities
             or self.all_trf_stores()
             or self.all_eeg_scores_stores()

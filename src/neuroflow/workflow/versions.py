@@ -51,6 +51,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "eeg_evaluation": 1,
     "eeg_trf": 1,
     "decoding": 3,
+    "decoding_fmri": 1,
     "rsa": 3,
     "trial_encoding": 1,
     "trial_evaluation": 1,
@@ -71,6 +72,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "eeg_evaluation": ("eeg_encoding",),
     "eeg_trf": ("preprocess_eeg", "features"),
     "decoding": ("preprocess_eeg", "features"),
+    "decoding_fmri": ("single_trial", "features"),
     "rsa": ("preprocess_eeg", "preprocess_fmri", "features"),
     "trial_encoding": ("single_trial", "features"),
     "trial_evaluation": ("trial_encoding",),
@@ -100,6 +102,8 @@ class PlanScope:
         Modalities of the RSA stages that run (``"eeg"``, ``"fmri"``).
     decoding : bool
         Whether the EEG decoding stage runs.
+    decoding_fmri : bool
+        Whether stimuli are identified from single-trial betas.
     single_trial : bool
         Whether single-trial betas are estimated (or imported) and modelled.
     trf : bool
@@ -119,6 +123,7 @@ class PlanScope:
     eeg_models: tuple[str, ...] = ()
     rsa: tuple[str, ...] = ()
     decoding: bool = False
+    decoding_fmri: bool = False
     single_trial: bool = False
     trf: bool = False
     spaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -295,6 +300,12 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
             config["decoding"],
             {"preprocess_eeg": versions["preprocess_eeg"], **space_versions("decoding"), **pooled},
         )
+    if scope.decoding_fmri:
+        versions["decoding_fmri"] = _v(
+            "decoding_fmri",
+            config["decoding"],
+            {"single_trial": versions["single_trial"], **space_versions("decoding"), **pooled},
+        )
     for modality in scope.rsa:
         brain = {
             "eeg": "preprocess_eeg",
@@ -308,7 +319,8 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
     evaluation_inputs = {
         k: v
         for k, v in versions.items()
-        if k.startswith(("evaluation/", "trial_evaluation/", "eeg_trf/", "rsa/")) or k == "decoding"
+        if k.startswith(("evaluation/", "trial_evaluation/", "eeg_trf/", "rsa/"))
+        or k in ("decoding", "decoding_fmri")
     }
     versions["summary"] = _v(
         "summary",
