@@ -120,7 +120,7 @@ def stimuli_inputs(wildcards):
 
 
 def encoding_inputs(wildcards):
-    runs = PLAN.runs_of(wildcards.subject)
+    runs = PLAN.encoding_runs_of(wildcards.subject)
     inputs = {"brain": [str(PLAN.fmri_store(r.key)) for r in runs]}
     for space in PLAN.encoding_config(wildcards.model)["feature_spaces"]:
         name, layer = PLAN.feature_space(space)

@@ -216,6 +216,19 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     from neuroflow.demo import generate_demo_dataset
     from neuroflow.workflow.versions import dataset_identity, stage_versions
 
+    output = Path(args.output)
+    if output.is_dir() and any(output.iterdir()) and not (output / ".neuroflow.json").is_file():
+        if not args.force:
+            print(
+                f"neuroflow: {output} already holds files that neuroflow did not write; "
+                "generating the demo there would replace them. Choose an empty or new folder, "
+                "or pass --force to replace its content.",
+                file=sys.stderr,
+            )
+            return 2
+    elif output.exists() and not output.is_dir():
+        print(f"neuroflow: {output} exists and is not a folder.", file=sys.stderr)
+        return 2
     schema = load_schema(args.schema)
     config = validate_config(fill_defaults({}, schema), schema)
     if args.seed is not None:
@@ -224,9 +237,7 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     provenance = build_provenance(
         stage="demo", version=versions["demo"], config=dataset_identity(config)["demo"]
     )
-    out = generate_demo_dataset(
-        output=Path(args.output), config=config["demo"], provenance=provenance
-    )
+    out = generate_demo_dataset(output=output, config=config["demo"], provenance=provenance)
     print(f"Demo dataset written to {out}")
     return 0
 
@@ -283,8 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate the simulated demo BIDS dataset (fMRI, EEG, stimuli, planted "
         "ground truth) into a folder, offline and deterministically.",
     )
-    p.add_argument("output", help="folder to create")
+    p.add_argument(
+        "output",
+        help="folder to create; an earlier demo there is replaced, other content is refused",
+    )
     p.add_argument("--seed", type=int, default=None, help="random seed (default from schema)")
+    p.add_argument("--force", action="store_true", help="replace a folder that holds other files")
     p.add_argument("--schema", default=DEFAULT_SCHEMA, help="config schema (%(default)s)")
     p.set_defaults(func=cmd_demo_data)
     return parser

@@ -191,3 +191,36 @@ def test_an_edited_events_table_is_a_new_selection(defaults, movie, tmp_path):
     after = WorkflowPlan(_bids(defaults, root)).versions
     assert before["preprocess_fmri"] == after["preprocess_fmri"]
     assert all(before[k] != after[k] for k in before if k.startswith(("features/", "encoding/")))
+
+
+def test_a_run_without_stimulus_events_is_left_out_of_encoding(defaults, movie, tmp_path):
+    import shutil
+
+    root = tmp_path / "bids"
+    shutil.copytree(movie, root)
+    table = root / "sub-01" / "func" / "sub-01_task-movie_run-2_events.tsv"
+    table.write_text(table.read_text().splitlines()[0] + "\n")  # the header only
+    plan = WorkflowPlan(_bids(defaults, root))
+    assert [r.run for r in plan.encoding_runs_of("01")] == ["1", "3"]
+    assert [r.run for r in plan.encoding_runs_of("02")] == ["1", "2", "3"]
+    assert any(
+        n.startswith("encoding: sub-01_task-movie_run-2 left out, no stimulus events")
+        for n in plan.notes
+    )
+    assert plan.test_runs_of("01") == ["sub-01_task-movie_run-3"]
+
+
+def test_auto_test_runs_order_runs_by_number():
+    from neuroflow.workflow.design import auto_test_runs
+
+    keys = [f"sub-01_task-x_run-{i}" for i in range(1, 12)]
+    assert auto_test_runs(keys, {}) == ["sub-01_task-x_run-11"]
+    repeated = {"sub-01_task-x_run-9": ("a", "b"), "sub-01_task-x_run-10": ("a", "b")}
+    assert auto_test_runs(keys, repeated) == ["sub-01_task-x_run-9", "sub-01_task-x_run-10"]
+
+
+def test_missing_root_and_parcel_target_fail_at_plan_time(defaults, movie, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"`dataset\.bids_root` must be an existing"):
+        WorkflowPlan(_bids(defaults, tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match=r"`encoding\.target: parcels` needs parcel time series"):
+        WorkflowPlan(_bids(_with(defaults, encoding={"target": "parcels"}), movie))

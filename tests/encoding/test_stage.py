@@ -213,7 +213,31 @@ def test_stage_errors(tmp_path, rng):
         fit_encoding(
             brain=brain, features=bad, output=tmp_path / "x.zarr", config=cfg, provenance={}
         )
+    # FIR lags as long as the shortest run (36 volumes) would leave it an empty design
+    cfg = _config(["a"], ["5"], delays={"method": "fir", "lags": [1, 36]})
+    with pytest.raises(ValueError, match=r"lags` must be shorter than every run, got lag 36"):
+        fit_encoding(
+            brain=brain, features=features, output=tmp_path / "x.zarr", config=cfg, provenance={}
+        )
+    cfg = _config(["a"], ["5"], delays={"method": "fir", "lags": [-1, 1]})
+    with pytest.raises(ValueError, match=r"lags` must be >= 0 TRs \(negative lags use the fu"):
+        fit_encoding(
+            brain=brain, features=features, output=tmp_path / "x.zarr", config=cfg, provenance={}
+        )
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_auto_test_runs_hold_out_the_repeated_sequence(tmp_path, rng):
+    brain, features, _ = _dataset(tmp_path, rng, spaces=("a",), signal=(1.0,))
+    out = fit_encoding(
+        brain=brain,
+        features=features,
+        output=tmp_path / "auto.zarr",
+        config=_config(["a"], "auto"),
+        provenance={},
+    )
+    # the stores name no stimuli: the last run is held out
+    assert xr.open_zarr(out).attrs["test_runs"] == ["sub-01_task-movie_run-6"]
 
 
 def test_group_repeats_uses_stimulus_lists_first(rng):

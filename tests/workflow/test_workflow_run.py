@@ -156,6 +156,17 @@ def test_killed_job_leaves_no_store_downstream_accepts(tiny_copy: Path) -> None:
     assert np.all([not p.name.startswith(".") for p in _stores(tiny_copy)])
 
 
+def test_demo_data_refuses_a_folder_with_other_files(tmp_path: Path) -> None:
+    folder = tmp_path / "thesis"
+    folder.mkdir()
+    (folder / "chapter1.tex").write_text("precious")
+    proc = _neuroflow(REPO, "demo-data", str(folder))
+    assert proc.returncode == 2
+    assert "already holds files that neuroflow did not write" in proc.stderr
+    assert "--force" in proc.stderr
+    assert (folder / "chapter1.tex").read_text() == "precious"
+
+
 def test_demo_data_command(tmp_path: Path) -> None:
     proc = _neuroflow(REPO, "demo-data", str(tmp_path / "demo"), "--seed", "3")
     assert proc.returncode == 0, proc.stderr

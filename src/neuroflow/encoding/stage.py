@@ -222,6 +222,24 @@ def group_repeats(runs: Sequence[_Run]) -> list[list[int]]:
     return groups
 
 
+def _check_lags(delays: Mapping[str, Any], runs: Sequence[_Run]) -> None:
+    """FIR lags must be causal and shorter than every run (else a run's design is empty)."""
+    if delays.get("method") != "fir":
+        return
+    lags = [int(lag) for lag in delays.get("lags", [])]
+    if any(lag < 0 for lag in lags):
+        raise ValueError(
+            f"`encoding.delays.lags` must be >= 0 TRs (negative lags use the future), got "
+            f"{lags} instead."
+        )
+    shortest = min(runs, key=lambda r: r.bold.shape[0])
+    if max(lags, default=0) >= shortest.bold.shape[0]:
+        raise ValueError(
+            f"`encoding.delays.lags` must be shorter than every run, got lag {max(lags)} TRs "
+            f"but {shortest.path} has {shortest.bold.shape[0]} volumes."
+        )
+
+
 #: Contiguous blocks that stand in for runs when a subject has one training run.
 N_BLOCKS_ONE_RUN = 5
 
@@ -392,6 +410,7 @@ def fit_encoding(
             f"{[r.key for r in runs]}; at least 1 training run is needed."
         )
 
+    _check_lags(cfg["delays"], runs)
     stats = _standardizer(train, spaces, bool(cfg["standardize"]))
     delays = cfg["delays"]
     filtered = bool(cfg["filter_design"])

@@ -210,3 +210,8 @@ def run_matches(run: FmriRun | Mapping[str, Any], labels: Sequence[Any]) -> bool
         ):
             return True
     return False
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders the numbers inside a string by value (``run-2`` < ``run-10``)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neuroflow.io.records import natural_key
 from neuroflow.workflow.design import resolve_test_runs
 from neuroflow.workflow.versions import PlanScope, eeg_model_names, eeg_model_spaces
 
@@ -186,17 +187,35 @@ def _fmri_repeats_ok(plan: WorkflowPlan, min_repeats: int) -> str | None:
     )
 
 
-def _resolve_test_runs(plan: WorkflowPlan, notes: list[str]) -> dict[str, list[str]]:
-    """Held-out runs of each subject's run-based encoding, with notes on left-out subjects."""
+def _resolve_test_runs(
+    plan: WorkflowPlan, notes: list[str]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Runs and held-out runs of each subject's run-based encoding.
+
+    A run whose events table is missing or names no stimulus (a rest run, a header-only
+    table) would be modelled as a run of zero features; it is left out of encoding with a
+    note (its preprocessed store is still made).
+
+    Returns
+    -------
+    runs, test : dict of str to list of str
+        Subject -> keys of its runs used by encoding, and of the held-out ones among
+        them; subjects left out have no entry.
+    """
     setting = plan.config["encoding"]["split"]["test_runs"]
-    out: dict[str, list[str]] = {}
+    used: dict[str, list[str]] = {}
+    test: dict[str, list[str]] = {}
     for subject in sorted({r.subject for r in plan.fmri_runs}):
-        runs = plan.runs_of(subject)
-        if not any(plan.design.run_stimuli.get(r.key) for r in runs) and not plan.is_demo:
-            notes.append(
-                f"encoding: sub-{subject} left out, no stimulus events in its fMRI runs' "
-                "events tables"
-            )
+        all_runs = plan.runs_of(subject)
+        runs = [r for r in all_runs if plan.design.run_stimuli.get(r.key)]
+        for run in all_runs:
+            if run not in runs:
+                table = run.events if run.events is not None else "no events table"
+                notes.append(
+                    f"encoding: {run.key} left out, no stimulus events ({table}); a run "
+                    "without them would be fitted as a run of zero features"
+                )
+        if not runs:
             continue
         keys = resolve_test_runs(runs, setting, plan.design.run_stimuli)
         labels = [r.key for r in runs]
@@ -207,20 +226,20 @@ def _resolve_test_runs(plan: WorkflowPlan, notes: list[str]) -> dict[str, list[s
             )
         if not keys:
             notes.append(
-                f"encoding: sub-{subject} left out, it has {len(runs)} fMRI run (run-based "
-                "encoding needs a held-out run and a training run)"
+                f"encoding: sub-{subject} left out, it has {len(runs)} fMRI run with "
+                "stimuli (run-based encoding needs a held-out run and a training run)"
             )
             continue
         if len(keys) == len(runs):
             if setting == "auto":
-                keys = [labels[-1]]
+                keys = [max(labels, key=natural_key)]
             else:
                 raise ValueError(
                     f"`encoding.split.test_runs` {list(setting)} holds out every fMRI run of "
                     f"sub-{subject} ({', '.join(labels)}); at least one must train the model."
                 )
-        out[subject] = keys
-    return out
+        used[subject], test[subject] = labels, keys
+    return used, test
 
 
 def _runnable_extractors(plan: WorkflowPlan, notes: list[str]) -> list[str]:
@@ -384,7 +403,9 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         elif has_fmri:
             notes.append(f"encoding/{model}: skipped, feature space(s) {lost} are not extracted")
     _check_parcel_target(plan)
-    test_runs = _resolve_test_runs(plan, notes) if plan.fmri_runs and models else {}
+    encoding_runs, test_runs = (
+        _resolve_test_runs(plan, notes) if plan.fmri_runs and models else ({}, {})
+    )
     single = plan.source == "betas" or bool(cfg["single_trial"]["enabled"] and plan.fmri_runs)
 
     eeg_models = _eeg_models(plan, split, notes)
@@ -402,6 +423,7 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         "tables": plan.table_identity(),
         "stimulus_events": plan.stimulus_events,
         "test_runs": test_runs,
+        "encoding_runs": encoding_runs,
     }
     scope = PlanScope(
         extractors=tuple(extractors),

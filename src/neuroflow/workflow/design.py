@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.io.events import is_missing, read_events_table, stimulus_mask
-from neuroflow.io.records import BetasSession, EegRecording, FmriRun
+from neuroflow.io.records import BetasSession, EegRecording, FmriRun, natural_key
 
 __all__ = [
     "DesignFacts",
@@ -235,7 +235,7 @@ def resolve_test_runs(
     """
     from neuroflow.io.records import run_matches
 
-    runs = sorted(runs, key=lambda r: r.key)
+    runs = sorted(runs, key=lambda r: natural_key(r.key))
     if setting != "auto":
         return [r.key for r in runs if run_matches(r, list(setting))]
     return auto_test_runs([r.key for r in runs], run_stimuli)
@@ -255,10 +255,11 @@ def auto_test_runs(keys: Sequence[str], sequences: Mapping[str, Sequence[str]]) 
     -------
     keys : list of str
         The runs whose stimulus sequence another run repeats (a test movie shown
-        twice), when that leaves a training run; else the last run (by key); empty
-        with fewer than 2 runs.
+        twice), when that leaves a training run; else the last run (by key, numbers
+        compared by value: ``run-10`` comes after ``run-9``); empty with fewer than 2
+        runs.
     """
-    keys = sorted(keys)
+    keys = sorted(keys, key=natural_key)
     if len(keys) < 2:
         return []
     groups: dict[tuple[str, ...], list[str]] = {}
@@ -268,5 +269,5 @@ def auto_test_runs(keys: Sequence[str], sequences: Mapping[str, Sequence[str]]) 
             groups.setdefault(sequence, []).append(key)
     repeated = [key for group in groups.values() if len(group) >= 2 for key in group]
     if repeated and len(keys) - len(repeated) >= 1:
-        return sorted(repeated)
+        return sorted(repeated, key=natural_key)
     return [keys[-1]]

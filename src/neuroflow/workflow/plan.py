@@ -330,6 +330,12 @@ class WorkflowPlan:
         """Imported betas sessions of one subject, in key order."""
         return sorted((b for b in self.betas_sessions if b.subject == subject), key=lambda b: b.key)
 
+    def encoding_runs_of(self, subject: str) -> list[FmriRun]:
+        """fMRI runs of one subject that its run-based encoding models use (those with
+        stimulus events), in key order."""
+        keys = set(self.scope.selection.get("encoding_runs", {}).get(subject, []))
+        return [r for r in self.runs_of(subject) if r.key in keys]
+
     def test_runs_of(self, subject: str) -> list[str]:
         """Keys of the held-out test runs of one subject's run-based encoding models."""
         return list(self._test_runs.get(subject, []))
@@ -406,8 +412,9 @@ class WorkflowPlan:
         test = {key for keys in self._test_runs.values() for key in keys}
         return [
             Path(r.events)
-            for r in self.fmri_runs
-            if r.key not in test and r.events is not None and r.subject in self._test_runs
+            for subject in self._test_runs
+            for r in self.encoding_runs_of(subject)
+            if r.key not in test and r.events is not None
         ]
 
     def table_identity(self) -> list[str]:

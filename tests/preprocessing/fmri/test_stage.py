@@ -305,3 +305,21 @@ def test_missing_custom_column(make_run, tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match=r"c.tsv has no column\(s\) \['b'\]"):
             _run(run, tmp_path / "o.zarr", cfg, confounds=conf)
+
+
+def test_constant_bold_is_refused(make_run, tmp_path):
+    run = make_run(n=30)
+    img = nib.load(run["bold"])
+    nib.save(nib.Nifti1Image(np.zeros(img.shape, np.float32), img.affine, img.header), run["bold"])
+    mask = tmp_path / "m.nii.gz"
+    nib.save(nib.Nifti1Image(run["brain"].astype(np.uint8), img.affine), mask)
+    with pytest.raises(ValueError, match=r"is constant over time in every one of its \d+ in-mask"):
+        _run(run, tmp_path / "o.zarr", mask=mask)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_negative_event_duration_is_refused(make_run, tmp_path):
+    run = make_run(n=30)
+    run["events"].write_text("onset\tduration\ttrial_type\n1\t2\ta\n5\t-1.5\tb\n")
+    with pytest.raises(ValueError, match=r"'duration' must be >= 0 s .* got -1.5 in row 2"):
+        _run(run, tmp_path / "o.zarr")

@@ -141,6 +141,13 @@ def load_events(path: str | os.PathLike | None, *, run_duration: float) -> pd.Da
                 f"{events[column].iloc[row]!r} in row {row + 1} instead."
             )
         events[column] = values.astype(float)
+    negative = events["duration"] < 0
+    if negative.any():
+        row = int(np.flatnonzero(negative)[0])
+        raise ValueError(
+            f"Events file {path}: 'duration' must be >= 0 s (or n/a for an impulse), got "
+            f"{events['duration'].iloc[row]} in row {row + 1} instead."
+        )
     late = events["onset"] >= run_duration
     if late.any():
         row = int(np.flatnonzero(late)[0])

@@ -13,6 +13,7 @@ meaning after volumes are dropped or censored.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import warnings
@@ -48,10 +49,13 @@ from neuroflow.preprocessing.fmri.inputs import (
 __all__ = [
     "DEFAULT_CONFIG",
     "FORMAT_VERSION",
+    "check_not_constant",
     "clean_time_series",
     "preprocess_fmri_run",
     "resolve_config",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Bumped when the meaning of the stage's output changes.
 FORMAT_VERSION = 2
@@ -261,6 +265,42 @@ def _roi_coordinate(
     return values, roi
 
 
+def check_not_constant(data: np.ndarray, *, source: str) -> None:
+    """Refuse a run whose every target is constant over time (a blank or broken acquisition).
+
+    Parameters
+    ----------
+    data : ndarray, shape (n_times, n_targets)
+        The run's kept volumes.
+    source : str
+        The file, for the message.
+
+    Raises
+    ------
+    ValueError
+        When no target varies; a logged warning names how many are constant otherwise.
+    """
+    if data.shape[1] == 0:
+        raise ValueError(f"BOLD image {source} has no voxel in its brain mask.")
+    varies = np.ptp(data, axis=0) > 0
+    if not varies.any():
+        value = float(data.flat[0]) if data.size else float("nan")
+        raise ValueError(
+            f"BOLD image {source} is constant over time in every one of its "
+            f"{data.shape[1]} in-mask voxels (value {value:g}): the run holds no signal. "
+            "Check the file (a blank or failed acquisition), or leave the run out with "
+            "`dataset.runs`."
+        )
+    n_flat = int((~varies).sum())
+    if n_flat:
+        logger.warning(
+            "%s: %d of %d in-mask voxels are constant over time; their cleaned series are 0.",
+            source,
+            n_flat,
+            varies.size,
+        )
+
+
 def clean_time_series(
     data: np.ndarray,
     cfg: Mapping[str, Any],
@@ -421,6 +461,7 @@ def preprocess_fmri_run(
 
     data = load_masked(img, voxels, source=source, start=n_drop)
     del img
+    check_not_constant(data, source=source)
     conf_cfg = cfg["confounds"]
     global_signal = None
     if conf_cfg["strategy"] != "none" and "global_signal" in conf_cfg["strategy"]:

@@ -63,6 +63,7 @@ from neuroflow.preprocessing.fmri.stage import (
     _entities,
     _event_variables,
     _strings,
+    check_not_constant,
     clean_time_series,
     resolve_config,
 )
@@ -541,6 +542,7 @@ def preprocess_timeseries_run(
         {"name": "drop_volumes", "n": n_drop, "source": "auto" if drop == "auto" else "config"}
     ]
     kept = np.arange(n_drop, n_volumes)
+    check_not_constant(data[n_drop:], source=where)
     cleaned, basis, cleaning_steps = clean_time_series(data[n_drop:], cfg, tr=tr)
     steps += cleaning_steps
 

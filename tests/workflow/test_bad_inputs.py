@@ -1,0 +1,54 @@
+"""Bad inputs fed to ``snakemake``: refused with a message naming the file or key, and
+nothing that looks like a result is written."""
+
+from __future__ import annotations
+
+import nibabel as nib
+import numpy as np
+import pytest
+from dataset_shapes import make_fmri_movie
+from workflow_helpers import snakemake, write_config
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+
+@pytest.fixture
+def movie(tmp_path):
+    facts = make_fmri_movie(tmp_path / "bids", seed=4, n_subjects=1, n_volumes=40)
+    config = {
+        "dataset": {"source": "bids", "bids_root": str(tmp_path / "bids")},
+        "features": {"extractors": [{"name": "image_statistics", "extractor": "image_statistics"}]},
+        "encoding": {"models": {"visual": {"feature_spaces": ["image_statistics"]}}},
+        "rsa": {"enabled": False},
+    }  # fmt: skip
+    return tmp_path, facts, config
+
+
+def test_acausal_lags_fail_before_any_job(movie):
+    root, _, config = movie
+    for section, values in (
+        ("encoding", {"delays": {"method": "fir", "lags": [-1, 1]}}),
+        ("features", {"alignment": {"delays": [-2, 0]}}),
+    ):
+        bad = {**config, section: {**config.get(section, {}), **values}}
+        write_config(root / "config.yaml", bad)
+        proc = snakemake(root, "-n", check=False)
+        text = proc.stdout + proc.stderr
+        assert proc.returncode != 0
+        assert "must be >= 0" in text or "less than the minimum of 0" in text, text[-2000:]
+        assert not (root / "results").exists()
+
+
+def test_constant_bold_run_fails_with_the_file_named(movie):
+    root, facts, config = movie
+    bold = facts["bold"][("01", "2")]
+    img = nib.load(bold)
+    nib.save(nib.Nifti1Image(np.zeros(img.shape, np.int16), img.affine, img.header), bold)
+    write_config(root / "config.yaml", config)
+    proc = snakemake(root, "--cores", "2", check=False)
+    assert proc.returncode != 0
+    logs = "".join(p.read_text() for p in (root / "logs" / "preprocess_fmri").rglob("*.log"))
+    assert f"BOLD image {bold} is constant over time" in logs
+    # the failed run has no store; nothing downstream was fitted
+    assert not list((root / "results").rglob("*run-2_desc-clean_bold.zarr"))
+    assert not (root / "results" / "encoding").exists()
