@@ -3,7 +3,9 @@
 import re
 import sys
 
+from neuroflow.workflow.lock import hold_results_lock
 from neuroflow.workflow.plan import WorkflowPlan
+from neuroflow.workflow.runs import run_record, write_run_record
 
 PLAN = WorkflowPlan(config)
 V = PLAN.versions
@@ -15,6 +17,15 @@ CONDA_ENV = "../envs/neuroflow-cpu.yaml"
 if workflow.is_main_process:
     for _note in PLAN.notes:
         print(f"neuroflow: {_note}", file=sys.stderr)
+
+
+# Main process of a real run, before its first job (dry runs and jobs skip onstart): lock
+# the results folder (not with --nolock) and record the versions this run uses, for gc.
+onstart:
+    hold_results_lock(PLAN.results, enabled=workflow.execution_settings.lock)
+    given = workflow.config_settings  # --configfile files, --config overrides
+    record = run_record(PLAN.results, PLAN.all_version_dirs(), given.configfiles, given.config_args)
+    write_run_record(PLAN.results, record)
 
 
 wildcard_constraints:

@@ -63,9 +63,15 @@ if PLAN.has_summary:
                 caption="../workflow/report/roi_scores.rst",
                 category="Scores",
             ),
+            warnings=report(
+                str(PLAN.summary_dir() / "warnings.tsv"),
+                caption="../workflow/report/warnings.rst",
+                category="Warnings",
+            ),
         params:
             **stage_params("summary", config["evaluation"]),
-            notes=lambda wc: list(PLAN.notes),
+            notes=lambda wc: list(PLAN.scope.notes),
+            plan_warnings=lambda wc: list(PLAN.warnings),
         log:
             log_path("summary", V["summary"]),
         localrule: True

@@ -11,6 +11,8 @@ run_job(
     rsa=list(snakemake.input.rsa),
     trf=list(snakemake.input.trf),
     notes=list(snakemake.params.notes),
+    warnings_tsv=snakemake.output.warnings,
+    plan_warnings=list(snakemake.params.plan_warnings),
     table=snakemake.output.table,
     plots_dir=snakemake.output.plots,
 )

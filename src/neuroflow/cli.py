@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuroflow import __version__
 from neuroflow.artifacts import PARTIAL_MARKER, PROVENANCE_KEY, read_provenance
+
+if TYPE_CHECKING:
+    from neuroflow.workflow.runs import RunRecord
 
 __all__ = ["main"]
 
@@ -24,10 +28,17 @@ DEFAULT_SCHEMA = "workflow/schemas/config.schema.yaml"
 
 # --------------------------------------------------------------------------- helpers
 def _load_plan(args: argparse.Namespace) -> Any:
-    from neuroflow.config import load_config
+    """The plan of the config a run gets from the same --configfile / --config arguments."""
     from neuroflow.workflow.plan import WorkflowPlan
+    from neuroflow.workflow.runs import snakemake_config
 
-    config = load_config(args.config, args.schema)
+    config = snakemake_config(
+        args.configfile,
+        args.config,
+        base=DEFAULT_CONFIG,
+        schema=args.schema,
+        replace=args.replace_workflow_config,
+    )
     return WorkflowPlan(config)
 
 
@@ -59,7 +70,10 @@ def _stage_version_dirs(results: Path, stage: str | None) -> dict[str, list[Path
     out: dict[str, list[Path]] = {}
     if not results.exists():
         return out
-    for stage_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+    # hidden folders (.neuroflow: the lock and the run records) are no stages
+    for stage_dir in sorted(
+        p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")
+    ):
         if stage and stage_dir.name != stage:
             continue
         out[stage_dir.name] = sorted(
@@ -138,16 +152,69 @@ def _provenance_chain(path: Path, depth: int = 0, seen: set[str] | None = None) 
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """Print a store's arrays, attributes and provenance chain."""
+    """Print a store's arrays, attributes and provenance chain, or verify stores.
+
+    Exits 1 when a store differs from its manifest (with ``--verify``: also in
+    checksums; on a folder: any store under it), 2 on a usage error.
+    """
+    from neuroflow.artifacts import find_stores, read_manifest, verify_store
+
     path = Path(args.path)
     if not path.exists():
         print(f"neuroflow inspect: {path} does not exist.", file=sys.stderr)
         return 2
-    if not (path / "zarr.json").exists() and not (path / ".neuroflow.json").exists():
+    is_store = (path / "zarr.json").exists()
+    if args.verify and not is_store and path.is_dir():
+        counts = {"intact": 0, "damaged": 0, "without a manifest": 0}
+        n_files = n_bytes = 0
+        for store in find_stores(path):
+            problems = verify_store(store, checksums=True)
+            manifest = read_manifest(store) if not problems else None
+            if problems:
+                counts["damaged"] += 1
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                print(f"DAMAGED {store}: {problems[0]}{more}")
+            elif manifest is None:
+                counts["without a manifest"] += 1
+            else:
+                counts["intact"] += 1
+                n_files += len(manifest["files"])
+                n_bytes += sum(int(e["size"]) for e in manifest["files"].values())
+        summary = ", ".join(f"{n} {what}" for what, n in counts.items())
+        total = sum(counts.values())
+        print(
+            f"Verified {total} store{'s' * (total != 1)} under {path}: {summary} "
+            f"({n_files} files, {n_bytes / 1e6:.1f} MB intact)."
+        )
+        return 1 if counts["damaged"] else 0
+    if not is_store and not (path / ".neuroflow.json").exists():
         print(f"neuroflow inspect: {path} is not a neuroflow artifact.", file=sys.stderr)
         return 2
-    if (path / "zarr.json").exists():
+    if is_store:
+        problems = verify_store(path, checksums=args.verify)
+        if problems:
+            print(f"Store {path} is damaged ({len(problems)} problem{'s' * (len(problems) != 1)}):")
+            print("\n".join(f"  {problem}" for problem in problems))
+            print("Rerun the stage that wrote it (delete the store, then run snakemake again).")
+            return 1
+        manifest = read_manifest(path)
+        files = manifest["files"].values() if manifest else []
+        sizes = f"{len(files)} files, {sum(int(e['size']) for e in files) / 1e6:.1f} MB"
+        if args.verify:
+            print(
+                f"Verified: {sizes}, all intact"
+                if manifest
+                else f"{path} has no manifest (written by an older neuroflow): nothing to verify "
+                "it against; rerun the stage that wrote it to get one."
+            )
+            return 0
         print("\n".join(_describe_store(path)))
+        print(
+            f"Integrity: {sizes}, names and sizes match the manifest (--verify compares "
+            "checksums too)"
+            if manifest
+            else "Integrity: no manifest (written by an older neuroflow), not checked"
+        )
         record = read_provenance(path)
     else:
         record = json.loads((path / ".neuroflow.json").read_text())
@@ -186,24 +253,184 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------- gc
-def cmd_gc(args: argparse.Namespace) -> int:
-    """Remove stage versions (and interrupted writes) the config no longer reaches."""
+# --------------------------------------------------------------------------- check-config
+def _plan_lines(plan: Any) -> list[str]:
+    """What a run of ``plan`` would do, a line per fact."""
+    models = plan.encoding_models()
+    lines = [
+        f"dataset: {plan.source} at {plan.bids_root}",
+        f"  {len(plan.fmri_runs)} fMRI runs, {len(plan.eeg_recordings)} EEG recordings, "
+        f"{len(plan.betas_sessions)} betas sessions",
+        f"features: {', '.join(e['name'] for e in plan.extractors) or 'none'}",
+        f"encoding models: {', '.join(models) or 'none'}",
+        f"EEG encoding models: {', '.join(plan.eeg_models()) or 'none'}",
+        f"decoding: {'EEG' if plan.decoding_enabled else 'off'}"
+        + (", fMRI identification" if plan.decoding_fmri_enabled else ""),
+        f"RSA: {', '.join(plan.rsa_modalities) or 'off'}",
+        f"results: {plan.results}",
+    ]
+    for subject in plan.encoding_subjects:
+        lines.append(f"  sub-{subject} held-out runs: {', '.join(plan.test_runs_of(subject))}")
+    lines += [f"note: {note}" for note in plan.notes]
+    return lines
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    """Validate a config and print what a run would do with it."""
     plan = _load_plan(args)
-    keep = {p.resolve() for p in plan.all_version_dirs()}
-    doomed: list[Path] = []
-    for folders in _stage_version_dirs(plan.results, None).values():
-        doomed.extend(f for f in folders if f.resolve() not in keep)
-    if plan.results.exists():
-        doomed.extend(p for p in plan.results.rglob(f"*{PARTIAL_MARKER}*") if p.is_dir())
-    if not doomed:
+    print("\n".join(_plan_lines(plan)))
+    print("Config OK: `snakemake -n` with the same arguments lists the jobs.")
+    return 0
+
+
+# --------------------------------------------------------------------------- gc
+def _folder_size(path: Path) -> int:
+    """Bytes of the files under ``path`` (links not followed)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def _human_size(size: int) -> str:
+    if size >= 1e9:
+        return f"{size / 1e9:.2f} GB"
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
+def _sweep(paths: Sequence[Path], *, dry_run: bool, indent: str = "") -> int:
+    """Remove (or, for a dry run, list) folders; the bytes freed (or that would be)."""
+    freed = 0
+    for path in paths:
+        size = _folder_size(path)
+        print(f"{indent}{'would remove' if dry_run else 'removing'} {path} ({_human_size(size)})")
+        if not dry_run:
+            shutil.rmtree(path, ignore_errors=True)
+            if path.exists():
+                print(f"neuroflow gc: could not remove all of {path}", file=sys.stderr)
+                continue
+        freed += size
+    return freed
+
+
+def _confirm(question: str) -> bool:
+    """Ask a yes/no question on the terminal; no answer (end of input) is no."""
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        print()
+        return False
+
+
+def _holder_text(holder: Mapping[str, Any]) -> str:
+    fields = (("command", ""), ("host", "on host "), ("pid", "pid "), ("cwd", "working folder "))
+    text = ", ".join(f"{label}{holder.get(key) or 'unknown'}" for key, label in fields)
+    return f"{text}, started {holder.get('started') or 'unknown'}"
+
+
+def _kept_by_recent_runs(
+    kept: Mapping[RunRecord, list[Path]], args: argparse.Namespace
+) -> list[Path]:
+    """List the versions recent runs used; those --include-recent may remove."""
+    from neuroflow.workflow.runs import describe_run
+
+    removable: list[Path] = []
+    for run, folders in sorted(kept.items(), key=lambda item: item[0].time, reverse=True):
+        print(f"kept, used by {describe_run(run)}:")
+        for folder in folders:
+            demo = folder.parent.name == "demo"
+            note = ", the demo dataset of a recent run: never removed" if demo else ""
+            print(f"  {folder} ({_human_size(_folder_size(folder))}{note})")
+            if args.include_recent and not demo:
+                removable.append(folder)
+    count = sum(len(f) for f in kept.values())
+    hint = "" if args.include_recent else " (--include-recent removes them)"
+    print(
+        f"Kept {count} version folder(s) used by recent runs{hint}: the last "
+        f"{args.keep_runs} runs and those of the last {args.keep_days:g} days "
+        "(--keep-runs, --keep-days)."
+    )
+    return removable
+
+
+def _gc_under_lock(plan: Any, args: argparse.Namespace, holder: Mapping | None) -> int:
+    """Decide what to remove and remove it; the bytes freed. ``holder``: a live run's lock."""
+    from neuroflow.workflow.runs import read_run_records, recent_runs, versions_of_runs
+
+    results: Path = plan.results
+    selected = {p.relative_to(results).as_posix() for p in plan.all_version_dirs()}
+    records, unreadable = read_run_records(results)
+    for path in unreadable:
+        print(f"neuroflow gc: ignoring {path}, not a run record", file=sys.stderr)
+    recent = versions_of_runs(
+        recent_runs(records, keep_runs=args.keep_runs, keep_days=args.keep_days)
+    )
+    old: list[Path] = []
+    kept: dict[RunRecord, list[Path]] = {}
+    for folders in _stage_version_dirs(results, None).values():
+        for folder in folders:
+            name = folder.relative_to(results).as_posix()
+            if name in recent and name not in selected:
+                kept.setdefault(recent[name], []).append(folder)
+            elif name not in selected:
+                old.append(folder)
+    partials = [
+        p
+        for p in sorted(results.rglob(f"*{PARTIAL_MARKER}*"))
+        if p.is_dir() and not any(p.is_relative_to(f) for f in old)
+    ]
+    recent_doomed = _kept_by_recent_runs(kept, args) if kept else []
+    if partials and holder is not None:
+        print(
+            f"Left alone {len(partials)} interrupted write(s): the results lock is held by a "
+            f"live run ({_holder_text(holder)}), which may be writing them. Run gc again "
+            "when it has finished."
+        )
+        for path in partials:
+            print(f"  left alone {path}")
+        partials = []
+    if not (old or partials or recent_doomed):
         print("Nothing to remove.")
         return 0
-    for path in doomed:
-        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-        print(f"{'would remove' if args.dry_run else 'removing'} {path} ({size / 1e6:.1f} MB)")
-        if not args.dry_run:
-            shutil.rmtree(path, ignore_errors=True)
+    freed = _sweep([*old, *partials], dry_run=args.dry_run)
+    if not recent_doomed:
+        return freed
+    if args.dry_run:
+        print("and, after a confirmation (--include-recent):")
+        return freed + _sweep(recent_doomed, dry_run=True, indent="  ")
+    size = _human_size(sum(_folder_size(f) for f in recent_doomed))
+    question = f"Remove {len(recent_doomed)} version folder(s) of recent runs ({size})?"
+    if args.yes or _confirm(question):
+        return freed + _sweep(recent_doomed, dry_run=False)
+    print("Kept the versions of recent runs.")
+    return freed
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    """Remove versions that neither the config nor a recent run uses, and interrupted writes."""
+    from neuroflow.workflow.lock import probe_lock, read_holder, try_lock
+
+    plan = _load_plan(args)
+    if not plan.results.is_dir():
+        print(f"Nothing to remove: {plan.results} does not exist.")
+        return 0
+    # gc holds the results lock while it reads the run records and deletes, so no run
+    # starts in the middle; when a live run holds it, gc leaves .partial- folders alone.
+    lock = None if args.dry_run else try_lock(plan.results, command="neuroflow gc")
+    if args.dry_run:
+        holder = probe_lock(plan.results)
+    else:
+        holder = read_holder(plan.results) if lock is None else None
+    try:
+        freed = _gc_under_lock(plan, args, holder)
+    finally:
+        if lock is not None:
+            lock.release()
+    print(f"{'Would free' if args.dry_run else 'Freed'} {_human_size(freed)} in total.")
     return 0
 
 
@@ -254,24 +481,68 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_config_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", default=DEFAULT_CONFIG, help="config file (%(default)s)")
+        p.add_argument(
+            "--configfile",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="FILE",
+            help=f"config files merged in order on top of {DEFAULT_CONFIG}, as with "
+            "`snakemake --configfile`",
+        )
+        p.add_argument(
+            "--config",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="KEY=VALUE",
+            help="overrides applied last, parsed as `snakemake --config` parses them",
+        )
+        p.add_argument(
+            "--replace-workflow-config",
+            action="store_true",
+            help=f"the --configfile files replace {DEFAULT_CONFIG} instead of updating it, "
+            "as with the snakemake flag of that name",
+        )
         p.add_argument("--schema", default=DEFAULT_SCHEMA, help="config schema (%(default)s)")
+
+    p = sub.add_parser(
+        "check-config",
+        help="validate a config against the dataset without running anything",
+        description="Read the config exactly as `snakemake` would from the same --configfile "
+        "and --config arguments, validate it (YAML syntax with file, line and column; "
+        "schema; cross-field checks; the dataset it names) and print what a run would do: "
+        "the recordings selected, the analyses that apply and a note for each one left out.",
+    )
+    add_config_args(p)
+    p.set_defaults(func=cmd_check_config)
 
     p = sub.add_parser(
         "inspect",
         help="show a store's arrays, attributes and provenance chain",
         description="Show a zarr artifact's arrays (dims, shape, dtype, chunks, codecs), its "
-        "attributes and its provenance chain back to the raw inputs.",
+        "attributes and its provenance chain back to the raw inputs, after checking its files "
+        "against its manifest (names and sizes). With --verify, only check the store, or every "
+        "store under a folder, in full (checksums too).",
     )
-    p.add_argument("path", help="a .zarr store (or the demo dataset folder)")
+    p.add_argument(
+        "path", help="a .zarr store (or the demo dataset folder); with --verify also any folder"
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="compare every file of the store, or of every store under a folder, with the "
+        "manifest written with it (names, sizes and checksums); exit 1 when one is damaged",
+    )
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser(
         "versions",
         help="list the versions of each stage on disk",
         description="List every version of each stage found under the results folder, the "
-        "config values that differ between them, and mark (*) the one the current config "
-        "selects.",
+        "config values that differ between them, and mark (*) the one the config selects. "
+        f"The config is built as a run builds it: {DEFAULT_CONFIG}, then each --configfile, "
+        "then the --config overrides.",
     )
     p.add_argument("stage", nargs="?", help="limit to one stage, e.g. encoding")
     p.add_argument("--max-keys", type=int, default=6, help="differing keys shown per line")
@@ -280,11 +551,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "gc",
-        help="remove versions the current config no longer reaches",
-        description="Remove stage versions that the current config does not select, and "
-        "leftovers of interrupted writes. Use --dry-run first.",
+        help="remove versions that neither the config nor a recent run uses",
+        description="Remove the stage versions that the config does not select, and the "
+        "leftovers of interrupted writes. The config is built as a run builds it "
+        f"({DEFAULT_CONFIG}, then each --configfile, then the --config overrides). Versions "
+        "that a recent run used (run records in <results>/.neuroflow/runs) are kept and "
+        "listed, whatever the config; --include-recent removes them after a confirmation. "
+        "While a run holds the results lock, interrupted writes are left alone. Use "
+        "--dry-run first.",
     )
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.add_argument(
+        "--keep-runs",
+        type=int,
+        default=5,
+        metavar="N",
+        help="versions used by the last N runs count as recent (%(default)s)",
+    )
+    p.add_argument(
+        "--keep-days",
+        type=float,
+        default=7.0,
+        metavar="D",
+        help="so do versions used by runs of the last D days (%(default)s)",
+    )
+    p.add_argument(
+        "--include-recent",
+        action="store_true",
+        help="also remove versions of recent runs (after a confirmation; never the demo "
+        "dataset a recent run used)",
+    )
+    p.add_argument("--yes", action="store_true", help="confirm --include-recent without asking")
     add_config_args(p)
     p.set_defaults(func=cmd_gc)
 

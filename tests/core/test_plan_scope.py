@@ -210,6 +210,35 @@ def test_a_run_without_stimulus_events_is_left_out_of_encoding(defaults, movie, 
     assert plan.test_runs_of("01") == ["sub-01_task-movie_run-3"]
 
 
+def test_cross_field_settings_fail_before_any_job(defaults, movie):
+    from neuroflow.config import ConfigError
+
+    bad = _with(
+        defaults,
+        preprocess_eeg={"epochs_tmin": 0.5, "epochs_tmax": 0.1, "l_freq": 30.0, "h_freq": 30.0},
+        encoding={"alphas": {"start": 3.0, "stop": -1.0, "num": 4}},
+        eeg_encoding={"alphas": {"start": 0.0, "stop": 400.0, "num": 4}},
+        decoding={"identification": {"window": [0.4, 0.1]}},
+    )
+    with pytest.raises(ConfigError) as info:
+        WorkflowPlan(bad)
+    text = str(info.value)
+    for expected in (
+        "`preprocess_eeg.epochs_tmin` must be smaller than `preprocess_eeg.epochs_tmax`",
+        "got 0.5 and 0.1 instead",
+        "`preprocess_eeg.l_freq` must be smaller than `preprocess_eeg.h_freq`",
+        "`encoding.alphas.start` must be at most `encoding.alphas.stop`, got 3.0 and -1.0",
+        "`eeg_encoding.alphas.stop` is a base-10 exponent and must be between -30 and 30",
+        "`decoding.identification.window` must be [start, end] with start < end",
+    ):
+        assert expected in text, text
+    folds = _bids(_with(defaults, encoding={"cv": {"grouped_kfold": 3}}), movie)
+    match = r"`encoding\.cv\.grouped_kfold` must be at most .* got 3 but sub-01 has 2"
+    with pytest.raises(ValueError, match=match):
+        WorkflowPlan(folds)
+    assert WorkflowPlan(_bids(_with(defaults, encoding={"cv": {"grouped_kfold": 2}}), movie))
+
+
 def test_auto_test_runs_order_runs_by_number():
     from neuroflow.workflow.design import auto_test_runs
 

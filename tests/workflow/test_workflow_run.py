@@ -97,13 +97,19 @@ def test_versions_and_gc_after_a_change(tiny_copy: Path) -> None:
     config["encoding"]["alphas"]["num"] = 4
     write_config(tiny_copy / "config.yaml", config)
     snakemake(tiny_copy, "--cores", "2")
-    args = ("--config", "config.yaml", "--schema", str(SCHEMA))
+    args = ("--configfile", "config.yaml", "--schema", str(SCHEMA))
     proc = _neuroflow(tiny_copy, "versions", "encoding", *args)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if line.startswith((" *", "  "))]
     visual = [line for line in lines if "visual-" in line]
     assert len(visual) == 2 and sum(line.startswith(" *") for line in visual) == 1
     assert "alphas.num=4" in proc.stdout and "alphas.num=5" in proc.stdout
+    # the first run's versions are kept while that run counts as recent...
+    dry = _neuroflow(tiny_copy, "gc", "--dry-run", *args)
+    assert dry.returncode == 0 and "would remove" not in dry.stdout
+    assert "kept, used by the run of" in dry.stdout
+    # ...and go once only the last run does
+    args = (*args, "--keep-runs", "1", "--keep-days", "0")
     dry = _neuroflow(tiny_copy, "gc", "--dry-run", *args)
     assert dry.returncode == 0 and "would remove" in dry.stdout
     old = [Path(line.split()[2]) for line in dry.stdout.splitlines() if "would remove" in line]

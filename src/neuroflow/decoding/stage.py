@@ -52,7 +52,7 @@ __all__ = ["DEFAULT_CONFIG", "FORMAT_VERSION", "STAGE", "decode_eeg", "resolve_c
 logger = logging.getLogger(__name__)
 
 STAGE = "decode_eeg"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -345,7 +345,7 @@ def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray
         # top-k with k >= the number of test stimuli is trivially 1: left undefined
         top_k = [k for k in ic["top_k"] if int(k) < F_test.shape[0]] or [1]
         if len(top_k) < len(ic["top_k"]):
-            logger.info(
+            logger.warning(
                 "sub-%s: %d test stimuli; top-k accuracy for k >= %d is left undefined.",
                 sub.subject,
                 F_test.shape[0],

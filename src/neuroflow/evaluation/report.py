@@ -4,7 +4,9 @@
 writes the encoding table, store and figures with
 :func:`neuroflow.evaluation.stage.summarize_scores`, then appends the decoding,
 RSA and temporal response function (TRF) rows to the same tidy table and adds
-their figures.
+their figures. Beside the table, ``warnings.tsv`` lists the warnings about the dataset
+raised when the workflow was planned and those kept in the stores behind the results
+(see :mod:`neuroflow.stage_warnings`).
 """
 
 from __future__ import annotations
@@ -305,6 +307,24 @@ def _table_dataset(table: pd.DataFrame) -> xr.Dataset:
     return xr.Dataset(data, coords={"row": np.arange(len(table))})
 
 
+def _write_warnings(
+    stores: Sequence[str | os.PathLike],
+    plan_warnings: Sequence[str],
+    path: Path,
+    record: Mapping[str, Any],
+) -> None:
+    """Write the warnings of the plan and of the stores behind the summary, and log them."""
+    from neuroflow.stage_warnings import warnings_table
+
+    found = warnings_table(stores, plan_warnings)
+    for stage, store, message in found.itertuples(index=False):
+        logger.warning("%s (%s): %s", stage, store, message)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{record.get('version', 'tmp')}.partial")
+    found.to_csv(tmp, sep="\t", index=False)
+    os.replace(tmp, path)
+
+
 def summarize_all(
     *,
     scores: Sequence[str | os.PathLike],
@@ -316,6 +336,8 @@ def summarize_all(
     rsa: Sequence[str | os.PathLike] = (),
     trf: Sequence[str | os.PathLike] | None = (),
     notes: Sequence[str] = (),
+    warnings_tsv: str | os.PathLike | None = None,
+    plan_warnings: Sequence[str] = (),
 ) -> Path:
     """Summarise encoding scores, decoding, RSA and TRFs into one table and figures.
 
@@ -342,6 +364,13 @@ def summarize_all(
     notes : list of str
         Analyses the workflow left out, with their reasons; logged and kept in the
         summary store's provenance (``notes``).
+    warnings_tsv : path-like | None
+        Table of warnings to write (columns ``stage``, ``store``, ``message``; see
+        :func:`neuroflow.stage_warnings.warnings_table`): ``plan_warnings`` first, then
+        the warnings kept in the input stores and in every store upstream of them
+        (followed through their provenance ``inputs``). None writes no table.
+    plan_warnings : list of str
+        Warnings about the dataset raised when the workflow was planned.
 
     Returns
     -------
@@ -408,6 +437,8 @@ def summarize_all(
         merged.to_csv(table, sep="\t", index=False, na_rep="n/a")
     if not scores:
         write_dataset(_table_dataset(merged), table.with_suffix(".zarr"), provenance=record)
+    if warnings_tsv is not None:
+        _write_warnings([*scores, *decoding, *rsa, *trf], plan_warnings, Path(warnings_tsv), record)
     logger.info(
         "Summary of %d score stores, %d decoding, %d RSA and %d TRF stores written to %s.",
         len(scores),

@@ -23,6 +23,10 @@ array inside the store's hidden temporary directory (see
 :func:`neuroflow.artifacts.atomic_directory`), chunk by chunk, so memory does
 not grow with the number of stimuli. The stores are renamed into place only
 when every layer is complete.
+
+Extraction and reduction run on one CPU thread
+(:func:`neuroflow.features.threads.fixed_threads`), so the stored numbers do not
+depend on how many threads the job was given.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from neuroflow.features.events import EVENTS_LAYER, read_event_features
 from neuroflow.features.registry import Extractor, check_modality, get_extractor
 from neuroflow.features.stimuli import (
     content_groups,
+    first_row_naming,
     frame_id,
     frame_indices,
     frame_times,
@@ -61,6 +66,8 @@ from neuroflow.features.stimuli import (
     transcript_texts,
     video_info,
 )
+from neuroflow.features.threads import fixed_threads
+from neuroflow.io.files import check_image
 
 __all__ = ["extract_features", "output_paths"]
 
@@ -96,14 +103,25 @@ def output_paths(output: Mapping[str, Any] | str | os.PathLike, names: Sequence[
     return {name: folder / f"{name}.zarr" for name in names}
 
 
-def _choose_modality(entry: Mapping[str, Any], ids: Sequence[str], has_captions: bool) -> str:
+def _tables(source: Any) -> list[Path]:
+    """The tables among the ``stimulus_ids`` argument of :func:`extract_features`."""
+    if isinstance(source, str | os.PathLike):
+        return [Path(source)]
+    if isinstance(source, Sequence) and all(isinstance(s, os.PathLike) for s in source):
+        return [Path(s) for s in source]
+    return []
+
+
+def _choose_modality(
+    entry: Mapping[str, Any], ids: Sequence[str], has_captions: bool, tables: Sequence[Path] = ()
+) -> str:
     info = get_extractor(entry["extractor"])
     if entry["modality"] != "auto":
         check_modality(info.name, entry["modality"], source="set in the configuration")
         return entry["modality"]
     if info.modalities == ("text",) and has_captions:
         return "text"
-    modality = infer_modality(ids)
+    modality = infer_modality(ids, locate=lambda stim: first_row_naming(tables, stim))
     ext = Path(ids[0]).suffix
     check_modality(info.name, modality, source=f"inferred from the stimulus extension {ext!r}")
     return modality
@@ -283,7 +301,12 @@ def _train_rows(
 def _finalize(path: Path, attrs: Mapping[str, Any], var_attrs: Mapping[str, Any]) -> None:
     import zarr
 
+    from neuroflow.stage_warnings import WARNINGS_KEY, current_warnings
+
     group = zarr.open_group(str(path), mode="a")
+    recorded = current_warnings()
+    if recorded is not None and WARNINGS_KEY not in attrs:
+        attrs = {**attrs, WARNINGS_KEY: recorded}  # the job's warnings so far
     group.attrs.update(_jsonable(dict(attrs)))
     group["features"].attrs.update(_jsonable(dict(var_attrs)))
     zarr.consolidate_metadata(str(path))
@@ -534,7 +557,7 @@ def extract_features(
             read_captions(captions) if isinstance(captions, str | os.PathLike) else captions
         )
         stims = read_stimulus_ids(stimulus_ids, stimulus_events=stimulus_events)
-        modality = _choose_modality(entry, stims, bool(caption_map))
+        modality = _choose_modality(entry, stims, bool(caption_map), _tables(stimulus_ids))
         layout = _Layout(stims)
         if entry["frame_rate"] is not None:
             if modality != "video":
@@ -561,6 +584,8 @@ def extract_features(
         else:
             files = resolve_stimulus_files(stims, stimuli_dir)
             canonical = content_groups(files)
+            if modality == "image":
+                _check_images(files, canonical)
             layout = _Layout(stims, _canonical_coord(stims, canonical))
             unique_rows = _source_rows([canonical[s] for s in stims])
     ids = layout.ids
@@ -574,7 +599,11 @@ def extract_features(
 
     extractor = get_extractor(entry["extractor"]).cls(entry, modality)
     with ExitStack() as stack:
-        tmps = {name: stack.enter_context(atomic_directory(paths[name])) for name in names}
+        stack.enter_context(fixed_threads())
+        tmps = {
+            name: stack.enter_context(atomic_directory(paths[name], keep_intact=True))
+            for name in names
+        }
         targets = dict(tmps)
         if reduce:
             for name in names:
@@ -622,6 +651,17 @@ def extract_features(
                 {"units": "a.u.", "long_name": f"{entry['name']} {name} features"},
             )
     return paths
+
+
+def _check_images(files: Mapping[str, Path], canonical: Mapping[str, str]) -> None:
+    """Open each distinct image file before any model loads.
+
+    A damaged file then fails the job before any work is done (see
+    :func:`neuroflow.io.files.check_image`).
+    """
+    for stim, path in files.items():
+        if canonical[stim] == stim:
+            check_image(path, "Stimulus image")
 
 
 def _file_blocks(
@@ -790,7 +830,7 @@ def _extract_events(
     extractor = get_extractor(entry["extractor"]).cls(entry, "events")
     extractor.feature_names = list(names)
     paths = output_paths(output, layer_names(entry))
-    with atomic_directory(paths[EVENTS_LAYER]) as tmp:
+    with atomic_directory(paths[EVENTS_LAYER], keep_intact=True) as tmp:
         writer = _RowWriter(
             tmp,
             ids,

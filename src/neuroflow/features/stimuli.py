@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -36,6 +36,7 @@ import pandas as pd
 
 from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.events import stimulus_mask
+from neuroflow.io.files import read_image, read_table
 
 __all__ = [
     "Audio",
@@ -44,6 +45,7 @@ __all__ = [
     "content_groups",
     "evenly_spaced",
     "file_sha256",
+    "first_row_naming",
     "frame_id",
     "frame_indices",
     "frame_times",
@@ -58,6 +60,7 @@ __all__ = [
     "read_transcript",
     "resolve_stimulus_files",
     "stimulus_texts",
+    "supported_extensions",
     "transcript_texts",
     "video_info",
     "word_id",
@@ -105,35 +108,90 @@ def _suffix(stim_id: str) -> str:
     return Path(stim_id).suffix.lower()
 
 
-def infer_modality(stimulus_ids: Sequence[str]) -> str:
+#: Extensions of the stimulus files read for each modality.
+MODALITY_EXTENSIONS = {
+    "image": IMAGE_EXTENSIONS,
+    "video": VIDEO_EXTENSIONS,
+    "audio": AUDIO_EXTENSIONS,
+    "text": TEXT_EXTENSIONS,
+}
+
+
+def supported_extensions() -> str:
+    """The stimulus file extensions neuroflow reads, by modality, for messages."""
+    return "; ".join(
+        f"{modality} {' '.join(exts)}" for modality, exts in MODALITY_EXTENSIONS.items()
+    )
+
+
+def first_row_naming(tables: Sequence[str | os.PathLike], stim: str) -> str | None:
+    """Where a stimulus id is first named in the ``stim_file`` column of some tables.
+
+    Parameters
+    ----------
+    tables : sequence of path-like
+        Events (or trials) tables, read in order (missing files are skipped).
+    stim : str
+        The stimulus id (cells are compared after stripping spaces).
+
+    Returns
+    -------
+    where : str | None
+        ``"<table>, row <n>"`` (``n`` counts data rows from 1), or None when no
+        table names it.
+    """
+    for path in tables:
+        path = Path(path)
+        if not path.is_file():
+            continue
+        table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+        if "stim_file" not in table.columns:
+            continue
+        hits = np.flatnonzero(table["stim_file"].str.strip().to_numpy() == stim)
+        if hits.size:
+            return f"{path}, row {int(hits[0]) + 1}"
+    return None
+
+
+def infer_modality(
+    stimulus_ids: Sequence[str], *, locate: Callable[[str], str | None] | None = None
+) -> str:
     """Modality of stimuli from their file extensions.
 
     Parameters
     ----------
     stimulus_ids : sequence of str
         Paths relative to ``stimuli/``.
+    locate : callable | None
+        Where a stimulus id is named (e.g. :func:`first_row_naming` on the events
+        tables), for the message about an unsupported extension.
 
     Returns
     -------
     modality : str
         ``"image"``, ``"video"``, ``"audio"`` or ``"text"``.
+
+    Raises
+    ------
+    ValueError
+        When a stimulus has an extension no modality reads (the message names the
+        stimulus, where it is named and the supported extensions), or the stimuli mix
+        modalities.
     """
     found = set()
     for stim in stimulus_ids:
         ext = _suffix(stim)
-        for modality, exts in (
-            ("image", IMAGE_EXTENSIONS),
-            ("video", VIDEO_EXTENSIONS),
-            ("audio", AUDIO_EXTENSIONS),
-            ("text", TEXT_EXTENSIONS),
-        ):
+        for modality, exts in MODALITY_EXTENSIONS.items():
             if ext in exts:
                 found.add(modality)
                 break
         else:
+            where = locate(stim) if locate is not None else None
+            named = f" (stim_file in {where})" if where else ""
             raise ValueError(
-                f"Cannot tell the modality of stimulus {stim!r} from its extension {ext!r}; "
-                "set `modality` in the configuration."
+                f"Stimulus file {stim!r}{named} must have an extension neuroflow reads, got "
+                f"{ext or 'no extension'!r} instead. Supported: {supported_extensions()}. "
+                "Convert the file, or set `modality` in the extractor's entry."
             )
     if len(found) != 1:
         raise ValueError(
@@ -397,18 +455,23 @@ def read_captions(path: str | os.PathLike) -> dict[str, str]:
     -------
     captions : dict of str to str
         Stimulus id to caption.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the table does not exist.
+    ValueError
+        When it is not a readable TSV, lacks a column, or captions a stim_file twice.
     """
     path = Path(path)
-    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
-    missing = {"stim_file", "caption"} - set(table.columns)
-    if missing:
-        raise ValueError(
-            f"{path}: the captions table lacks column(s) {sorted(missing)} "
-            f"(columns: {list(table.columns)})."
-        )
+    table = read_table(path, "Captions table", required=("stim_file", "caption"))
     if table["stim_file"].duplicated().any():
         dup = table.loc[table["stim_file"].duplicated(), "stim_file"].iloc[0]
-        raise ValueError(f"{path}: `stim_file` {dup!r} has more than one caption.")
+        n = int((table["stim_file"] == dup).sum())
+        raise ValueError(
+            f"Captions table {path} must give each stim_file one caption, got {n} rows for "
+            f"{dup!r} instead."
+        )
     return dict(zip(table["stim_file"], table["caption"], strict=True))
 
 
@@ -747,12 +810,13 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
     -------
     image : ndarray, shape (H, W, 3)
         Float32 in [0, 1].
-    """
-    from PIL import Image
 
-    with Image.open(path) as img:
-        rgb = np.asarray(img.convert("RGB"), dtype=np.float32)
-    return rgb / 255.0
+    Raises
+    ------
+    ValueError
+        When Pillow cannot identify or decode the file; the message names it.
+    """
+    return read_image(path, "Stimulus image").astype(np.float32) / np.float32(255.0)
 
 
 def load_video(path: str | os.PathLike, *, fps: float = 24.0) -> Video:
@@ -1004,10 +1068,21 @@ def load_audio(path: str | os.PathLike) -> Audio:
     -------
     audio : Audio
         Channels averaged; integers scaled to [-1, 1].
+
+    Raises
+    ------
+    ValueError
+        When SciPy cannot read the file as WAV; the message names it.
     """
     from scipy.io import wavfile
 
-    sfreq, data = wavfile.read(path)
+    try:
+        sfreq, data = wavfile.read(path)
+    except (ValueError, OSError, EOFError) as err:
+        raise ValueError(
+            f"Stimulus audio {path} must be a PCM or float WAV file, got an unreadable file "
+            f"instead ({type(err).__name__}: {err})."
+        ) from err
     if np.issubdtype(data.dtype, np.integer):
         data = data.astype(np.float32) / float(np.iinfo(data.dtype).max)
     data = np.asarray(data, dtype=np.float32)

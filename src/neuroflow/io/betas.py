@@ -46,6 +46,7 @@ from neuroflow.io.bids import (
     _report,
     _subdirs,
 )
+from neuroflow.io.files import load_nifti
 from neuroflow.io.records import BetasSession
 
 __all__ = ["import_betas", "index_betas", "read_trials"]
@@ -314,13 +315,12 @@ def _h5_betas(f: Any, path: Path) -> tuple[Any, float]:
 def _n_trials(path: Path) -> int:
     """Number of trials of a betas file, from its header or shape only."""
     import h5py
-    import nibabel as nib
 
     if not path.is_file():
         raise FileNotFoundError(f"Betas file {path} does not exist.")
     kind = _kind(path)
     if kind == "nifti":
-        shape = nib.load(path).shape
+        shape = load_nifti(path, "Betas image").shape
         if len(shape) != 4:
             raise ValueError(
                 f"Betas image {path} must be 4-D (x, y, z, trial), got shape {shape} instead."
@@ -339,11 +339,9 @@ def _n_trials(path: Path) -> int:
 
 def _mask_grid(mask: Path) -> tuple[np.ndarray, np.ndarray]:
     """Boolean mask (positive voxels) and affine of a 3-D mask image."""
-    import nibabel as nib
-
     if not mask.is_file():
         raise FileNotFoundError(f"Mask file {mask} does not exist.")
-    img = nib.load(mask)
+    img = load_nifti(mask, "Mask")
     shape = img.shape
     if len(shape) > 3 and int(np.prod(shape[3:])) != 1:
         raise ValueError(f"Mask {mask} must be 3-D, got shape {shape} instead.")
@@ -386,11 +384,9 @@ def _matrix_voxels(path: Path, mask: Path | None, n_columns: int) -> _Grid:
 
 def _load_nifti(path: Path, mask: Path | None) -> tuple[np.ndarray, _Grid]:
     """(trial, voxel) float32 betas of a 4-D NIfTI and their grid."""
-    import nibabel as nib
-
     from neuroflow.preprocessing.fmri.inputs import _raw_2d, on_bold_grid
 
-    img = nib.load(path)
+    img = load_nifti(path, "Betas image")
     shape = tuple(int(s) for s in img.shape[:3])
     flat, slope, inter = _raw_2d(img)  # (n_grid_voxels, n_trials), Fortran voxel order
 
@@ -403,7 +399,10 @@ def _load_nifti(path: Path, mask: Path | None) -> tuple[np.ndarray, _Grid]:
     if mask is not None:
         if not mask.is_file():
             raise FileNotFoundError(f"Mask file {mask} does not exist.")
-        inside = on_bold_grid(nib.load(mask), img, source=str(mask), what="mask") > 0
+        grid = on_bold_grid(
+            load_nifti(mask, "Mask"), img, source=str(mask), what="mask", reference_source=str(path)
+        )
+        inside = grid > 0
         if not inside.any():
             raise ValueError(f"Mask {mask} has no voxel inside the field of view of {path}.")
     else:
@@ -530,8 +529,6 @@ def _same_grid(a: _Grid, b: _Grid, first: BetasSession, other: BetasSession) -> 
 
 def _load_ncsnr(path: Path, grid: _Grid) -> np.ndarray:
     """ncsnr of the kept voxels from an image on the betas grid or a ``.npy`` array."""
-    import nibabel as nib
-
     if not path.is_file():
         raise FileNotFoundError(f"ncsnr file {path} does not exist.")
     if path.name.endswith(".npy"):
@@ -544,7 +541,7 @@ def _load_ncsnr(path: Path, grid: _Grid) -> np.ndarray:
             f"ncsnr file {path} must have shape ({len(grid.voxels)},) (one value per voxel) "
             f"or the betas grid {grid.shape}, got {data.shape} instead."
         )
-    img = nib.load(path)
+    img = load_nifti(path, "ncsnr image")
     shape = img.shape
     if shape[:3] != grid.shape or int(np.prod(shape[3:])) != 1:
         raise ValueError(

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "check_filters",
+    "dataset_description_warnings",
     "find_inherited",
     "index_eeg_recordings",
     "index_fmri_runs",
@@ -360,6 +361,52 @@ def check_filters(
         ("run", "run", runs),
     ):
         _check_filter(name, _as_list(wanted, f"{name}s"), set(seen.get(key, set())), root)
+
+
+#: Fields BIDS requires in ``dataset_description.json``.
+DESCRIPTION_FIELDS = ("Name", "BIDSVersion")
+
+
+def dataset_description_warnings(root: str | os.PathLike) -> list[str]:
+    """What is wrong with a dataset's ``dataset_description.json``, if anything.
+
+    BIDS requires the file at the root of every dataset, with the fields
+    :data:`DESCRIPTION_FIELDS`. neuroflow reads nothing from it, so a missing or
+    incomplete file is a warning rather than an error: the recordings can still be
+    indexed and read.
+
+    Parameters
+    ----------
+    root : path-like
+        The dataset's root folder.
+
+    Returns
+    -------
+    warnings : list of str
+        Empty when the file exists, is a JSON object and has the required fields;
+        else one message naming the file, what is wrong and what BIDS expects.
+    """
+    path = Path(root) / "dataset_description.json"
+    if not path.is_file():
+        return [
+            f"The BIDS dataset {Path(root)} has no dataset_description.json; BIDS requires "
+            f"one at the root of every dataset (with {' and '.join(DESCRIPTION_FIELDS)}). "
+            "The recordings are read anyway; validators and other tools may refuse the "
+            "dataset."
+        ]
+    try:
+        description = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return [f"{path} must be a JSON object, got a file that is not JSON instead ({err})."]
+    if not isinstance(description, dict):
+        return [f"{path} must be a JSON object, got a {type(description).__name__} instead."]
+    missing = [key for key in DESCRIPTION_FIELDS if key not in description]
+    if missing:
+        return [
+            f"{path} must have the fields {list(DESCRIPTION_FIELDS)} that BIDS requires, got "
+            f"{sorted(description)} instead (missing {missing})."
+        ]
+    return []
 
 
 def _check_root(path: str | os.PathLike, name: str) -> Path:

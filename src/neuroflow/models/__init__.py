@@ -5,8 +5,10 @@ from .banded import BandedRidgeCVResult, banded_ridge_cv, dirichlet_gammas, r2_s
 from .cv import check_splits, parse_cv, run_splits
 from .delays import apply_delays, fir_delays, hrf_convolve
 from .ridge import RidgeCVResult, ridge_cv, ridge_fit
+from .selection import SCORE_TOLERANCE, near_best, select_penalty
 
 __all__ = [
+    "SCORE_TOLERANCE",
     "BandedRidgeCVResult",
     "ComputeContext",
     "RidgeCVResult",
@@ -17,6 +19,7 @@ __all__ = [
     "dirichlet_gammas",
     "fir_delays",
     "hrf_convolve",
+    "near_best",
     "parse_cv",
     "r2_split",
     "resolve_device",
@@ -24,4 +27,5 @@ __all__ = [
     "ridge_cv",
     "ridge_fit",
     "run_splits",
+    "select_penalty",
 ]

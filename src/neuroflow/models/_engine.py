@@ -4,7 +4,9 @@ Ridge with per-target regularisation is banded ridge with a single band and a si
 band weighting, so both public solvers call the same two functions:
 
 * :func:`search` scores every (band weighting, alpha) pair by cross-validation and keeps,
-  for every target, the pair with the best score averaged over folds;
+  for every target, the pair with the best score averaged over folds (scores within
+  :data:`~neuroflow.models.selection.SCORE_TOLERANCE` of the best are ties: the earliest
+  band weighting wins, and within it the largest alpha);
 * :func:`refit` fits the chosen pairs on all the data, grouped by band weighting and alpha.
 
 For a band weighting ``gamma``, the scaled design is ``Z = X * sqrt(gamma)`` (per band).
@@ -24,11 +26,9 @@ import numpy as np
 import torch
 
 from .cv import Split
+from .selection import near_best, select_penalty
 
 SCORINGS = ("r2", "pearson")
-
-#: Slope added to fold-averaged scores so that ties go to the larger alpha.
-_TIE_SLOPE = 1e-10
 
 
 @dataclass
@@ -173,6 +173,12 @@ def search(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-target best (band weighting, alpha) by cross-validation.
 
+    Within a band weighting, the alpha is the largest whose fold-averaged score ties
+    with that weighting's best (:func:`~neuroflow.models.selection.select_penalty`);
+    across weightings, the earliest whose best score ties with the overall best
+    (:func:`~neuroflow.models.selection.near_best`). Without near ties, this is the
+    argmax over all pairs.
+
     Parameters
     ----------
     design : Design
@@ -201,12 +207,11 @@ def search(
     """
     device, dtype = design.X.device, design.X.dtype
     n_targets = Y.shape[1]
-    best_gamma = np.zeros(n_targets, dtype=np.int64)
-    best_alpha = np.zeros(n_targets, dtype=np.int64)
-    best_score = np.full(n_targets, -np.inf)
+    # Per weighting: its best score, its chosen alpha and that alpha's score.
+    top = np.full((len(gammas), n_targets), -np.inf)
+    alpha_of = np.zeros((len(gammas), n_targets), dtype=np.int32)
+    score_of = np.full((len(gammas), n_targets), -np.inf)
     alphas_t = torch.as_tensor(alphas, dtype=dtype, device=device)
-    slope = torch.as_tensor(np.log(alphas) * _TIE_SLOPE, dtype=torch.float64, device=device)
-    eps = float(torch.finfo(dtype).eps)
     for g, gamma in enumerate(gammas):
         folds = _decompose_folds(design, gamma, splits)
         s = design.scale(gamma)[:, None] if design.form == "primal" else None
@@ -228,16 +233,16 @@ def search(
                     pred = fold.A @ (w[:, None] * B)
                     total[a] += _score(Yv, pred, scoring, ss_tot)
                 del B, Yv
-            mean = total / len(folds) + slope[:, None]
-            score, arg = mean.max(0)
-            score = score.cpu().numpy()
-            better = score > best_score[cols] + eps
-            best_score[cols][better] = score[better]
-            best_gamma[cols][better] = g
-            best_alpha[cols][better] = arg.cpu().numpy()[better]
+            mean = (total / len(folds)).cpu().numpy()
+            arg = select_penalty(mean, alphas)
+            top[g, cols] = np.where(np.isnan(mean), -np.inf, mean).max(0)
+            alpha_of[g, cols] = arg
+            score_of[g, cols] = mean[arg, np.arange(mean.shape[1])]
         del folds
-    best_score -= np.log(alphas[best_alpha]) * _TIE_SLOPE
-    return best_gamma, best_alpha, best_score
+    best_gamma = near_best(top).argmax(0).astype(np.int64)
+    targets = np.arange(n_targets)
+    best_alpha = alpha_of[best_gamma, targets].astype(np.int64)
+    return best_gamma, best_alpha, score_of[best_gamma, targets]
 
 
 def refit(

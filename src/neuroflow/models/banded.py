@@ -3,7 +3,9 @@
 Follows himalaya's random-search scheme (``MultipleKernelRidgeCV(solver="random_search")``):
 band weightings ``gamma`` are drawn on the simplex from a Dirichlet distribution (the
 first one uniform), every weighting is combined with every alpha of a grid, and each
-target keeps the pair with the best fold-averaged validation score. Band ``k`` of a
+target keeps the pair with the best fold-averaged validation score (near ties, within
+:data:`~neuroflow.models.selection.SCORE_TOLERANCE`, go to the earliest weighting and,
+within it, to the largest alpha; see :func:`neuroflow.models._engine.search`). Band ``k`` of a
 target is then penalised by ``alpha / gamma_k``. The per-band Gram matrices are computed
 once; each weighting only rescales them before its eigendecompositions.
 """

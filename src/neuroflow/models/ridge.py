@@ -136,9 +136,12 @@ def ridge_cv(
     """Ridge regression with one alpha per target chosen by cross-validation.
 
     Minimises ``||X b - y||^2 + alpha ||b||^2`` for every target (column of ``Y``) with
-    the alpha whose validation score, averaged over ``splits``, is highest (ties go to
-    the larger alpha), then refits on all samples. No intercept is fitted: centre ``X``
-    and ``Y`` first.
+    the alpha whose validation score, averaged over ``splits``, is highest, then refits on
+    all samples. Scores within :data:`~neuroflow.models.selection.SCORE_TOLERANCE` of the
+    best are ties, which go to the largest alpha
+    (:func:`~neuroflow.models.selection.select_penalty`), so that round-off (thread count,
+    BLAS build) cannot flip the choice. No intercept is fitted: centre ``X`` and ``Y``
+    first.
 
     Parameters
     ----------

@@ -238,8 +238,37 @@ def _resolve_test_runs(
                     f"`encoding.split.test_runs` {list(setting)} holds out every fMRI run of "
                     f"sub-{subject} ({', '.join(labels)}); at least one must train the model."
                 )
+        _check_folds(plan, subject, labels, keys)
         used[subject], test[subject] = labels, keys
     return used, test
+
+
+def _check_folds(
+    plan: WorkflowPlan, subject: str, labels: Sequence[str], test: Sequence[str]
+) -> None:
+    """``encoding.cv.grouped_kfold`` must not ask for more folds than there are groups.
+
+    The penalty is cross-validated over whole training runs; a subject with one training
+    run is cross-validated over contiguous blocks of it instead.
+    """
+    from neuroflow.encoding.stage import N_BLOCKS_ONE_RUN
+
+    cv = plan.config["encoding"]["cv"]
+    training = [key for key in labels if key not in test]
+    if not isinstance(cv, Mapping):
+        return
+    groups = len(training) if len(training) > 1 else N_BLOCKS_ONE_RUN
+    if int(cv["grouped_kfold"]) > groups:
+        what = (
+            f"{len(training)} training runs ({', '.join(training)})"
+            if len(training) > 1
+            else f"one training run, cross-validated over {groups} blocks"
+        )
+        raise ValueError(
+            f"`encoding.cv.grouped_kfold` must be at most the number of training runs, got "
+            f"{cv['grouped_kfold']} but sub-{subject} has {what}; use fewer folds or "
+            "'leave-one-run-out'."
+        )
 
 
 def _runnable_extractors(plan: WorkflowPlan, notes: list[str]) -> list[str]:

@@ -10,6 +10,9 @@ Analyses that do not apply are left out with one line each in :attr:`WorkflowPla
 (printed when the workflow starts and kept by the summary): an EEG-only dataset has no
 fMRI stages, a dataset without ``stimuli/`` no image features, a movie shown once no
 RSA over repeated stimuli, a dataset without ROI labels no ROI-level RSA.
+Problems of the dataset that do not stop the workflow (a missing
+``dataset_description.json``) are :attr:`WorkflowPlan.warnings`: printed with the notes
+and listed in the summary's ``warnings.tsv``.
 
 Layout of ``results/``::
 
@@ -20,7 +23,7 @@ Layout of ``results/``::
     align_features/<extractor>-<v>/sub-XX/<key>_<layer>.zarr
     encoding/<model>-<v>/sub-XX_encoding.zarr
     evaluation/<model>-<v>/sub-XX_scores.zarr
-    summary/<v>/scores.tsv, scores.zarr, plots/
+    summary/<v>/scores.tsv, scores.zarr, plots/, warnings.tsv
     single_trial/<v>/sub-XX/sub-XX_desc-singletrial_betas.zarr   (estimated or imported)
     trial_encoding/<model>-<v>/sub-XX_encoding.zarr
     trial_evaluation/<model>-<v>/sub-XX_scores.zarr
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.io.records import BetasSession, EegRecording, FmriRun
+from neuroflow.workflow.checks import config_errors
 from neuroflow.workflow.design import (
     DesignFacts,
     demo_design,
@@ -59,6 +63,15 @@ from neuroflow.workflow.versions import (
 )
 
 __all__ = ["WorkflowPlan"]
+
+
+def _check_config(config: Mapping[str, Any]) -> None:
+    """Raise one error listing every cross-field inconsistency of ``config``."""
+    from neuroflow.config import ConfigError
+
+    errors = config_errors(config)
+    if errors:
+        raise ConfigError("Invalid configuration:\n- " + "\n- ".join(errors))
 
 
 @dataclass
@@ -82,11 +95,14 @@ class WorkflowPlan:
     _fmri_by_key: dict[str, FmriRun] = field(init=False, repr=False)
     _eeg_by_key: dict[str, EegRecording] = field(init=False, repr=False)
     _test_runs: dict[str, list[str]] = field(init=False, repr=False)
+    warnings: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
+        _check_config(self.config)
         self.results = Path(self.config["results_dir"])
         self._data_key, self._data_version = data_version(self.config)
         self.fmri_runs, self.eeg_recordings, self.betas_sessions = self._index()
+        self.warnings = self._dataset_warnings()
         self._fmri_by_key = {r.key: r for r in self.fmri_runs}
         self._eeg_by_key = {r.key: r for r in self.eeg_recordings}
         self.design = self._read_design()
@@ -258,7 +274,25 @@ class WorkflowPlan:
             and keep(r.run, ds.get("runs"))
         ]
 
+    def _dataset_warnings(self) -> tuple[str, ...]:
+        """Problems of the dataset as a whole that do not stop the workflow.
+
+        They concern BIDS files the workflow does not read, such as
+        ``dataset_description.json``.
+        """
+        if self.is_demo:
+            return ()
+        from neuroflow.io.bids import dataset_description_warnings
+
+        return tuple(dataset_description_warnings(self.bids_root))
+
     def _read_design(self) -> DesignFacts:
+        given = self.dataset.get("captions")
+        if given and not self.is_demo and not self.captions.is_file():
+            raise FileNotFoundError(
+                f"`dataset.captions` must name an existing captions table (a TSV with columns "
+                f"stim_file and caption), got {given!r} instead: {self.captions} does not exist."
+            )
         if self.is_demo:
             return demo_design(
                 self.config["demo"],
@@ -284,8 +318,13 @@ class WorkflowPlan:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """Analyses left out of this run, one line each with the reason."""
-        return self.scope.notes
+        """What to tell before the run starts, one line each.
+
+        First the :attr:`warnings` about the dataset (each prefixed ``"warning: "``),
+        then the analyses left out with their reasons
+        (:attr:`PlanScope.notes <neuroflow.workflow.versions.PlanScope>`).
+        """
+        return (*(f"warning: {w}" for w in self.warnings), *self.scope.notes)
 
     @property
     def subjects(self) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.artifacts import build_provenance
+from neuroflow.stage_warnings import record_warnings
 from neuroflow.workflow.versions import FORMAT_VERSIONS
 
 __all__ = ["job_logging", "run_job"]
@@ -108,6 +109,7 @@ def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
         )
         log_.info("%s %s: %s", stage, params.version, func.__qualname__)
         start = time.perf_counter()
-        result = func(**kwargs, config=params.cfg, provenance=provenance)
+        with record_warnings():  # kept in every store the job writes
+            result = func(**kwargs, config=params.cfg, provenance=provenance)
         log_.info("done in %.1f s", time.perf_counter() - start)
     return result

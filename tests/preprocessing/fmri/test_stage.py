@@ -154,9 +154,15 @@ def test_atlas_on_other_grid_is_resampled(make_run, tmp_path):
     labels = np.ones((14, 16, 18), np.int16)
     atlas = tmp_path / "atlas.nii.gz"
     nib.save(nib.Nifti1Image(labels, np.diag([1.0, 1.0, 1.25, 1.0])), atlas)
-    with pytest.warns(UserWarning, match="on another grid.*nearest-neighbour"):
+    with pytest.warns(UserWarning, match="on another grid.*nearest-neighbour") as caught:
         ds = open_dataset(_run(run, tmp_path / "o.zarr", roi_atlas=atlas))
     assert set(ds["roi"].values) == {"label-1"}
+    # both files, both shapes and both affines are named; the store keeps the warning
+    (message,) = [str(w.message) for w in caught if "another grid" in str(w.message)]
+    assert f"Atlas {atlas} is on another grid than the BOLD image {run['bold']}" in message
+    assert "atlas shape (14, 16, 18), affine [[1 0 0 0], [0 1 0 0], [0 0 1.25 0]]" in message
+    assert "BOLD shape (7, 8, 9), affine [[2 0 0 0], [0 2 0 0], [0 0 2.5 0]]" in message
+    assert ds.attrs["warnings"] == [message]
 
 
 def test_atlas_without_overlap(make_run, tmp_path):
@@ -169,10 +175,7 @@ def test_atlas_without_overlap(make_run, tmp_path):
         ),
         atlas,
     )
-    with (
-        pytest.warns(UserWarning, match="another grid"),
-        pytest.raises(ValueError, match="does not overlap the brain mask"),
-    ):
+    with pytest.raises(ValueError, match=r"Atlas .*far.nii.gz does not overlap the field of view"):
         _run(run, tmp_path / "o.zarr", roi_atlas=atlas)
     assert not (tmp_path / "o.zarr").exists()
 
@@ -190,11 +193,9 @@ def test_given_mask_on_other_grid_and_no_overlap(make_run, tmp_path):
     aff = np.diag([2.0, 2.0, 2.5, 1.0])
     aff[:3, 3] = 900
     nib.save(nib.Nifti1Image(np.ones((7, 8, 9), np.uint8), aff), far)
-    with (
-        pytest.warns(UserWarning),
-        pytest.raises(ValueError, match="does not overlap the field of view"),
-    ):
+    with pytest.raises(ValueError, match=r"Mask .*far.nii.gz does not overlap the field of view"):
         _run(run, tmp_path / "o2.zarr", mask=far)
+    assert not (tmp_path / "o2.zarr").exists()
 
 
 def test_smoothing_step(make_run, tmp_path):
@@ -225,6 +226,13 @@ def test_tr_mismatch_warns_and_sidecar_wins(make_run, tmp_path):
     with pytest.warns(UserWarning, match="1.5 s in its sidecar but 2.0 s in its NIfTI header"):
         ds = open_dataset(_run(run, tmp_path / "o.zarr"))
     assert ds.attrs["tr"] == 1.5
+    (message,) = [m for m in ds.attrs["warnings"] if m.startswith("RepetitionTime")]
+    assert message.startswith("RepetitionTime of sub-01_task-movie_run-1_bold.nii.gz is 1.5 s")
+
+
+def test_store_without_warnings_has_an_empty_list(make_run, tmp_path):
+    ds = open_dataset(_run(make_run(), tmp_path / "o.zarr"))
+    assert ds.attrs["warnings"] == []
 
 
 def test_no_tr_anywhere(make_run, tmp_path):
@@ -323,3 +331,34 @@ def test_negative_event_duration_is_refused(make_run, tmp_path):
     run["events"].write_text("onset\tduration\ttrial_type\n1\t2\ta\n5\t-1.5\tb\n")
     with pytest.raises(ValueError, match=r"'duration' must be >= 0 s .* got -1.5 in row 2"):
         _run(run, tmp_path / "o.zarr")
+
+
+def _truncate(path, fraction=0.5):
+    raw = path.read_bytes()
+    path.write_bytes(raw[: int(len(raw) * fraction)])
+    return path
+
+
+def test_truncated_bold_fails_before_anything_is_written(make_run, tmp_path):
+    run = make_run(n=20)
+    _truncate(run["bold"])
+    with pytest.raises(
+        ValueError, match=r"BOLD image .*sub-01_task-movie_run-1_bold.nii.gz must hold \d+ bytes"
+    ) as info:
+        _run(run, tmp_path / "o.zarr")
+    assert "truncated" in str(info.value)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+@pytest.mark.parametrize("role", ["mask", "atlas"])
+def test_truncated_mask_or_atlas_is_named(make_run, tmp_path, rng, role):
+    run = make_run(n=20)
+    path = tmp_path / f"{role}.nii.gz"
+    labels = (rng.random((7, 8, 9)) > 0.3).astype(np.int16)
+    nib.save(nib.Nifti1Image(labels, np.diag([2.0, 2.0, 2.5, 1.0])), path)
+    _truncate(path, 0.4)
+    kwargs = {"mask": path} if role == "mask" else {"roi_atlas": path}
+    what = "Mask" if role == "mask" else "ROI atlas"
+    with pytest.raises(ValueError, match=rf"{what} .*{role}.nii.gz must .* truncated"):
+        _run(run, tmp_path / "o.zarr", **kwargs)
+    assert not (tmp_path / "o.zarr").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,10 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 
+from neuroflow.io.files import load_nifti
+
 __all__ = [
+    "grids_overlap",
     "load_bold",
     "load_events",
     "load_masked",
@@ -24,6 +28,7 @@ __all__ = [
     "mean_image",
     "on_bold_grid",
     "repetition_time",
+    "world_extent",
 ]
 
 #: Relative tolerance when comparing the sidecar's and the header's TR.
@@ -41,12 +46,13 @@ def load_bold(path: str | os.PathLike) -> nib.Nifti1Image:
     Returns
     -------
     img : nibabel.Nifti1Image
-        Image with at least 2 volumes.
+        Image with at least 2 volumes, whose file holds every voxel of its header
+        (a truncated or damaged file raises a ValueError naming it).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"BOLD file {path} does not exist.")
-    img = nib.load(path)
+    img = load_nifti(path, "BOLD image")
     if img.ndim != 4:
         raise ValueError(
             f"BOLD image {path} must be 4-D (x, y, z, time), got shape {img.shape} instead."
@@ -71,8 +77,10 @@ def repetition_time(img: nib.Nifti1Image, metadata: Mapping[str, Any], *, source
     Returns
     -------
     tr : float
-        The sidecar's ``RepetitionTime`` when present (a warning names both
-        values when the header disagrees), else the header's.
+        The sidecar's ``RepetitionTime`` when present (BIDS makes it authoritative: a
+        warning names the file and both values when the header's differs by more than
+        :data:`TR_RTOL`; a header without a TR, ``pixdim[4] == 0``, is not warned
+        about), else the header's.
     """
     zoom = float(img.header.get_zooms()[3])
     unit = img.header.get_xyzt_units()[1]
@@ -91,8 +99,8 @@ def repetition_time(img: nib.Nifti1Image, metadata: Mapping[str, Any], *, source
         if header_tr is not None and not np.isclose(header_tr, sidecar_tr, rtol=TR_RTOL):
             warnings.warn(
                 f"RepetitionTime of {source} is {sidecar_tr} s in its sidecar but "
-                f"{header_tr} s in its NIfTI header (pixdim[4]); using the sidecar's "
-                f"{sidecar_tr} s.",
+                f"{round(header_tr, 6)} s in its NIfTI header (pixdim[4]); using the sidecar's "
+                f"{sidecar_tr} s, which BIDS makes authoritative.",
                 stacklevel=2,
             )
         return float(sidecar_tr)
@@ -158,12 +166,63 @@ def load_events(path: str | os.PathLike | None, *, run_duration: float) -> pd.Da
     return events
 
 
+def _affine_text(affine: np.ndarray) -> str:
+    """A 4 x 4 affine on one line, rows in brackets (mm, 3 decimals)."""
+    rows = np.round(np.asarray(affine, float)[:3], 3) + 0.0
+    return "[" + ", ".join("[" + " ".join(f"{v:g}" for v in row) + "]" for row in rows) + "]"
+
+
+def world_extent(shape: Sequence[int], affine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounding box in world coordinates of a voxel grid (voxel edges included).
+
+    Parameters
+    ----------
+    shape : sequence of int, length >= 3
+        Grid shape (only the first three axes are used).
+    affine : ndarray, shape (4, 4)
+        Voxel to world (mm) transform.
+
+    Returns
+    -------
+    low, high : ndarray, shape (3,)
+        Smallest and largest world coordinate (mm) of the grid's corners.
+    """
+    edges = [(-0.5, n - 0.5) for n in shape[:3]]
+    corners = np.array(np.meshgrid(*edges, indexing="ij")).reshape(3, -1).T
+    world = nib.affines.apply_affine(np.asarray(affine, float), corners)
+    return world.min(axis=0), world.max(axis=0)
+
+
+def grids_overlap(
+    shape: Sequence[int], affine: np.ndarray, other_shape: Sequence[int], other: np.ndarray
+) -> bool:
+    """Whether the world bounding boxes of two voxel grids intersect.
+
+    Parameters
+    ----------
+    shape, other_shape : sequence of int
+        Grid shapes.
+    affine, other : ndarray, shape (4, 4)
+        Their voxel to world transforms.
+
+    Returns
+    -------
+    overlap : bool
+        False only when the boxes are disjoint on some axis (rotated grids may still
+        share no voxel when True).
+    """
+    low, high = world_extent(shape, affine)
+    other_low, other_high = world_extent(other_shape, other)
+    return bool(np.all(low < other_high) and np.all(other_low < high))
+
+
 def on_bold_grid(
     img: nib.spatialimages.SpatialImage,
     reference: nib.Nifti1Image,
     *,
     source: str,
     what: str,
+    reference_source: str | None = None,
 ) -> np.ndarray:
     """Integer data of a 3-D image on the BOLD grid (nearest-neighbour).
 
@@ -174,15 +233,24 @@ def on_bold_grid(
     reference : nibabel.Nifti1Image
         The BOLD image.
     source : str
-        File name, for messages.
+        File name of ``img``, for messages.
     what : str
         "mask" or "atlas", for messages.
+    reference_source : str | None
+        File name of ``reference``, for messages (default: its own file name).
 
     Returns
     -------
     data : ndarray, shape (nx, ny, nz)
-        Integer values on the BOLD grid; resampling (when the grids differ)
-        warns.
+        Integer values on the BOLD grid. When the grids differ (shape or affine),
+        ``img`` is resampled with nearest-neighbour interpolation and a warning names
+        both files, their shapes and their affines.
+
+    Raises
+    ------
+    ValueError
+        When ``img`` is not 3-D, or its field of view does not overlap the BOLD
+        image's (the boxes of the two grids in world coordinates are disjoint).
     """
     from nilearn.image import resample_img
 
@@ -191,17 +259,29 @@ def on_bold_grid(
         raise ValueError(
             f"{what.capitalize()} {source} must be 3-D, got shape {img.shape} instead."
         )
+    bold = reference_source or reference.get_filename() or "the BOLD image"
     target_shape = reference.shape[:3]
-    if shape != target_shape or not np.allclose(img.affine, reference.affine, atol=1e-4):
+    affine, target_affine = np.asarray(img.affine, float), np.asarray(reference.affine, float)
+    if shape != target_shape or not np.allclose(affine, target_affine, atol=1e-4):
+        grids = (
+            f"{what} shape {shape}, affine {_affine_text(affine)}; BOLD shape {target_shape}, "
+            f"affine {_affine_text(target_affine)}"
+        )
+        if not grids_overlap(shape, affine, target_shape, target_affine):
+            raise ValueError(
+                f"{what.capitalize()} {source} does not overlap the field of view of the BOLD "
+                f"image {bold}: it must share part of the BOLD grid in world coordinates, got "
+                f"disjoint grids instead ({grids}). Check that both are in the same space."
+            )
         warnings.warn(
-            f"{what.capitalize()} {source} is on another grid ({shape}) than the BOLD image "
-            f"({target_shape}); resampling it with nearest-neighbour interpolation.",
+            f"{what.capitalize()} {source} is on another grid than the BOLD image {bold} "
+            f"({grids}); resampling it to the BOLD grid with nearest-neighbour interpolation.",
             stacklevel=2,
         )
-        img3 = nib.Nifti1Image(np.asanyarray(img.dataobj).reshape(shape), img.affine)
+        img3 = nib.Nifti1Image(np.asanyarray(img.dataobj).reshape(shape), affine)
         img = resample_img(
             img3,
-            target_affine=reference.affine,
+            target_affine=target_affine,
             target_shape=target_shape,
             interpolation="nearest",
             force_resample=True,
@@ -249,14 +329,21 @@ def load_roi_labels(path: str | os.PathLike) -> dict[int, str]:
 def _raw_2d(img: nib.Nifti1Image) -> tuple[np.ndarray, float, float]:
     """Unscaled data as a (n_voxels_total, n_times) view, plus slope and intercept."""
     proxy = img.dataobj
-    if hasattr(proxy, "get_unscaled"):
-        raw = np.asanyarray(proxy.get_unscaled())
-        slope = proxy.slope if proxy.slope is not None else 1.0
-        inter = proxy.inter if proxy.inter is not None else 0.0
-        if not np.isfinite(slope) or slope == 0:
-            slope, inter = 1.0, 0.0
-    else:
-        raw, slope, inter = np.asanyarray(proxy), 1.0, 0.0
+    try:
+        if hasattr(proxy, "get_unscaled"):
+            raw = np.asanyarray(proxy.get_unscaled())
+            slope = proxy.slope if proxy.slope is not None else 1.0
+            inter = proxy.inter if proxy.inter is not None else 0.0
+            if not np.isfinite(slope) or slope == 0:
+                slope, inter = 1.0, 0.0
+        else:
+            raw, slope, inter = np.asanyarray(proxy), 1.0, 0.0
+    except (OSError, EOFError, zlib.error) as err:
+        raise ValueError(
+            f"Image {img.get_filename()} must hold every voxel of its header "
+            f"{img.shape}, got a file that cannot be read to its end instead "
+            f"({type(err).__name__}: {err}); it is truncated or damaged."
+        ) from err
     n_times = raw.shape[3]
     return raw.reshape(-1, n_times, order="F"), float(slope), float(inter)
 

@@ -29,6 +29,7 @@ import xarray as xr
 from neuroflow.artifacts import write_dataset
 from neuroflow.config import merge_defaults
 from neuroflow.io.bids import parse_bids_name, read_sidecar
+from neuroflow.io.files import load_nifti
 from neuroflow.preprocessing.fmri.clean import clean_signals, cleaning_basis
 from neuroflow.preprocessing.fmri.confounds import (
     non_steady_state_count,
@@ -45,6 +46,7 @@ from neuroflow.preprocessing.fmri.inputs import (
     repetition_time,
     sidecar_paths,
 )
+from neuroflow.stage_warnings import WARNINGS_KEY, record_warnings
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -168,7 +170,10 @@ def _brain_mask(
     if how in ("auto", "file") and mask is not None:
         if not Path(mask).is_file():
             raise FileNotFoundError(f"Mask file {mask} does not exist.")
-        data = on_bold_grid(nib.load(mask), img, source=str(mask), what="mask") > 0
+        grid = on_bold_grid(
+            load_nifti(mask, "Mask"), img, source=str(mask), what="mask", reference_source=source
+        )
+        data = grid > 0
         if not data.any():
             raise ValueError(
                 f"Mask {mask} does not overlap the field of view of {source} (no voxel left)."
@@ -246,7 +251,8 @@ def _roi_coordinate(
     """Per-voxel label values and names ("" when unlabelled)."""
     if not Path(atlas).is_file():
         raise FileNotFoundError(f"ROI atlas {atlas} does not exist.")
-    grid = on_bold_grid(nib.load(atlas), img, source=str(atlas), what="atlas")
+    atlas_img = load_nifti(atlas, "ROI atlas")
+    grid = on_bold_grid(atlas_img, img, source=str(atlas), what="atlas", reference_source=source)
     values = grid[voxels[:, 0], voxels[:, 1], voxels[:, 2]]
     if not (values > 0).any():
         raise ValueError(
@@ -417,10 +423,39 @@ def preprocess_fmri_run(
         The written store. It holds ``bold`` (float32, dims ``(time, voxel)``),
         coordinates ``time`` (s), ``voxel``, ``i``, ``j``, ``k``, ``x``, ``y``,
         ``z`` (mm) and ``roi``; event variables on the ``event`` dim; with
-        ``rois.parcels``, ``parcel_bold`` (time, parcel).
+        ``rois.parcels``, ``parcel_bold`` (time, parcel). Its ``attrs["warnings"]``
+        lists the warnings raised while the run was read and cleaned (a header TR
+        that disagrees with the sidecar, a mask or atlas resampled to the BOLD grid,
+        constant voxels); they are also logged.
     """
+    with record_warnings() as messages:
+        ds, encoding = _clean_run(
+            bold=Path(bold),
+            config=config,
+            events=events,
+            sidecars=sidecars,
+            mask=mask,
+            confounds=confounds,
+            roi_atlas=roi_atlas,
+            roi_labels=roi_labels,
+        )
+    ds.attrs[WARNINGS_KEY] = list(dict.fromkeys(messages))
+    return write_dataset(ds, output, provenance=provenance, encoding=encoding)
+
+
+def _clean_run(
+    *,
+    bold: Path,
+    config: Mapping[str, Any] | None,
+    events: str | os.PathLike | None,
+    sidecars: Sequence[str | os.PathLike],
+    mask: str | os.PathLike | None,
+    confounds: str | os.PathLike | None,
+    roi_atlas: str | os.PathLike | None,
+    roi_labels: str | os.PathLike | None,
+) -> tuple[xr.Dataset, dict[str, Any]]:
+    """The cleaned run as a dataset and its zarr encoding (see :func:`preprocess_fmri_run`)."""
     cfg = resolve_config(config)
-    bold = Path(bold)
     source = str(bold)
     img = load_bold(bold)
     n_volumes = img.shape[3]
@@ -561,4 +596,4 @@ def preprocess_fmri_run(
             "entities": _entities(bold),
         }
     )
-    return write_dataset(ds, output, provenance=provenance, encoding=encoding)
+    return ds, encoding

@@ -67,6 +67,7 @@ from neuroflow.preprocessing.fmri.stage import (
     clean_time_series,
     resolve_config,
 )
+from neuroflow.stage_warnings import WARNINGS_KEY, record_warnings
 
 __all__ = ["index_timeseries_runs", "preprocess_timeseries_run"]
 
@@ -514,10 +515,36 @@ def preprocess_timeseries_run(
         name), no ``i/j/k/x/y/z``; event variables on the ``event`` dim;
         ``nuisance_basis`` (time, nuisance) when the cleaning is one projection; attrs
         ``tr``, ``entities``, ``steps``, ``source_file``, ``container_key`` (container
-        runs), ``n_volumes_acquired`` and ``target_kind`` (``"parcel"``).
+        runs), ``n_volumes_acquired``, ``target_kind`` (``"parcel"``) and ``warnings``
+        (the warnings raised while the run was read and cleaned; also logged).
+    """
+    with record_warnings() as messages:
+        ds, encoding = _clean_timeseries(
+            path=Path(timeseries),
+            config=config,
+            container_key=container_key,
+            events=events,
+            sidecars=sidecars,
+            repetition_time=repetition_time,
+        )
+    ds.attrs[WARNINGS_KEY] = list(dict.fromkeys(messages))
+    return write_dataset(ds, output, provenance=provenance, encoding=encoding)
+
+
+def _clean_timeseries(
+    *,
+    path: Path,
+    config: Mapping[str, Any] | None,
+    container_key: str | None,
+    events: str | os.PathLike | None,
+    sidecars: Sequence[str | os.PathLike],
+    repetition_time: float | None,
+) -> tuple[xr.Dataset, dict[str, Any]]:
+    """The cleaned run as a dataset and its zarr encoding.
+
+    See :func:`preprocess_timeseries_run`.
     """
     cfg = resolve_config(config)
-    path = Path(timeseries)
     data, names, where = _load_timeseries(path, container_key)
     n_volumes, n_targets = data.shape
     side = sidecar_paths(sidecars)
@@ -586,4 +613,4 @@ def preprocess_timeseries_run(
     if container_key is not None:
         ds.attrs["container_key"] = container_key
     encoding = {"bold": {"chunks": (len(kept), _chunk_voxels(len(kept), n_targets))}}
-    return write_dataset(ds, output, provenance=provenance, encoding=encoding)
+    return ds, encoding

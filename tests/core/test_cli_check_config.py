@@ -1,0 +1,52 @@
+"""``neuroflow check-config``: the config a run would get, validated, and what it would do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from neuroflow.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)  # config/config.yaml is read from the working folder
+
+
+def test_default_config_reports_the_plan(capsys):
+    assert main(["check-config"]) == 0
+    out = capsys.readouterr().out
+    assert "encoding models: joint, semantic, visual" in out
+    assert "sub-01 held-out runs: sub-01_task-movie_run-4, sub-01_task-movie_run-5" in out
+    assert out.rstrip().endswith("lists the jobs.")
+
+
+def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys):
+    bad = tmp_path / "my.yaml"
+    bad.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]\n  alphas: 3\n")
+    assert main(["check-config", "--configfile", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"Config file {bad} must be valid YAML, got a syntax error at line 4, column 3" in err
+
+
+def test_cross_field_error_and_override(tmp_path, capsys):
+    assert main(["check-config", "--config", "results_dir=elsewhere"]) == 0
+    assert "results: elsewhere" in capsys.readouterr().out
+    mine = tmp_path / "my.yaml"
+    mine.write_text("preprocess_eeg: {epochs_tmin: 0.5, epochs_tmax: 0.2}\n")
+    assert main(["check-config", "--configfile", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "`preprocess_eeg.epochs_tmin` must be smaller than `preprocess_eeg.epochs_tmax`" in err
+
+
+def test_replace_workflow_config_keeps_only_the_users_models(tmp_path, capsys):
+    mine = tmp_path / "my.yaml"
+    mine.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]}\n")
+    assert main(["check-config", "--configfile", str(mine)]) == 0
+    assert "encoding models: joint, mine, semantic, visual" in capsys.readouterr().out
+    args = ["check-config", "--configfile", str(mine), "--replace-workflow-config"]
+    assert main(args) == 0
+    assert "encoding models: mine\n" in capsys.readouterr().out

@@ -1,0 +1,42 @@
+"""Results do not depend on ``--cores``: the tiny demo's features and EEG encoders rerun
+with one core equal those of the two-core session run.
+
+Feature extraction runs on one thread whatever a job is given, so features are
+bit-identical; ridge solvers use the job's threads, so their scores may differ in the
+last float32 digits, but the chosen penalties (ties go to the larger one) are the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from workflow_helpers import TINY_CONFIG, snakemake, write_config
+
+from neuroflow.artifacts import open_dataset
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+
+def test_one_core_gives_the_features_and_penalties_of_two(tiny_run, tmp_path):
+    results = tiny_run / "results"
+    features = sorted(p.relative_to(tiny_run) for p in (results / "features").rglob("*.zarr"))
+    encoders = sorted(
+        p.relative_to(tiny_run) for p in (results / "eeg_encoding").rglob("*_encoding.zarr")
+    )
+    assert features and encoders
+    write_config(tmp_path / "config.yaml", TINY_CONFIG)
+    snakemake(tmp_path, "--cores", "1", *map(str, features + encoders))
+    for rel in features:
+        with open_dataset(tiny_run / rel) as two, open_dataset(tmp_path / rel) as one:
+            assert np.array_equal(two["features"].values, one["features"].values), rel
+    for rel in encoders:
+        with open_dataset(tiny_run / rel) as two, open_dataset(tmp_path / rel) as one:
+            alphas = [v for v in two.data_vars if "alpha" in v]
+            assert alphas, list(two.data_vars)
+            for name in alphas:
+                assert np.array_equal(two[name].values, one[name].values), (rel, name)
+            for name in two.data_vars:
+                if two[name].dtype.kind == "f":
+                    np.testing.assert_allclose(
+                        one[name].values, two[name].values, rtol=1e-4, atol=1e-5
+                    )
