@@ -20,6 +20,7 @@ changed a file, since zarr would otherwise read a lost chunk as fill values;
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as _dt
 import errno
 import hashlib
@@ -52,6 +53,7 @@ __all__ = [
     "find_stores",
     "has_manifest",
     "is_partial",
+    "keep_committed_stores",
     "open_dataset",
     "read_manifest",
     "read_provenance",
@@ -575,9 +577,32 @@ def is_partial(path: str | os.PathLike) -> bool:
     return PARTIAL_MARKER in Path(path).name
 
 
+#: Whether committed stores are kept when written again (see :func:`keep_committed_stores`).
+_KEEP_COMMITTED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "neuroflow_keep_committed", default=False
+)
+
+
+@contextlib.contextmanager
+def keep_committed_stores() -> Iterator[None]:
+    """Within this block, a store written where an intact one exists keeps the existing one.
+
+    Workflow jobs run inside it (:func:`neuroflow.workflow.runner.run_job`): their outputs
+    live under versioned paths, so an intact store already at the path was written from
+    the same inputs and config, by a concurrent run of another config that shares the
+    stage (``--nolock``), and a job of that run may be reading it lazily. Outside the
+    block (library use, tests) a new write replaces the old store, as it always did.
+    """
+    token = _KEEP_COMMITTED.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_COMMITTED.reset(token)
+
+
 @contextlib.contextmanager
 def atomic_directory(
-    path: str | os.PathLike, *, manifest: bool | None = None, keep_intact: bool = False
+    path: str | os.PathLike, *, manifest: bool | None = None, keep_intact: bool | None = None
 ) -> Iterator[Path]:
     """Build a directory under a temporary name and move it into place.
 
@@ -591,15 +616,13 @@ def atomic_directory(
         just before the rename. None (default): when ``path`` ends in ``.zarr``
         and the directory holds a ``zarr.json``, i.e. for every store, including
         those built chunk by chunk outside :func:`write_dataset`.
-    keep_intact : bool
+    keep_intact : bool | None
         When ``path`` already holds an intact store (one whose manifest verifies),
-        keep it and discard the new write instead of replacing it. Stores are written
-        under versioned paths, so a store already there was written from the same
-        inputs and config, by a concurrent run of another config that shares this
-        stage (``--nolock``); a job of that run may be reading it lazily, and
-        replacing it would make the chunks it has not read yet vanish. (Snakemake
-        deletes a job's outputs before it reruns it, so a deliberate rerun never
-        meets an existing store.)
+        keep it and discard the new write instead of replacing it: replacing a store
+        that another job reads lazily would make the chunks it has not read yet
+        vanish. None (default): inside :func:`keep_committed_stores` (every workflow
+        job), else replace. (Snakemake deletes a job's outputs before it reruns it, so
+        a deliberate rerun never meets an existing store.)
 
     Yields
     ------
@@ -625,6 +648,8 @@ def atomic_directory(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if keep_intact is None:
+        keep_intact = _KEEP_COMMITTED.get()
     if keep_intact and _is_intact_store(final):
         shutil.rmtree(tmp, ignore_errors=True)
         return
@@ -706,7 +731,7 @@ def write_dataset(
     enc = _default_encoding(out)
     for name, spec in (encoding or {}).items():
         enc.setdefault(name, {}).update(spec)
-    with atomic_directory(path, manifest=True, keep_intact=True) as tmp, warnings.catch_warnings():
+    with atomic_directory(path, manifest=True) as tmp, warnings.catch_warnings():
         # Consolidated metadata is a zarr-python extension of v3; xarray reads it fast.
         warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
         out.to_zarr(str(tmp), mode="w", zarr_format=3, consolidated=True, encoding=enc)

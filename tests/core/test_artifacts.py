@@ -316,9 +316,15 @@ def test_a_jobs_warnings_are_kept_in_the_stores_it_writes(tmp_path):
     assert store_warnings(tmp_path / "explicit.zarr")[0] == ["set by the stage"]
 
 
-def test_a_store_written_again_keeps_the_intact_one(tmp_path):
-    """A second writer of one versioned store (a concurrent run) never replaces it."""
-    from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
+def test_a_store_written_again_in_a_job_keeps_the_intact_one(tmp_path):
+    """In a workflow job, a second writer of one versioned store (a concurrent run)
+    never replaces it; outside jobs a new write replaces the old store."""
+    from neuroflow.artifacts import (
+        build_provenance,
+        keep_committed_stores,
+        open_dataset,
+        write_dataset,
+    )
 
     rng = np.random.default_rng(5)
     first = xr.Dataset({"x": (("time", "voxel"), rng.standard_normal((6, 5)))})
@@ -326,12 +332,16 @@ def test_a_store_written_again_keeps_the_intact_one(tmp_path):
     prov = build_provenance(stage="demo", version="0123456789", config={})
     path = tmp_path / "run.zarr"
     write_dataset(first, path, provenance=prov)
-    write_dataset(second, path, provenance=prov)
+    with keep_committed_stores():
+        write_dataset(second, path, provenance=prov)
+        with open_dataset(path) as got:
+            xr.testing.assert_equal(got.load(), first)
+        assert [p.name for p in tmp_path.iterdir()] == ["run.zarr"]  # nothing left behind
+        # a damaged store is replaced by the new write
+        next(p for p in (path / "x" / "c").rglob("*") if p.is_file()).unlink()
+        write_dataset(second, path, provenance=prov)
+        with open_dataset(path) as got:
+            xr.testing.assert_equal(got.load(), second)
+    write_dataset(first, path, provenance=prov)  # outside a job: replaced
     with open_dataset(path) as got:
         xr.testing.assert_equal(got.load(), first)
-    assert [p.name for p in tmp_path.iterdir()] == ["run.zarr"]  # nothing left behind
-    # a damaged store is replaced by the new write
-    next(p for p in (path / "x" / "c").rglob("*") if p.is_file()).unlink()
-    write_dataset(second, path, provenance=prov)
-    with open_dataset(path) as got:
-        xr.testing.assert_equal(got.load(), second)

@@ -52,3 +52,35 @@ def test_constant_bold_run_fails_with_the_file_named(movie):
     # the failed run has no store; nothing downstream was fitted
     assert not list((root / "results").rglob("*run-2_desc-clean_bold.zarr"))
     assert not (root / "results" / "encoding").exists()
+
+
+@pytest.mark.parametrize(
+    ("sections", "message"),
+    [
+        ({"preprocess_eeg": {"epochs_tmin": 0.5, "epochs_tmax": 0.1}},
+         "`preprocess_eeg.epochs_tmin` must be smaller than `preprocess_eeg.epochs_tmax`"),
+        ({"preprocess_eeg": {"l_freq": 40.0, "h_freq": 10.0}},
+         "`preprocess_eeg.l_freq` must be smaller than `preprocess_eeg.h_freq`"),
+        ({"encoding": {"cv": {"grouped_kfold": 3}}},
+         "`encoding.cv.grouped_kfold` must be at most the number of training runs, got 3"),
+        ({"encoding": {"alphas": {"start": 0.0, "stop": 400.0, "num": 5}}},
+         "`encoding.alphas.stop` is a base-10 exponent and must be between -30 and 30"),
+        ({"dataset": {"subjects": ["03"]}},
+         "No subject '03' in {root} (available: 01): `dataset.subjects` must name labels"),
+        ({"dataset": {"tasks": ["movei"]}}, "`dataset.tasks` must name labels the dataset "
+         "has. Did you mean 'movie'?"),
+        ({"encoding": {"models": {"visual": {"feature_spaces": ["image_statistic"]}}}},
+         "Did you mean 'image_statistics'?"),
+    ],
+)  # fmt: skip
+def test_plan_time_mistakes_fail_the_dry_run(movie, sections, message):
+    root, _, config = movie
+    bad = {**config}
+    for section, values in sections.items():
+        bad[section] = {**config.get(section, {}), **values}
+    write_config(root / "config.yaml", bad)
+    proc = snakemake(root, "-n", check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert message.format(root=root / "bids") in text, text[-2000:]
+    assert not (root / "results").exists()

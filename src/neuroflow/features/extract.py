@@ -600,10 +600,7 @@ def extract_features(
     extractor = get_extractor(entry["extractor"]).cls(entry, modality)
     with ExitStack() as stack:
         stack.enter_context(fixed_threads())
-        tmps = {
-            name: stack.enter_context(atomic_directory(paths[name], keep_intact=True))
-            for name in names
-        }
+        tmps = {name: stack.enter_context(atomic_directory(paths[name])) for name in names}
         targets = dict(tmps)
         if reduce:
             for name in names:
@@ -830,7 +827,7 @@ def _extract_events(
     extractor = get_extractor(entry["extractor"]).cls(entry, "events")
     extractor.feature_names = list(names)
     paths = output_paths(output, layer_names(entry))
-    with atomic_directory(paths[EVENTS_LAYER], keep_intact=True) as tmp:
+    with atomic_directory(paths[EVENTS_LAYER]) as tmp:
         writer = _RowWriter(
             tmp,
             ids,

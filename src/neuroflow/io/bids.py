@@ -253,7 +253,8 @@ def _check_filter(name: str, wanted: list[str] | None, available: set[str], fold
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise ValueError(
                 f"No {name} {label!r} in {folder} (available: "
-                f"{', '.join(sorted(available)) or 'none'}).{hint}"
+                f"{', '.join(sorted(available)) or 'none'}): `dataset.{name}s` must name "
+                f"labels the dataset has.{hint}"
             )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from neuroflow.artifacts import build_provenance
+from neuroflow.artifacts import build_provenance, keep_committed_stores
 from neuroflow.stage_warnings import record_warnings
 from neuroflow.workflow.versions import FORMAT_VERSIONS
 
@@ -109,7 +109,9 @@ def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
         )
         log_.info("%s %s: %s", stage, params.version, func.__qualname__)
         start = time.perf_counter()
-        with record_warnings():  # kept in every store the job writes
+        # warnings kept in every store the job writes; a store that a concurrent run of
+        # the same version committed first is kept, never replaced under its readers
+        with record_warnings(), keep_committed_stores():
             result = func(**kwargs, config=params.cfg, provenance=provenance)
         log_.info("done in %.1f s", time.perf_counter() - start)
     return result
