@@ -3,6 +3,8 @@ nothing that looks like a result is written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nibabel as nib
 import numpy as np
 import pytest
@@ -84,3 +86,47 @@ def test_plan_time_mistakes_fail_the_dry_run(movie, sections, message):
     assert proc.returncode != 0
     assert message.format(root=root / "bids") in text, text[-2000:]
     assert not (root / "results").exists()
+
+
+def test_negative_event_duration_fails_the_run_naming_file_and_row(movie):
+    root, _, config = movie
+    events = root / "bids" / "sub-01" / "func" / "sub-01_task-movie_run-1_events.tsv"
+    lines = events.read_text().splitlines()
+    head = lines[0].split("\t")
+    row = lines[2].split("\t")
+    row[head.index("duration")] = "-1.5"
+    lines[2] = "\t".join(row)
+    events.write_text("\n".join(lines) + "\n")
+    write_config(root / "config.yaml", config)
+    proc = snakemake(root, "--cores", "2", check=False)
+    assert proc.returncode != 0
+    logs = "".join(p.read_text() for p in (root / "logs").rglob("*.log"))
+    assert f"Events file {events}" in logs and "'duration' must be >= 0 s" in logs, logs[-3000:]
+    assert "got -1.5 in row 2 instead" in logs
+    assert not list((root / "results").rglob("*run-1_desc-clean_bold.zarr"))
+    assert not (root / "results" / "encoding").exists()
+
+
+def test_nan_eeg_samples_fail_that_recording_and_keep_the_others(tmp_path):
+    import mne
+    from dataset_shapes import make_eeg_only
+
+    facts = make_eeg_only(tmp_path / "bids", seed=3)
+    fif = next(r for r in facts["recordings"] if r["format"] == "FIF")
+    raw = mne.io.read_raw_fif(fif["path"], preload=True, verbose="error")
+    raw._data[2, 1000:1500] = np.nan  # half a second of one channel
+    raw.save(fif["path"], overwrite=True, verbose="error")
+    config = {
+        "dataset": {"source": "bids", "bids_root": str(tmp_path / "bids")},
+        "decoding": {"classification": {"n_permutations": 4}},
+    }
+    write_config(tmp_path / "config.yaml", config)
+    proc = snakemake(tmp_path, "--cores", "2", "--keep-going", check=False)
+    assert proc.returncode != 0
+    logs = "".join(p.read_text() for p in (tmp_path / "logs" / "preprocess_eeg").rglob("*.log"))
+    assert f"{fif['path']} must be finite, got 500 NaN samples in channel(s)" in logs, logs[-3000:]
+    epochs = sorted(p.name for p in (tmp_path / "results").rglob("*_epo.zarr"))
+    stem = Path(fif["path"]).name.split("_eeg")[0]
+    assert epochs and not any(name.startswith(stem) for name in epochs)
+    # nothing pooled over the subject's recordings was made from the other, finite one
+    assert not (tmp_path / "results" / "decoding").exists()
