@@ -720,12 +720,10 @@ def write_dataset(
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__} instead.")
     out = ds.copy(deep=False)
-    out.attrs = {**ds.attrs, PROVENANCE_KEY: _jsonable(dict(provenance))}
-    from neuroflow.stage_warnings import WARNINGS_KEY, current_warnings
+    from neuroflow.stage_warnings import with_job_warnings
 
-    recorded = current_warnings()
-    if recorded is not None and WARNINGS_KEY not in out.attrs:
-        out.attrs[WARNINGS_KEY] = recorded  # the job's warnings so far
+    # the job's warnings so far travel with the store
+    out.attrs = with_job_warnings({**ds.attrs, PROVENANCE_KEY: _jsonable(dict(provenance))})
     for name in list(out.variables):
         out[name].encoding = {}
     enc = _default_encoding(out)

@@ -33,6 +33,7 @@ __all__ = [
     "store_warnings",
     "upstream_warnings",
     "warnings_table",
+    "with_job_warnings",
 ]
 
 #: Attribute of a store holding the warnings of the job that wrote it.
@@ -61,6 +62,26 @@ def current_warnings() -> list[str] | None:
     """
     messages = _RECORDING.get()
     return None if messages is None else list(dict.fromkeys(messages))
+
+
+def with_job_warnings(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """``attrs`` with the warnings recorded so far under :data:`WARNINGS_KEY`.
+
+    Parameters
+    ----------
+    attrs : dict
+        Attributes of a store about to be committed.
+
+    Returns
+    -------
+    attrs : dict
+        A copy; unchanged when the stage set the key itself or no
+        :func:`record_warnings` block is running.
+    """
+    recorded = current_warnings()
+    if recorded is None or WARNINGS_KEY in attrs:
+        return dict(attrs)
+    return {**attrs, WARNINGS_KEY: recorded}
 
 
 class _ListHandler(logging.Handler):

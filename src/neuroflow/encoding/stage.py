@@ -30,7 +30,7 @@ from neuroflow.models import (
     run_splits,
 )
 from neuroflow.models.delays import apply_delays
-from neuroflow.workflow.design import auto_test_runs
+from neuroflow.workflow.design import N_BLOCKS_ONE_RUN, auto_test_runs
 
 __all__ = ["DEFAULT_CONFIG", "fit_encoding", "make_alphas", "with_defaults"]
 
@@ -238,10 +238,6 @@ def _check_lags(delays: Mapping[str, Any], runs: Sequence[_Run]) -> None:
             f"`encoding.delays.lags` must be shorter than every run, got lag {max(lags)} TRs "
             f"but {shortest.path} has {shortest.bold.shape[0]} volumes."
         )
-
-
-#: Contiguous blocks that stand in for runs when a subject has one training run.
-N_BLOCKS_ONE_RUN = 5
 
 
 def _cv_groups(train: Sequence[_Run]) -> np.ndarray:

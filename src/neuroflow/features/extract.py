@@ -301,13 +301,10 @@ def _train_rows(
 def _finalize(path: Path, attrs: Mapping[str, Any], var_attrs: Mapping[str, Any]) -> None:
     import zarr
 
-    from neuroflow.stage_warnings import WARNINGS_KEY, current_warnings
+    from neuroflow.stage_warnings import with_job_warnings
 
     group = zarr.open_group(str(path), mode="a")
-    recorded = current_warnings()
-    if recorded is not None and WARNINGS_KEY not in attrs:
-        attrs = {**attrs, WARNINGS_KEY: recorded}  # the job's warnings so far
-    group.attrs.update(_jsonable(dict(attrs)))
+    group.attrs.update(_jsonable(with_job_warnings(attrs)))  # + the job's warnings so far
     group["features"].attrs.update(_jsonable(dict(var_attrs)))
     zarr.consolidate_metadata(str(path))
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neuroflow.io.records import natural_key
-from neuroflow.workflow.design import resolve_test_runs
+from neuroflow.workflow.design import N_BLOCKS_ONE_RUN, resolve_test_runs
 from neuroflow.workflow.versions import PlanScope, eeg_model_names, eeg_model_spaces
 
 if TYPE_CHECKING:
@@ -251,8 +251,6 @@ def _check_folds(
     The penalty is cross-validated over whole training runs; a subject with one training
     run is cross-validated over contiguous blocks of it instead.
     """
-    from neuroflow.encoding.stage import N_BLOCKS_ONE_RUN
-
     cv = plan.config["encoding"]["cv"]
     training = [key for key in labels if key not in test]
     if not isinstance(cv, Mapping):

@@ -29,6 +29,10 @@ __all__ = [
     "table_identity",
 ]
 
+#: Contiguous blocks that stand in for runs in the penalty's cross-validation when a
+#: subject has one training run.
+N_BLOCKS_ONE_RUN = 5
+
 logger = logging.getLogger(__name__)
 
 

@@ -46,7 +46,7 @@ from neuroflow.preprocessing.fmri.inputs import (
     repetition_time,
     sidecar_paths,
 )
-from neuroflow.stage_warnings import WARNINGS_KEY, record_warnings
+from neuroflow.stage_warnings import record_warnings
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -428,7 +428,7 @@ def preprocess_fmri_run(
         that disagrees with the sidecar, a mask or atlas resampled to the BOLD grid,
         constant voxels); they are also logged.
     """
-    with record_warnings() as messages:
+    with record_warnings():  # kept in the store by write_dataset, even outside a job
         ds, encoding = _clean_run(
             bold=Path(bold),
             config=config,
@@ -439,8 +439,7 @@ def preprocess_fmri_run(
             roi_atlas=roi_atlas,
             roi_labels=roi_labels,
         )
-    ds.attrs[WARNINGS_KEY] = list(dict.fromkeys(messages))
-    return write_dataset(ds, output, provenance=provenance, encoding=encoding)
+        return write_dataset(ds, output, provenance=provenance, encoding=encoding)
 
 
 def _clean_run(

@@ -67,7 +67,7 @@ from neuroflow.preprocessing.fmri.stage import (
     clean_time_series,
     resolve_config,
 )
-from neuroflow.stage_warnings import WARNINGS_KEY, record_warnings
+from neuroflow.stage_warnings import record_warnings
 
 __all__ = ["index_timeseries_runs", "preprocess_timeseries_run"]
 
@@ -518,7 +518,7 @@ def preprocess_timeseries_run(
         runs), ``n_volumes_acquired``, ``target_kind`` (``"parcel"``) and ``warnings``
         (the warnings raised while the run was read and cleaned; also logged).
     """
-    with record_warnings() as messages:
+    with record_warnings():  # kept in the store by write_dataset, even outside a job
         ds, encoding = _clean_timeseries(
             path=Path(timeseries),
             config=config,
@@ -527,8 +527,7 @@ def preprocess_timeseries_run(
             sidecars=sidecars,
             repetition_time=repetition_time,
         )
-    ds.attrs[WARNINGS_KEY] = list(dict.fromkeys(messages))
-    return write_dataset(ds, output, provenance=provenance, encoding=encoding)
+        return write_dataset(ds, output, provenance=provenance, encoding=encoding)
 
 
 def _clean_timeseries(
