@@ -1,12 +1,11 @@
-"""Decode stimuli and features from every subject's EEG epochs."""
+"""Gather every subject's EEG decoding and test the subjects together."""
 
-from neuroflow.decoding.stage import decode_eeg
+from neuroflow.decoding.stage import combine_eeg_decoding
 from neuroflow.workflow.runner import run_job
 
 run_job(
     snakemake,
-    decode_eeg,
-    epochs=list(snakemake.input.epochs),
-    features=snakemake.params.spaces,
+    combine_eeg_decoding,
+    subjects=list(snakemake.input.subjects),
     output=snakemake.output[0],
 )

@@ -283,6 +283,60 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- run
+def snakemake_configfiles(argv: Sequence[str]) -> list[str]:
+    """The files a snakemake command line passes with ``--configfile(s)``.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        Snakemake's arguments.
+
+    Returns
+    -------
+    files : list of str
+        In command-line order (``--configfile a b``, ``--configfile=a``, ``--configfiles``).
+    """
+    files: list[str] = []
+    taking = False
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if flag in ("--configfile", "--configfiles"):
+            taking = not eq
+            if eq:
+                files.append(value)
+        elif taking and not arg.startswith("-"):
+            files.append(arg)
+        else:
+            taking = False
+    return files
+
+
+def _snakemake_command() -> list[str]:
+    """The snakemake of this environment (beside this Python, else ``python -m``)."""
+    beside = Path(sys.executable).with_name("snakemake")
+    return [str(beside)] if beside.is_file() else [sys.executable, "-m", "snakemake"]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Check the config files' YAML, then run snakemake with the same arguments."""
+    from neuroflow.config import ConfigError
+    from neuroflow.workflow.runs import check_yaml_syntax
+
+    argv = list(args.snakemake_args)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    for path in snakemake_configfiles(argv):
+        if not Path(path).is_file():
+            raise ConfigError(f"Config file {path} must be an existing file, got no such file.")
+        check_yaml_syntax(path)
+    command = [*_snakemake_command(), *argv]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)
+    return 0  # pragma: no cover  (execv does not return)
+
+
 # --------------------------------------------------------------------------- gc
 def _folder_size(path: Path) -> int:
     """Bytes of the files under ``path`` (links not followed)."""
@@ -518,6 +572,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check_config)
 
     p = sub.add_parser(
+        "run",
+        help="run snakemake, after checking the config files' YAML",
+        description="Run `snakemake` with the arguments given (everything after `run`), "
+        "after reading every --configfile: a YAML syntax error is reported with the file, "
+        "line and column (snakemake itself says only that the file is not valid YAML). "
+        "Everything else is snakemake's own behaviour, e.g. `neuroflow run --cores 2 "
+        "--configfile my.yaml`.",
+    )
+    p.add_argument(
+        "snakemake_args", nargs=argparse.REMAINDER, help="snakemake's arguments, unchanged"
+    )
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
         "inspect",
         help="show a store's arrays, attributes and provenance chain",
         description="Show a zarr artifact's arrays (dims, shape, dtype, chunks, codecs), its "
@@ -605,7 +673,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``neuroflow`` command."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"] and argv[1:2] not in (["-h"], ["--help"]):
+        # snakemake's options pass through untouched (argparse would claim some of them)
+        args = argparse.Namespace(command="run", snakemake_args=argv[1:], func=cmd_run)
+    else:
+        args = parser.parse_args(argv)
     from neuroflow.config import ConfigError
 
     try:

@@ -50,3 +50,40 @@ def test_replace_workflow_config_keeps_only_the_users_models(tmp_path, capsys):
     args = ["check-config", "--configfile", str(mine), "--replace-workflow-config"]
     assert main(args) == 0
     assert "encoding models: mine\n" in capsys.readouterr().out
+
+
+def test_configfiles_of_a_snakemake_command_line():
+    from neuroflow.cli import snakemake_configfiles
+
+    argv = ["-n", "--configfile", "a.yaml", "b.yaml", "--cores", "2", "--configfile=c.yaml"]
+    assert snakemake_configfiles(argv) == ["a.yaml", "b.yaml", "c.yaml"]
+    assert snakemake_configfiles(["--configfiles", "d.yaml", "all"]) == ["d.yaml", "all"]
+    assert snakemake_configfiles(["--cores", "1", "all"]) == []
+
+
+def test_run_names_the_yaml_error_before_snakemake_starts(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "my.yaml"
+    bad.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]\n  alphas: 3\n")
+    cmd = [sys.executable, "-m", "neuroflow.cli", "run", "-n", "--cores", "1", "--configfile"]
+    proc = subprocess.run([*cmd, str(bad)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert f"Config file {bad} must be valid YAML, got a syntax error at line 4, column 3" in (
+        proc.stderr
+    )
+    missing = subprocess.run(
+        [*cmd, str(tmp_path / "none.yaml")], capture_output=True, text=True, timeout=300
+    )
+    assert missing.returncode == 2 and "must be an existing file" in missing.stderr
+    # valid files: snakemake itself runs with the arguments unchanged
+    good = tmp_path / "good.yaml"
+    good.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "neuroflow.cli", "run", "--configfile", str(good), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip()[0].isdigit(), proc.stdout + proc.stderr

@@ -113,6 +113,67 @@ def test_decode_eeg_stage(tmp_path, eeg_inputs):
     ).exists()
 
 
+@pytest.mark.slow
+def test_subject_parts_combine_to_the_one_call_result(tmp_path, eeg_inputs):
+    """One store per subject, then the gathering job: the same store as one call."""
+    from neuroflow.decoding.stage import combine_eeg_decoding, decode_eeg_subject
+
+    epochs, features = eeg_inputs
+    cfg = {**CFG, "contrastive": {"enabled": False}, "classification": {"generalization": False}}
+    whole = open_dataset(
+        decode_eeg(epochs=epochs, features=features, output=tmp_path / "w.zarr", config=cfg,
+                   provenance={})
+    ).load()  # fmt: skip
+    parts = [
+        decode_eeg_subject(epochs=[e], features=features, output=tmp_path / f"s{i}.zarr",
+                           config=cfg, provenance={})
+        for i, e in enumerate(reversed(epochs))
+    ]  # fmt: skip
+    one = open_dataset(parts[0])
+    assert one.sizes["subject"] == 1 and "group_class_cluster_p" not in one
+    combined = open_dataset(
+        combine_eeg_decoding(subjects=parts, output=tmp_path / "c.zarr", config=cfg, provenance={})
+    ).load()
+    assert list(combined["subject"].values) == ["01", "02"]
+    assert set(combined.data_vars) == set(whole.data_vars)
+    for name in whole.data_vars:
+        np.testing.assert_array_equal(combined[name].values, whole[name].values, err_msg=name)
+    with pytest.raises(ValueError, match=r"`epochs` must be the stores of one subject"):
+        decode_eeg_subject(epochs=epochs, features=features, output=tmp_path / "x.zarr",
+                           config=cfg, provenance={})  # fmt: skip
+
+
+def test_combine_leaves_out_an_analysis_a_subject_lacks(tmp_path, rng):
+    from neuroflow.decoding.stage import combine_subjects, resolve_config
+
+    times = np.linspace(-0.1, 0.4, 7)
+
+    def part(subject: str, with_features: bool) -> xr.Dataset:
+        data = {
+            "class_score": (("subject", "time"), rng.random((1, times.size))),
+            "class_chance": (("subject",), [0.5]),
+        }
+        if with_features:
+            data["feature_score"] = (("subject", "feature_space", "time"), rng.random((1, 2, 7)))
+        skipped = {} if with_features else {"features": "sub-02 show fewer than 3 stimuli"}
+        return xr.Dataset(
+            data,
+            coords={"subject": [subject], "time": times, "feature_space": ["a", "b"]},
+            attrs={"skipped": skipped, "classification_cv_groups": ["epoch"]},
+        )
+
+    cfg = resolve_config({})
+    ds = combine_subjects([part("02", False), part("01", True)], cfg, sources=["x", "y"])
+    assert list(ds["subject"].values) == ["01", "02"]
+    assert "feature_score" not in ds and "group_class_cluster_p" in ds
+    assert "sub-02 could not run it" in ds.attrs["skipped"]["features"]
+    late = part("03", True).assign_coords(time=times + 0.05)
+    with pytest.raises(ValueError, match=r"must share one time grid, got 7 points"):
+        combine_subjects([part("01", True), late], cfg, sources=["a", "b"])
+    with pytest.raises(ValueError, match=r"Every subject must appear once"):
+        combine_subjects([part("01", True), part("01", True)], cfg, sources=["a", "b"])
+
+
 def test_rsa_eeg_stage(tmp_path, eeg_inputs):
     epochs, features = eeg_inputs
     out = rsa_eeg(

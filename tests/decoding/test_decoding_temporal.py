@@ -112,3 +112,21 @@ def test_ridge_fold_chooses_the_leave_one_out_alpha(rng):
         for j in range(3):
             ref = RidgeCV(alphas=alphas, fit_intercept=False).fit(Xtr[t], Y[:, j])
             np.testing.assert_allclose(pred[t, :, j], ref.predict(Xte[t]), atol=1e-9)
+
+
+def test_ridge_fold_ties_go_to_the_larger_alpha(rng):
+    """Penalties so large that every leave-one-out error is the target's variance up to
+    round-off: the choice must not depend on the last bits (nor on the alphas' order)."""
+    from sklearn.linear_model import Ridge
+
+    Xtr = 1e-3 * rng.standard_normal((2, 23, 3))
+    Xte = rng.standard_normal((2, 5, 3))
+    Y = rng.standard_normal((23, 2))
+    Y -= Y.mean(0)
+    alphas = np.array([1e9, 1e7, 1e8])
+    pred = _ridge_fold(Xtr, Y, Xte, alphas)
+    for t in range(2):
+        ref = Ridge(alpha=1e9, fit_intercept=False).fit(Xtr[t], Y).predict(Xte[t])
+        np.testing.assert_allclose(pred[t], ref, rtol=1e-8, atol=0)
+        other = Ridge(alpha=1e7, fit_intercept=False).fit(Xtr[t], Y).predict(Xte[t])
+        assert not np.allclose(pred[t], other, rtol=1e-3, atol=0)

@@ -28,7 +28,13 @@ UPSTREAM_OF_ENCODING = {
     "align_features",
 }
 #: Rules that read only EEG (and features), never the cleaned fMRI.
-EEG_ONLY = {"fit_eeg_encoding", "evaluate_eeg_encoding", "decode_eeg", "rsa_eeg"}
+EEG_ONLY = {
+    "fit_eeg_encoding",
+    "evaluate_eeg_encoding",
+    "decode_eeg_subject",
+    "decode_eeg",
+    "rsa_eeg",
+}
 
 
 def _changed(config: dict, dotted: str, value: Any) -> dict:

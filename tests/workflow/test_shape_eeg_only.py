@@ -126,6 +126,39 @@ def test_selection_is_versioned_and_reverting_recomputes_nothing(eeg_only, tmp_p
     assert planned_jobs(work) == {}
 
 
+def test_a_failing_subject_keeps_the_others_decoding(eeg_only, tmp_path):
+    """Decoding runs per subject: sub-02 failing (its epochs store damaged) keeps sub-01's
+    store, and once sub-02 is repaired only its part and the gathering job run."""
+    run, facts = eeg_only
+    work = tmp_path / "run"
+    shutil.copytree(run, work, symlinks=True)
+    shutil.rmtree(work / "results" / "decoding")
+    shutil.rmtree(work / "results" / "summary")
+    epochs = sorted((work / "results" / "preprocess_eeg").rglob("sub-02_*_epo.zarr"))[0]
+    chunk = next(p for p in sorted((epochs / "epochs" / "c").rglob("*")) if p.is_file())
+    saved = chunk.read_bytes()
+    chunk.unlink()
+    proc = snakemake(work, "--cores", "2", "--keep-going", check=False)
+    assert proc.returncode != 0
+    subjects = sorted((work / "results" / "decoding").rglob("sub-*_decoding_eeg.zarr"))
+    assert [p.name for p in subjects] == ["sub-01_decoding_eeg.zarr"]
+    assert not list((work / "results" / "decoding").rglob("decoding_eeg.zarr"))
+    logs = {p.name: p.read_text() for p in (work / "logs" / "decoding").rglob("sub-*.log")}
+    assert f"Store {epochs.relative_to(work)} is damaged" in logs["sub-02.log"], logs["sub-02.log"]
+    kept = store_mtimes(work / "results" / "decoding")
+
+    chunk.write_bytes(saved)
+    jobs = planned_jobs(work)
+    assert jobs == {"decode_eeg_subject": 1, "decode_eeg": 1, "summarize_scores": 1, "all": 1}
+    snakemake(work, "--cores", "2")
+    after = store_mtimes(work / "results" / "decoding")
+    assert {k: after[k] for k in kept} == kept  # sub-01's part was not recomputed
+    combined = xr.open_zarr(next((work / "results" / "decoding").rglob("decoding_eeg.zarr")))
+    assert list(combined["subject"].values) == facts["subjects"]
+    assert "group_class_cluster_p" in combined
+    xr.testing.assert_allclose(combined["class_score"], _decoding(run)["class_score"])
+
+
 def _epoch_subject(bids: Path, subject: str) -> None:
     """Replace a subject's continuous FIF runs with MNE epochs files (``_epo.fif``)."""
     eeg = bids / f"sub-{subject}" / "eeg"

@@ -47,12 +47,21 @@ from .temporal import (
     time_resolved_scores,
 )
 
-__all__ = ["DEFAULT_CONFIG", "FORMAT_VERSION", "STAGE", "decode_eeg", "resolve_config"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "FORMAT_VERSION",
+    "STAGE",
+    "combine_eeg_decoding",
+    "combine_subjects",
+    "decode_eeg",
+    "decode_eeg_subject",
+    "resolve_config",
+]
 
 logger = logging.getLogger(__name__)
 
 STAGE = "decode_eeg"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -383,6 +392,87 @@ def _latencies(times: np.ndarray, score: np.ndarray, cluster_p: np.ndarray, alph
     return peak, onset
 
 
+def decode_eeg_subject(
+    *,
+    epochs: list[str | os.PathLike],
+    features: Mapping[str, str | os.PathLike],
+    output: str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> Path:
+    """Stage entry point: decoding of one subject's EEG epochs, one part of the stage.
+
+    Every subject is decoded by its own job, so that a subject that fails keeps the
+    others' results; :func:`combine_eeg_decoding` then gathers them and adds the group
+    tests.
+
+    Parameters
+    ----------
+    epochs : list of path-like
+        The subject's epochs stores (``preprocess_eeg``); they must all be of one subject.
+    features : dict of str to path-like
+        Feature-space name to feature store (``features`` (stimulus, feature)).
+    output : path-like
+        Output zarr store.
+    config : dict
+        The ``decoding`` section (see :data:`DEFAULT_CONFIG`).
+    provenance : dict
+        From :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+        The store, with the variables listed in :func:`decode_eeg` for one subject
+        (``subject`` of length 1) and no group tests.
+    """
+    cfg = resolve_config(config)
+    features = dict(features or {})
+    subjects = load_subject_epochs(epochs)
+    if len(subjects) != 1:
+        raise ValueError(
+            "`epochs` must be the stores of one subject, got stores of subjects "
+            f"{', '.join(s.subject for s in subjects)} instead."
+        )
+    ds = _decode_subjects(subjects, features, cfg)
+    return write_dataset(ds, output, provenance=provenance)
+
+
+def combine_eeg_decoding(
+    *,
+    subjects: list[str | os.PathLike],
+    output: str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> Path:
+    """Stage entry point: gather the subjects' decoding stores and test them together.
+
+    Parameters
+    ----------
+    subjects : list of path-like
+        Stores of :func:`decode_eeg_subject`, one per subject.
+    output : path-like
+        Output zarr store.
+    config : dict
+        The ``decoding`` section (see :data:`DEFAULT_CONFIG`).
+    provenance : dict
+        From :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+        The store described in :func:`decode_eeg`.
+    """
+    from neuroflow.artifacts import open_dataset
+
+    if not subjects:
+        raise ValueError("`subjects` must list at least one decoding store, got none.")
+    cfg = resolve_config(config)
+    parts = [open_dataset(p).load() for p in subjects]
+    return write_dataset(
+        combine_subjects(parts, cfg, sources=subjects), output, provenance=provenance
+    )
+
+
 def decode_eeg(
     *,
     epochs: list[str | os.PathLike],
@@ -391,7 +481,11 @@ def decode_eeg(
     config: Mapping[str, Any],
     provenance: Mapping[str, Any],
 ) -> Path:
-    """Stage entry point: time-resolved decoding and identification from EEG epochs.
+    """Time-resolved decoding and identification from every subject's EEG epochs at once.
+
+    The workflow runs the same analyses as one job per subject
+    (:func:`decode_eeg_subject`) and one job that gathers them
+    (:func:`combine_eeg_decoding`); this function does both in one call.
 
     Parameters
     ----------
@@ -424,13 +518,34 @@ def decode_eeg(
           metric), ``identification_p`` (subject, feature_space, decoder, metric);
         - with 2+ subjects: ``group_class_cluster_p`` (time), ``group_feature_cluster_p``
           (feature_space, time).
+
+        An analysis that does not apply to every subject is left out, with the reason
+        in ``attrs["skipped"]``.
     """
     cfg = resolve_config(config)
     features = dict(features or {})
     subjects = load_subject_epochs(epochs)
+    parts = [_decode_subjects([sub], features, cfg) for sub in subjects]
+    sources = [str(sub.sources[0]) for sub in subjects]
+    return write_dataset(
+        combine_subjects(parts, cfg, sources=sources), output, provenance=provenance
+    )
+
+
+def _decode_subjects(
+    subjects: Sequence[SubjectEpochs], features: Mapping[str, Any], cfg: Mapping[str, Any]
+) -> xr.Dataset:
+    """The decoding dataset of some subjects, without group tests (checks first)."""
     seed = int(cfg["seed"])
     names = list(features)
     parts = _applicable_parts(subjects, features, cfg)
+    run = {k for k, why in parts.items() if why is None}
+    if not run:
+        raise ValueError(
+            f"{subjects[0].sources[0]}: no decoding analysis applies: "
+            + "; ".join(f"{k}: {why}" for k, why in parts.items())
+            + "."
+        )
     per_sub: list[dict[str, Any]] = []
     for sub in subjects:
         X = sub.data[:, :, :: cfg["decim"]].astype(np.float64)
@@ -443,13 +558,6 @@ def decode_eeg(
         if parts["identification"] is None:
             res["ident"] = _identification(sub, X, times, features, cfg, seed)
         per_sub.append(res)
-    run = {k for k, why in parts.items() if why is None}
-    if not run:
-        raise ValueError(
-            f"{subjects[0].sources[0]}: no decoding analysis applies: "
-            + "; ".join(f"{k}: {why}" for k, why in parts.items())
-            + "."
-        )
     ds = _dataset(subjects, times, names, per_sub, cfg, run)
     skipped = {k: why for k, why in parts.items() if why is not None and why != "off"}
     for part, why in skipped.items():
@@ -465,7 +573,102 @@ def decode_eeg(
             "skipped": skipped,
         }
     )
-    return write_dataset(ds, output, provenance=provenance)
+    return ds
+
+
+#: The variables of each analysis in a subject's decoding dataset.
+_PART_VARIABLES = {
+    "classification": ("class_", "generalization"),
+    "features": ("feature_",),
+    "identification": ("identification",),
+}
+
+
+def _part_of(variable: str) -> str:
+    for part, prefixes in _PART_VARIABLES.items():
+        if variable.startswith(prefixes):
+            return part
+    raise ValueError(f"Variable {variable!r} belongs to no decoding analysis.")
+
+
+def combine_subjects(
+    parts: Sequence[xr.Dataset], cfg: Mapping[str, Any], *, sources: Sequence[Any]
+) -> xr.Dataset:
+    """Stack the subjects' decoding datasets and add the group cluster tests.
+
+    Parameters
+    ----------
+    parts : sequence of xarray.Dataset
+        One dataset per subject, from :func:`_decode_subjects`.
+    cfg : dict
+        The resolved ``decoding`` section.
+    sources : sequence
+        Where each part comes from (named in errors).
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        ``subject`` stacked; analyses that some subject lacks are left out and named
+        in ``attrs["skipped"]``.
+    """
+    parts = sorted(parts, key=lambda d: str(d["subject"].values[0]))
+    subjects = [str(d["subject"].values[0]) for d in parts]
+    if len(set(subjects)) != len(subjects):
+        raise ValueError(f"Every subject must appear once, got subjects {subjects} instead.")
+    for d, src in zip(parts, sources, strict=True):
+        if not np.allclose(d["time"].values, parts[0]["time"].values):
+            raise ValueError(
+                f"{src}: every subject's decoding must share one time grid, got "
+                f"{d['time'].size} points from {float(d['time'][0]):.3f} s for sub-"
+                f"{subjects[parts.index(d)]} but {parts[0]['time'].size} points from "
+                f"{float(parts[0]['time'][0]):.3f} s for sub-{subjects[0]} instead."
+            )
+    ran = [{_part_of(str(v)) for v in d.data_vars} for d in parts]
+    common = set.intersection(*ran)
+    skipped: dict[str, str] = {}
+    for d in parts:
+        skipped.update(d.attrs.get("skipped", {}))
+    for part in sorted(set.union(*ran) - common):
+        lacking = [s for s, r in zip(subjects, ran, strict=True) if part not in r]
+        why = "; ".join(str(p.attrs.get("skipped", {}).get(part, "")) for p in parts)
+        skipped[part] = f"sub-{', sub-'.join(lacking)} could not run it ({why.strip('; ')})"
+    keep = [[v for v in d.data_vars if _part_of(str(v)) in common] for d in parts]
+    trimmed = [d[k] for d, k in zip(parts, keep, strict=True)]
+    per_subject = [v for v in trimmed[0].data_vars if "subject" in trimmed[0][v].dims]
+    ds = xr.concat(
+        [d.assign_coords(time=parts[0]["time"].values) for d in trimmed],
+        dim="subject",
+        data_vars=per_subject,
+        coords="minimal",
+        compat="override",
+        join="override",
+        combine_attrs="drop",
+    )
+    ds = ds.assign_coords(subject=_obj(subjects))
+    ds.attrs.update(parts[0].attrs)
+    ds.attrs["skipped"] = skipped
+    ds.attrs["classification_cv_groups"] = sorted(
+        {g for d in parts for g in d.attrs.get("classification_cv_groups", [])}
+    )
+    ds.attrs.pop("provenance", None)
+    if len(parts) >= 2:
+        _add_group_tests(ds)
+    return ds
+
+
+def _add_group_tests(ds: xr.Dataset) -> None:
+    """Sign-flip cluster tests over subjects, in place."""
+    if "class_score" in ds:
+        chance = float(ds["class_chance"].mean())
+        g = group_cluster_test(ds["class_score"].values, chance)
+        ds["group_class_cluster_p"] = (("time",), _cluster_p(g))
+    if "feature_score" in ds:
+        scores = ds["feature_score"].values
+        ps = [
+            _cluster_p(group_cluster_test(scores[:, i], 0.0))
+            for i in range(ds.sizes["feature_space"])
+        ]
+        ds["group_feature_cluster_p"] = (("feature_space", "time"), np.stack(ps))
 
 
 def _applicable_parts(
@@ -536,9 +739,6 @@ def _dataset(subjects, times, names, per_sub, cfg, run) -> xr.Dataset:
             dims = ("subject", "train_time", "time")
             data["generalization"] = (dims, np.stack([c["gen"] for c in cl]))
             data["generalization_cluster_p"] = (dims, np.stack([c["gen_cluster_p"] for c in cl]))
-        if len(cl) >= 2:
-            g = group_cluster_test(data["class_score"][1], float(np.mean(data["class_chance"][1])))
-            data["group_class_cluster_p"] = (("time",), _cluster_p(g))
     if "features" in run:
         ft = [r["feat"] for r in per_sub]
         dims = ("subject", "feature_space", "time")
@@ -550,12 +750,6 @@ def _dataset(subjects, times, names, per_sub, cfg, run) -> xr.Dataset:
         data["feature_peak_latency"] = (("subject", "feature_space"), peak, {"units": "s"})
         data["feature_onset_latency"] = (("subject", "feature_space"), onset, {"units": "s"})
         data["feature_n_components"] = (("feature_space",), ft[0]["n_components"])
-        if len(ft) >= 2:
-            ps = [
-                _cluster_p(group_cluster_test(data["feature_score"][1][:, i], 0.0))
-                for i in range(len(names))
-            ]
-            data["group_feature_cluster_p"] = (("feature_space", "time"), np.stack(ps))
     if "identification" in run:
         idn = [r["ident"] for r in per_sub]
         coords["decoder"] = _obj(idn[0]["decoders"])

@@ -39,6 +39,8 @@ from mne.decoding import GeneralizingEstimator, SlidingEstimator, cross_val_mult
 from scipy import ndimage
 from sklearn.base import BaseEstimator
 
+from neuroflow.models.selection import near_best
+
 from .classification import group_cv, labels_constant_within_groups, make_classifier, permute_labels
 from .lda import sliding_lda_scores
 
@@ -327,6 +329,9 @@ def _ridge_fold(
     ``Xtr`` (n_times, n_train, n_channels), ``Ytr`` (n_train, n_targets) centred,
     ``Xte`` (n_times, n_test, n_channels) → (n_times, n_test, n_targets).
 
+    Leave-one-out errors within round-off of the smallest one are ties, and a tie goes to
+    the larger penalty (:func:`~neuroflow.models.selection.near_best`).
+
     The leave-one-out error of every target is the weighted residual sum
     ``sum_i w_i (y_i - U c)_i^2`` with ``w_i = (1 - h_i)^-2`` and ``c = S Uᵀ y``; it is
     expanded as ``yᵀWy - 2 cᵀ UᵀWy + cᵀ UᵀWU c`` so that only (rank × target) products
@@ -342,12 +347,11 @@ def _ridge_fold(
 
     UtY = times_y(Ut)
     Y2 = Ytr**2
-    best = np.full((Xtr.shape[0], Ytr.shape[1]), np.inf)
-    pred = np.zeros((Xte.shape[0], Xte.shape[1], Ytr.shape[1]))
-    XteV = Xte @ np.ascontiguousarray(np.swapaxes(Vt, 1, 2))
+    alphas = np.sort(np.asarray(alphas, dtype=np.float64))
     s2 = s**2
     U2 = U**2
-    for a in alphas:
+    errors = np.empty((alphas.size, n_times, Ytr.shape[1]))
+    for i, a in enumerate(alphas):
         shrink = s2 / (s2 + a)  # (n_times, rank)
         hat = (U2 @ shrink[:, :, None])[:, :, 0]  # (n_times, n_train)
         w = 1.0 / (1.0 - hat) ** 2
@@ -355,11 +359,17 @@ def _ridge_fold(
         UtW = Ut * w[:, None, :]
         quad = w @ Y2 - 2.0 * np.einsum("trk,trk->tk", C, times_y(UtW))
         quad += np.einsum("trk,trk->tk", C, (UtW @ U) @ C)
-        err = quad / Ytr.shape[0]
-        better = err < best
-        best = np.where(better, err, best)
+        errors[i] = quad / Ytr.shape[0]
+    # errors within round-off of the smallest are ties, and go to the larger penalty
+    ties = near_best(-errors.reshape(alphas.size, -1)).reshape(errors.shape)
+    chosen = alphas.size - 1 - np.argmax(ties[::-1], axis=0)  # (n_times, n_targets)
+    pred = np.zeros((Xte.shape[0], Xte.shape[1], Ytr.shape[1]))
+    XteV = Xte @ np.ascontiguousarray(np.swapaxes(Vt, 1, 2))
+    for i, a in enumerate(alphas):
+        if not (chosen == i).any():
+            continue
         p = XteV @ ((s / (s2 + a))[:, :, None] * UtY)
-        pred = np.where(better[:, None, :], p, pred)
+        pred = np.where((chosen == i)[:, None, :], p, pred)
     return pred
 
 

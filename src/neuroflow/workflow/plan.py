@@ -683,8 +683,12 @@ class WorkflowPlan:
         return self.scope.decoding
 
     def decoding_store(self) -> Path:
-        """EEG decoding results of every subject."""
+        """EEG decoding results of every subject, with the group tests."""
         return self.stage_dir("decoding") / "decoding_eeg.zarr"
+
+    def decoding_subject_store(self, subject: str) -> Path:
+        """EEG decoding results of one subject (a wildcard pattern is fine)."""
+        return self.stage_dir("decoding") / "subjects" / f"sub-{subject}_decoding_eeg.zarr"
 
     @property
     def decoding_fmri_enabled(self) -> bool:

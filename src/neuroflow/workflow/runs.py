@@ -31,6 +31,7 @@ from neuroflow.workflow.lock import STATE_DIR
 __all__ = [
     "RUNS_DIR",
     "RunRecord",
+    "check_yaml_syntax",
     "describe_run",
     "read_run_records",
     "recent_runs",
@@ -338,7 +339,7 @@ def describe_run(record: RunRecord) -> str:
     return f"the run of {when} on {record.host} ({details})"
 
 
-def _check_yaml_syntax(path: str | os.PathLike) -> None:
+def check_yaml_syntax(path: str | os.PathLike) -> None:
     """Raise a ConfigError naming the file, line and column of a YAML syntax error.
 
     Snakemake reports only "Config file is not valid JSON or YAML"; this reads the file
@@ -412,7 +413,7 @@ def snakemake_config(
     def load(path: str | os.PathLike) -> dict[str, Any]:
         if not Path(path).is_file():
             raise ConfigError(f"Config files must exist, got {str(path)!r} instead.")
-        _check_yaml_syntax(path)
+        check_yaml_syntax(path)
         try:
             return load_configfile(str(path))
         except (OSError, WorkflowError) as err:

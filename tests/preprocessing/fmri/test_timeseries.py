@@ -359,11 +359,13 @@ def test_repetition_time(tmp_path, rng):
     assert run(sidecars=[sidecar]) == 1.5
     assert run(sidecars=[sidecar], repetition_time=1.5004) == 1.5004  # explicit wins
     assert run(repetition_time=2) == 2.0
-    with pytest.raises(ValueError, match=r"`repetition_time` is 1.6 s but.*task-a_bold.json.*1.5"):
+    with pytest.raises(
+        ValueError, match=r"`dataset.repetition_time` is 1.6 s but.*task-a_bold.json.*1.5"
+    ):
         run(sidecars=[sidecar], repetition_time=1.6)
     with pytest.raises(ValueError, match=r"No repetition time for .*timeseries.npy"):
         run()
-    with pytest.raises(ValueError, match=r"`repetition_time` must be a positive number"):
+    with pytest.raises(ValueError, match=r"`dataset.repetition_time` must be a positive number"):
         run(repetition_time=-1.0)
     bad = _write(tmp_path / "bad_bold.json", json.dumps({"RepetitionTime": "2"}))
     with pytest.raises(ValueError, match=r"RepetitionTime in the sidecars.*positive number"):

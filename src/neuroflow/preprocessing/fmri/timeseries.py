@@ -449,11 +449,11 @@ def _repetition_time(
     if explicit is not None:
         if isinstance(explicit, bool) or not isinstance(explicit, int | float) or explicit <= 0:
             raise ValueError(
-                f"`repetition_time` must be a positive number, got {explicit!r} instead."
+                f"`dataset.repetition_time` must be a positive number, got {explicit!r} instead."
             )
         if sidecar_tr is not None and abs(float(explicit) - float(sidecar_tr)) > TR_ATOL:
             raise ValueError(
-                f"`repetition_time` is {explicit} s but RepetitionTime in the sidecars of "
+                f"`dataset.repetition_time` is {explicit} s but RepetitionTime in the sidecars of "
                 f"{source} ({', '.join(p.name for p in sidecars)}) is {sidecar_tr} s; they "
                 f"must agree within {TR_ATOL} s."
             )
@@ -462,7 +462,7 @@ def _repetition_time(
         found = ", ".join(p.name for p in sidecars) or "none found"
         raise ValueError(
             f"No repetition time for {source}: no RepetitionTime in its JSON sidecars "
-            f"({found}) and no `repetition_time` given."
+            f"({found}) and no `dataset.repetition_time` given."
         )
     return float(sidecar_tr)
 
