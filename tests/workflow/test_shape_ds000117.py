@@ -153,7 +153,8 @@ def test_eeg_of_a_meg_recording_and_session_filters(ds117, tmp_path):
     # only the MRI session: no EEG stage
     write_config(tmp_path / "config.yaml", recipe(bids, ["mri"]))
     jobs = planned_jobs(tmp_path)
-    assert "preprocess_fmri" in jobs and not {"preprocess_eeg", "decode_eeg_subject", "decode_eeg"} & set(jobs)
+    eeg_rules = {"preprocess_eeg", "decode_eeg_subject", "decode_eeg"}
+    assert "preprocess_fmri" in jobs and not eeg_rules & set(jobs)
     # the MEG + EEG file itself, through the EEG preprocessing
     meg = tmp_path / "meg"
     config["encoding"]["models"] = {"condition": {"feature_spaces": ["condition"]}}
