@@ -12,7 +12,9 @@ workflow on it::
 generator                  shape
 =========================  ==============================================================
 :func:`make_eeg_only`      BIDS EEG only, as MNE-BIDS writes it: oddball task, two runs,
-                           BrainVision and FIF subjects, events without ``stim_file``
+                           BrainVision and FIF subjects, events without ``stim_file``;
+                           :func:`show_images` turns it into an image-viewing design
+                           with a ``test`` block
 :func:`make_fmri_movie`    BIDS fMRI only: movie runs of shots that never repeat, TR in
                            per-run sidecars, no atlas, no derivatives
 :func:`make_ds000117_like` ds000117's shape: ``ses-mri`` fMRI and ``ses-eeg`` EEG, CRLF
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 from .algonauts_like import make_algonauts_like
 from .ds000117_like import make_ds000117_like
-from .eeg_only import make_eeg_only
+from .eeg_only import make_eeg_only, show_images
 from .fmri_movie import make_fmri_movie
 from .nsd_like import make_nsd_like
 
@@ -42,4 +44,5 @@ __all__ = [
     "make_eeg_only",
     "make_fmri_movie",
     "make_nsd_like",
+    "show_images",
 ]

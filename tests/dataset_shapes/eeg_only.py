@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from ._common import CHANNELS, component, prepare_root, rng_for, simulate_eeg
+from ._common import CHANNELS, component, prepare_root, rng_for, simulate_eeg, write_png
 
-__all__ = ["P300_CENTRES", "P300_LATENCY", "P300_WIDTH", "make_eeg_only"]
+__all__ = ["P300_CENTRES", "P300_LATENCY", "P300_WIDTH", "make_eeg_only", "show_images"]
 
 TASK = "oddball"
 EVENT_ID = {"standard": 1, "deviant": 2}
@@ -269,3 +270,41 @@ def make_eeg_only(
             "noise_uv": float(noise_uv),
         },
     }
+
+
+def show_images(facts: dict[str, Any], *, n_test: int, n_train: int) -> dict[str, Any]:
+    """Turn a :func:`make_eeg_only` dataset into an image-viewing design with a test block.
+
+    Every run's events keep their onsets; the first ``2 * n_test`` events show the test
+    images (``trial_type`` ``test``, each twice), the others cycle through the training
+    images (``trial_type`` ``train``). ``stim_file`` names the images, written as small
+    PNGs under ``stimuli/images/``.
+
+    Parameters
+    ----------
+    facts : dict
+        What :func:`make_eeg_only` returned.
+    n_test, n_train : int
+        Distinct test and training images.
+
+    Returns
+    -------
+    facts : dict
+        ``facts`` with ``test_images`` and ``train_images`` (stim_files) added.
+    """
+    root = Path(facts["root"])
+    test = [f"images/test_{i:02d}.png" for i in range(n_test)]
+    train = [f"images/train_{i:02d}.png" for i in range(n_train)]
+    rng = rng_for(0, "eeg_only", "images")
+    for stim in test + train:
+        write_png(root / "stimuli" / stim, rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
+    for rec in facts["recordings"]:
+        table = pd.read_csv(rec["events"], sep="\t", dtype=str, keep_default_na=False)
+        n_shown = 2 * n_test
+        rows = range(len(table))
+        table["trial_type"] = ["test" if i < n_shown else "train" for i in rows]
+        table["stim_file"] = [
+            test[i % n_test] if i < n_shown else train[(i - n_shown) % n_train] for i in rows
+        ]
+        table.to_csv(rec["events"], sep="\t", index=False)
+    return {**facts, "test_images": test, "train_images": train}

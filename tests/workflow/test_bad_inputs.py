@@ -128,5 +128,74 @@ def test_nan_eeg_samples_fail_that_recording_and_keep_the_others(tmp_path):
     epochs = sorted(p.name for p in (tmp_path / "results").rglob("*_epo.zarr"))
     stem = Path(fif["path"]).name.split("_eeg")[0]
     assert epochs and not any(name.startswith(stem) for name in epochs)
-    # nothing pooled over the subject's recordings was made from the other, finite one
-    assert not (tmp_path / "results" / "decoding").exists()
+    # nothing pooled over the subject's recordings was made from the other, finite one;
+    # the other subject is decoded by its own job, and no store gathers the subjects
+    decoded = sorted(p.name for p in (tmp_path / "results").rglob("*decoding_eeg.zarr"))
+    assert f"sub-{fif['subject']}_decoding_eeg.zarr" not in decoded
+    assert "decoding_eeg.zarr" not in decoded
+
+
+def test_unsupported_stim_file_fails_the_dry_run(movie):
+    root, _, config = movie
+    events = root / "bids" / "sub-01" / "func" / "sub-01_task-movie_run-2_events.tsv"
+    lines = events.read_text().splitlines()
+    head = lines[0].split("\t")
+    row = lines[3].split("\t")
+    row[head.index("stim_file")] = "notes.docx"
+    lines[3] = "\t".join(row)
+    events.write_text("\n".join(lines) + "\n")
+    (root / "bids" / "stimuli" / "notes.docx").write_bytes(b"PK\x03\x04 not an image")
+    write_config(root / "config.yaml", config)
+    proc = snakemake(root, "-n", check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert (
+        f"Stimulus file 'notes.docx' (stim_file in {events}, row 3) must have an extension "
+        "neuroflow reads, got '.docx' instead: `features.extractors[0]` ('image_statistics') "
+        "infers the modality of its stimuli from their extensions (`modality: auto`)."
+    ) in text, text[-2000:]
+    assert "Convert the file, or set `modality` in the extractor's entry." in text
+    assert not (root / "results").exists()
+
+
+@pytest.fixture
+def eeg_images(tmp_path):
+    from dataset_shapes import make_eeg_only, show_images
+
+    facts = make_eeg_only(tmp_path / "bids", seed=2, n_events=20)
+    show_images(facts, n_test=3, n_train=8)
+    config = {
+        "dataset": {"source": "bids", "bids_root": str(tmp_path / "bids")},
+        "features": {"extractors": [{"name": "image_statistics", "extractor": "image_statistics"}]},
+        "encoding": {"models": {"visual": {"feature_spaces": ["image_statistics"]}}},
+    }  # fmt: skip
+    return tmp_path, config
+
+
+def test_identification_top_k_above_every_test_count_fails_the_dry_run(eeg_images):
+    root, config = eeg_images
+    write_config(
+        root / "config.yaml", {**config, "decoding": {"identification": {"top_k": [3, 5]}}}
+    )
+    proc = snakemake(root, "-n", check=False)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert (
+        "`decoding.identification.top_k` must hold at least one value smaller than the number "
+        "of test stimuli, got [3, 5] but sub-01 has 3 EEG test stimuli (condition 'test') "
+        "instead."
+    ) in text, text[-2000:]
+    assert not (root / "results").exists()
+
+
+def test_identification_top_k_partly_too_large_only_warns(eeg_images):
+    root, config = eeg_images
+    write_config(root / "config.yaml", config)  # top_k [1, 5], 3 test images
+    proc = snakemake(root, "-n", check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert (
+        "neuroflow: decoding: top-k accuracy for `decoding.identification.top_k` value(s) [5] "
+        "left undefined (NaN) for sub-01 and sub-02, which have 3 EEG test stimuli each "
+        "(condition 'test')"
+    ) in proc.stderr, proc.stderr[-3000:]
+    assert "decode_eeg" in proc.stdout

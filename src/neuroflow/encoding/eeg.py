@@ -19,7 +19,6 @@ Two designs share one solver (:func:`neuroflow.models.ridge_cv`, one penalty per
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,11 @@ from neuroflow.encoding.stage import make_alphas
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import RidgeCVResult, parse_cv, resolve_device, ridge_cv, run_splits
+from neuroflow.workflow.design import MIN_TEST_STIMULI, select_test_stimuli
 
 __all__ = [
     "DEFAULT_CONFIG",
+    "MIN_TEST_STIMULI",
     "block_groups",
     "fit_eeg_encoding",
     "fit_epochs_ridge",
@@ -75,8 +76,6 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "dtype": "float32",
 }
 _VOLT_TO_UV = 1e6
-#: Fewest held-out stimuli ``test: auto`` draws when counts do not single out a test set.
-MIN_TEST_STIMULI = 4
 
 
 def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -98,72 +97,6 @@ def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- helpers
-def select_test_stimuli(
-    stimuli: Sequence[str],
-    test: str | Sequence[str],
-    *,
-    fraction: float = 0.2,
-    seed: int = 0,
-) -> list[str]:
-    """Stimuli held out for testing, in order of first presentation.
-
-    Parameters
-    ----------
-    stimuli : sequence of str, shape (n_epochs,)
-        Stimulus id of every epoch or event.
-    test : "auto" | "repeated" | sequence of str
-        ``"auto"``: the most-presented stimuli when some stimuli are presented more
-        often than others and those are at most half of all (THINGS-EEG's test images);
-        otherwise (every stimulus shown equally often, or immediate and delayed repeats
-        of most images as in ds000117) a random ``fraction`` of the stimuli, drawn with
-        ``seed`` among those shown the most common number of times. ``"repeated"``:
-        every stimulus presented more than once. Else explicit ids.
-    fraction : float
-        Share of the stimuli ``"auto"`` draws when counts do not single out a test set
-        (at least :data:`MIN_TEST_STIMULI`, leaving at least 2 to train on).
-    seed : int
-        Seed of that draw.
-
-    Returns
-    -------
-    test_ids : list of str
-        Held-out stimulus ids.
-    """
-    ids = [str(s) for s in stimuli]
-    counts = Counter(ids)
-    order = list(dict.fromkeys(ids))
-    if isinstance(test, str):
-        if test == "repeated":
-            return [s for s in order if counts[s] > 1]
-        if test != "auto":
-            raise ValueError(
-                f"`test` must be 'auto', 'repeated' or a list of stimulus ids, got {test!r} "
-                "instead."
-            )
-        top = max(counts.values(), default=0)
-        most = [s for s in order if counts[s] == top]
-        if top > min(counts.values(), default=0) and len(most) <= len(order) / 2:
-            return most
-        # draw among the stimuli shown the most common number of times, so that the
-        # test stimuli share one repeat count (and keep their repeats)
-        mode = Counter(counts.values()).most_common(1)[0][0]
-        pool = sorted(s for s in order if counts[s] == mode)
-        # at least MIN_TEST_STIMULI (scores and their permutation test need a few), and
-        # at least 2 stimuli left to train on
-        wanted = max(MIN_TEST_STIMULI, round(fraction * len(order)))
-        n_test = max(1, min(len(pool), wanted, len(order) - 2))
-        picked = set(np.random.default_rng(seed).choice(pool, n_test, replace=False))
-        return [s for s in order if s in picked]
-    wanted = [str(s) for s in test]
-    missing = [s for s in wanted if s not in counts]
-    if missing:
-        raise ValueError(
-            f"`test` names stimulus id(s) {missing[:5]} that no epoch shows "
-            f"({len(counts)} stimuli are shown)."
-        )
-    return list(dict.fromkeys(wanted))
-
-
 def _standardize(
     X: np.ndarray, train: np.ndarray, enabled: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

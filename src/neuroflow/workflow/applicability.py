@@ -15,7 +15,8 @@ study, an fMRI movie shown once, or a dataset without stimulus files:
 
 Settings that name something that does not exist at all (an extractor no entry
 defines, a layer an extractor does not have) are configuration errors, raised before
-any job runs with the key that names them.
+any job runs with the key that names them; so are stimuli a job would refuse (see
+:mod:`neuroflow.workflow.stimulus_checks`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from neuroflow.io.records import natural_key
 from neuroflow.workflow.design import N_BLOCKS_ONE_RUN, resolve_test_runs
+from neuroflow.workflow.stimulus_checks import check_stimulus_files, identification_notes
 from neuroflow.workflow.versions import PlanScope, eeg_model_names, eeg_model_spaces
 
 if TYPE_CHECKING:
@@ -415,6 +417,7 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     cfg = plan.config
     notes: list[str] = []
     extractors = _runnable_extractors(plan, notes)
+    check_stimulus_files(plan, extractors)
     configured = [e["name"] for e in cfg["features"]["extractors"]]
 
     def split(spaces: Sequence[str], key: str) -> tuple[list[str], list[str]]:
@@ -443,6 +446,16 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     )
     spaces = _analysis_spaces(plan, split, extractors, notes)
     rsa = _rsa_modalities(plan, spaces["rsa"], notes)
+    decoding = bool(plan.eeg_recordings) and bool(cfg["decoding"].get("enabled", True))
+    decoding_fmri = bool(
+        single
+        and spaces["decoding"]
+        and cfg["decoding"].get("enabled", True)
+        and cfg["decoding"]["identification"].get("enabled", True)
+    )
+    notes += identification_notes(
+        plan, eeg=decoding and bool(spaces["decoding"]), fmri=decoding_fmri
+    )
     selection = {
         "fmri": sorted(r.key for r in plan.fmri_runs),
         "eeg": sorted(r.key for r in plan.eeg_recordings),
@@ -458,13 +471,8 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         trial_models=tuple(models if single else ()),
         eeg_models=tuple(eeg_models),
         rsa=tuple(rsa),
-        decoding=bool(plan.eeg_recordings) and bool(cfg["decoding"].get("enabled", True)),
-        decoding_fmri=bool(
-            single
-            and spaces["decoding"]
-            and cfg["decoding"].get("enabled", True)
-            and cfg["decoding"]["identification"].get("enabled", True)
-        ),
+        decoding=decoding,
+        decoding_fmri=decoding_fmri,
         single_trial=single,
         trf=trf,
         spaces=spaces,

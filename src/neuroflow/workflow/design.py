@@ -3,35 +3,44 @@
 The plan needs a few facts about the stimuli before any job runs: which stimulus ids
 the recordings show (do image, text or event-based extractors have anything to work
 on?), which fMRI runs repeat a stimulus sequence (held-out test runs, RSA over
-repeated stimuli) and where the stimulus files and captions are. For a real dataset
-they come from the events tables (small TSVs, read once per invocation); for the demo,
-from its generator's plan, before the demo exists.
+repeated stimuli), which stimuli a decoding job will hold out for testing
+(:func:`select_test_stimuli`) and where the stimulus files and captions are. For a real
+dataset they come from the events tables (small TSVs, read once per invocation); for
+the demo, from its generator's plan, before the demo exists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from neuroflow.io.events import is_missing, read_events_table, stimulus_mask
 from neuroflow.io.records import BetasSession, EegRecording, FmriRun, natural_key
 
 __all__ = [
+    "MIN_TEST_STIMULI",
     "DesignFacts",
     "auto_test_runs",
     "demo_design",
     "read_design",
     "resolve_test_runs",
+    "select_test_stimuli",
     "table_identity",
 ]
 
 #: Contiguous blocks that stand in for runs in the penalty's cross-validation when a
 #: subject has one training run.
 N_BLOCKS_ONE_RUN = 5
+#: Fewest held-out stimuli ``test: auto`` draws when counts do not single out a test set.
+MIN_TEST_STIMULI = 4
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +65,16 @@ class DesignFacts:
         The dataset's ``stimuli/`` folder, when it exists.
     captions : Path | None
         The captions table, when it exists.
+    stim_file_rows : dict of str to (Path, int)
+        Every ``stim_file`` of a stimulus row (the ids a features job reads) -> the
+        table and the 1-based data row that first name it; empty for the demo, whose
+        files the generator names.
+    eeg_tables : dict of str to DataFrame
+        EEG recording key -> its events table, every column as text (as
+        :func:`neuroflow.io.events.read_events_table` reads it), for the conditions and
+        stimuli the recording's epochs will have; for the demo, the columns its
+        generator writes (``onset`` holds the presentation's index, as the onsets are
+        drawn when the demo is written).
     """
 
     run_stimuli: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -65,6 +84,8 @@ class DesignFacts:
     columns: frozenset[str] = frozenset()
     stimuli_dir: Path | None = None
     captions: Path | None = None
+    stim_file_rows: Mapping[str, tuple[Path, int]] = field(default_factory=dict)
+    eeg_tables: Mapping[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def stimulus_ids(self) -> list[str]:
@@ -81,6 +102,16 @@ def _ids(table: Any, mask: Any, column: str) -> tuple[str, ...]:
     if column not in table.columns:
         return ()
     return tuple(str(v).strip() for v, keep in zip(table[column], mask, strict=True) if keep)
+
+
+def _note_rows(
+    rows: dict[str, tuple[Path, int]], path: Path, table: pd.DataFrame, mask: Any
+) -> None:
+    """Record the first row naming each ``stim_file`` of the stimulus rows ``mask``."""
+    if "stim_file" not in table.columns:
+        return
+    for row in np.flatnonzero(mask):
+        rows.setdefault(str(table["stim_file"].iloc[row]).strip(), (path, int(row) + 1))
 
 
 def read_design(
@@ -115,6 +146,7 @@ def read_design(
     tables: list[Path] = []
     columns: set[str] = set()
     cache: dict[Path, Any] = {}
+    rows: dict[str, tuple[Path, int]] = {}
 
     def load(path: Path) -> Any:
         if path not in cache:
@@ -131,22 +163,28 @@ def read_design(
         table = load(Path(run.events))
         mask = stimulus_mask(table, stimulus_events, id_column="stim_file", where=run.events)
         runs[run.key] = _ids(table, mask, "stim_file")
+        _note_rows(rows, Path(run.events), table, mask)
     eeg: dict[str, tuple[str, ...]] = {}
+    eeg_tables: dict[str, pd.DataFrame] = {}
     for rec in eeg_recordings:
         if rec.events is None or not Path(rec.events).is_file():
             eeg[rec.key] = ()
             continue
         table = load(Path(rec.events))
+        eeg_tables[rec.key] = table
         mask = stimulus_mask(table, stimulus_events, id_column=None, where=rec.events)
         column = eeg_stim_column or "stim_file"
         if column in table.columns:
             mask = mask & [not is_missing(v) for v in table[column]]
         eeg[rec.key] = _ids(table, mask, column)
+        files = stimulus_mask(table, stimulus_events, id_column="stim_file", where=rec.events)
+        _note_rows(rows, Path(rec.events), table, files)
     trials: dict[str, tuple[str, ...]] = {}
     for session in betas:
         table = load(Path(session.trials))
         mask = stimulus_mask(table, stimulus_events, id_column="stim_file", where=session.trials)
         trials[session.key] = _ids(table, mask, "stim_file")
+        _note_rows(rows, Path(session.trials), table, mask)
     return DesignFacts(
         run_stimuli=runs,
         eeg_stimuli=eeg,
@@ -155,6 +193,8 @@ def read_design(
         columns=frozenset(columns),
         stimuli_dir=stimuli_dir if stimuli_dir.is_dir() else None,
         captions=captions if captions is not None and captions.is_file() else None,
+        stim_file_rows=rows,
+        eeg_tables=eeg_tables,
     )
 
 
@@ -189,12 +229,24 @@ def demo_design(config: Mapping[str, Any], root: Path, fmri_keys: Mapping[str, s
     images, order = plan_eeg_images(cfg)
     layout = demo_layout(config, root)
     eeg = {rec.key: tuple(images[i].stim_file for i in order) for rec in layout.eeg_recordings}
+    # the columns the generator writes that name events and stimuli (its EEG events are
+    # "test" or "train", value 2 or 1)
+    test = [images[i].split == "test" for i in order]
+    events = pd.DataFrame(
+        {
+            "onset": [str(n) for n in range(len(order))],
+            "trial_type": ["test" if t else "train" for t in test],
+            "value": ["2" if t else "1" for t in test],
+            "stim_file": [images[i].stim_file for i in order],
+        }
+    )
     return DesignFacts(
         run_stimuli=runs,
         eeg_stimuli=eeg,
         columns=frozenset({"onset", "duration", "trial_type", "stim_file"}),
         stimuli_dir=layout.stimuli_dir,
         captions=layout.captions,
+        eeg_tables={rec.key: events for rec in layout.eeg_recordings},
     )
 
 
@@ -275,3 +327,69 @@ def auto_test_runs(keys: Sequence[str], sequences: Mapping[str, Sequence[str]]) 
     if repeated and len(keys) - len(repeated) >= 1:
         return sorted(repeated, key=natural_key)
     return [keys[-1]]
+
+
+def select_test_stimuli(
+    stimuli: Sequence[str],
+    test: str | Sequence[str],
+    *,
+    fraction: float = 0.2,
+    seed: int = 0,
+) -> list[str]:
+    """Stimuli held out for testing, in order of first presentation.
+
+    Parameters
+    ----------
+    stimuli : sequence of str, shape (n_epochs,)
+        Stimulus id of every epoch or event.
+    test : "auto" | "repeated" | sequence of str
+        ``"auto"``: the most-presented stimuli when some stimuli are presented more
+        often than others and those are at most half of all (THINGS-EEG's test images);
+        otherwise (every stimulus shown equally often, or immediate and delayed repeats
+        of most images as in ds000117) a random ``fraction`` of the stimuli, drawn with
+        ``seed`` among those shown the most common number of times. ``"repeated"``:
+        every stimulus presented more than once. Else explicit ids.
+    fraction : float
+        Share of the stimuli ``"auto"`` draws when counts do not single out a test set
+        (at least :data:`MIN_TEST_STIMULI`, leaving at least 2 to train on).
+    seed : int
+        Seed of that draw.
+
+    Returns
+    -------
+    test_ids : list of str
+        Held-out stimulus ids.
+    """
+    ids = [str(s) for s in stimuli]
+    counts = Counter(ids)
+    order = list(dict.fromkeys(ids))
+    if isinstance(test, str):
+        if test == "repeated":
+            return [s for s in order if counts[s] > 1]
+        if test != "auto":
+            raise ValueError(
+                f"`test` must be 'auto', 'repeated' or a list of stimulus ids, got {test!r} "
+                "instead."
+            )
+        top = max(counts.values(), default=0)
+        most = [s for s in order if counts[s] == top]
+        if top > min(counts.values(), default=0) and len(most) <= len(order) / 2:
+            return most
+        # draw among the stimuli shown the most common number of times, so that the
+        # test stimuli share one repeat count (and keep their repeats)
+        mode = Counter(counts.values()).most_common(1)[0][0]
+        pool = sorted(s for s in order if counts[s] == mode)
+        # at least MIN_TEST_STIMULI (scores and their permutation test need a few), and
+        # at least 2 stimuli left to train on
+        wanted = max(MIN_TEST_STIMULI, round(fraction * len(order)))
+        n_test = max(1, min(len(pool), wanted, len(order) - 2))
+        picked = set(np.random.default_rng(seed).choice(pool, n_test, replace=False))
+        return [s for s in order if s in picked]
+    wanted = [str(s) for s in test]
+    missing = [s for s in wanted if s not in counts]
+    if missing:
+        raise ValueError(
+            f"`test` names stimulus id(s) {missing[:5]} that no epoch shows "
+            f"({len(counts)} stimuli are shown)."
+        )
+    return list(dict.fromkeys(wanted))
