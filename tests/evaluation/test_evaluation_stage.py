@@ -40,8 +40,19 @@ def test_evaluate_model_outputs(make_prediction_store, tmp_path, provenance):
     np.testing.assert_allclose(ds["r"], pearson_r(y_mean, y_pred), rtol=1e-5)
     np.testing.assert_allclose(ds["r2"], r2_score(y_mean, y_pred), rtol=1e-4, atol=1e-6)
     ceiling = ds["noise_ceiling_r"].values
-    expected = np.where(ceiling > 0, ds["r"].values / np.where(ceiling > 0, ceiling, 1), np.nan)
+    ok = ceiling >= 0.2  # evaluation.noise_ceiling.min_ceiling_r
+    assert ok.any() and not ok.all()
+    expected = np.where(ok, ds["r"].values / np.where(ok, ceiling, 1), np.nan)
     np.testing.assert_allclose(ds["r_normalized"], expected, rtol=1e-5)
+    assert ds["r_normalized"].attrs["min_ceiling_r"] == 0.2
+    # the exact permutation p beside the one tested; the max-statistic FWER p
+    n_null = ds.attrs["n_permutations"]
+    exact = ds["p_permutation"].values >= (1 + 10) / (1 + n_null) - 1e-7
+    assert exact.any() and not exact.all()
+    np.testing.assert_array_equal(ds["p_value"].values[exact], ds["p_permutation"].values[exact])
+    assert ds["p_value"].values[~exact].min() < 1 / (1 + n_null)
+    assert (ds["p_fwer"] >= ds["p_permutation"] - 1e-7).all()
+    assert ds.attrs["p_value_tail"] == "gaussian"
 
 
 def test_planted_truth_is_recovered(make_prediction_store, tmp_path, provenance):

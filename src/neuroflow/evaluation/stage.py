@@ -24,13 +24,14 @@ from neuroflow.artifacts import PROVENANCE_KEY, atomic_directory, open_dataset, 
 from neuroflow.config import merge_defaults
 from neuroflow.evaluation.metrics import pearson_r, r2_score
 from neuroflow.evaluation.noise_ceiling import noise_ceiling_r, normalize_score
-from neuroflow.evaluation.permutation import fdr_correction, permutation_test
+from neuroflow.evaluation.permutation import fdr_correction
 from neuroflow.evaluation.plotting import (
     plot_brain_map,
     plot_roi_bars,
     save_figure,
     scores_to_nifti,
 )
+from neuroflow.evaluation.significance import PermutationInference, permutation_inference
 from neuroflow.evaluation.summary import (
     GROUP_SUBJECT,
     METRIC_COLUMNS,
@@ -50,11 +51,11 @@ __all__ = [
 ]
 
 #: Bumped when the meaning of the stage's outputs changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: Defaults of the ``evaluation`` config section (mirrors the JSON Schema).
 DEFAULT_CONFIG: dict[str, Any] = {
     "metrics": ["r_per_repeat"],
-    "noise_ceiling": {"method": "split_half", "n_splits": 20, "seed": 0},
+    "noise_ceiling": {"method": "split_half", "n_splits": 20, "seed": 0, "min_ceiling_r": 0.2},
     "permutation": {
         "n_permutations": 1000,
         "method": "block",
@@ -62,8 +63,12 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "block_length_trs": None,
         "seed": 0,
         "alternative": "greater",
+        "tail": "gaussian",
+        "prewhiten": 2,
     },
     "fdr": {"alpha": 0.05, "method": "bh"},
+    "fwer": {"enabled": True, "family": "all", "alpha": 0.05},
+    "cluster": {"enabled": False, "threshold": 3.1, "connectivity": 26, "alpha": 0.05},
     "topk_percent": 10.0,
     "plots": {
         "enabled": True,
@@ -149,6 +154,70 @@ def _load_prediction(path: Path) -> tuple[xr.Dataset, str, str]:
     return ds, time_dim, target_dim
 
 
+def _significance(
+    ds: xr.Dataset,
+    y_mean: np.ndarray,
+    y_pred: np.ndarray,
+    cfg: Mapping[str, Any],
+    block: int,
+    prediction: Path,
+    target_dim: str,
+) -> PermutationInference | None:
+    """Permutation inference of one store, or None when no test applies.
+
+    The max-statistic family is every target (``fwer.family: all``) or each ROI
+    (``roi``); cluster inference needs voxel indices (``i``, ``j``, ``k`` on the target
+    dim) and is left out, with a note, for parcels and channels.
+    """
+    perm = cfg["permutation"]
+    n_times = y_mean.shape[0]
+    if perm["n_permutations"] <= 0:
+        return None
+    if n_times < 4:
+        logger.warning(
+            "%s: %d test samples are too few for a permutation test (4 are needed); "
+            "p-values are left undefined.",
+            prediction,
+            n_times,
+        )
+        return None
+    groups = None
+    if cfg["fwer"]["enabled"]:
+        if cfg["fwer"]["family"] == "roi":
+            groups = np.array([str(v) for v in ds["roi"].values], dtype=object)
+        else:
+            groups = np.zeros(y_mean.shape[1], dtype=int)
+    ijk = None
+    notes: list[str] = []
+    if cfg["cluster"]["enabled"]:
+        if all(c in ds.coords and ds[c].dims == (target_dim,) for c in ("i", "j", "k")):
+            ijk = np.stack([np.asarray(ds[c].values, dtype=np.int64) for c in "ijk"], axis=1)
+        else:
+            notes.append(
+                f"cluster inference skipped: the targets ({target_dim}) have no voxel "
+                "indices i, j, k"
+            )
+            logger.info("%s: %s.", prediction, notes[-1])
+    result = permutation_inference(
+        y_mean,
+        y_pred,
+        n_permutations=perm["n_permutations"],
+        method=perm["method"],
+        block_length=block,
+        seed=perm["seed"],
+        alternative=perm["alternative"],
+        tail=perm["tail"],
+        # independent samples (epochs, single trials) need no whitening
+        prewhiten=0 if ds.attrs.get("exchangeable_samples") else int(perm["prewhiten"]),
+        fwer_groups=groups,
+        cluster_ijk=ijk,
+        cluster_threshold=float(cfg["cluster"]["threshold"]),
+        cluster_connectivity=int(cfg["cluster"]["connectivity"]),
+    )
+    result.notes.extend(notes)
+    return result
+
+
 def evaluate_model(
     *,
     prediction: Path,
@@ -206,48 +275,74 @@ def evaluate_model(
         block = 1
     else:
         block = block_length_samples(perm, float(ds.attrs["tr"]), n_times)
-    if perm["n_permutations"] > 0 and n_times < 4:
-        logger.warning(
-            "%s: %d test samples are too few for a permutation test (4 are needed); "
-            "p-values are left undefined.",
-            prediction,
-            n_times,
-        )
-        p_value = np.full(r.shape, np.nan)
-    elif perm["n_permutations"] > 0:
-        _, p_value = permutation_test(
-            y_mean,
-            y_pred,
-            n_permutations=perm["n_permutations"],
-            method=perm["method"],
-            block_length=block,
-            seed=perm["seed"],
-            alternative=perm["alternative"],
-        )
-    else:
-        p_value = np.full(r.shape, np.nan)
+    inference = _significance(ds, y_mean, y_pred, cfg, block, prediction, target_dim)
+    p_value = inference.p if inference is not None else np.full(r.shape, np.nan)
     p_fdr, significant = fdr_correction(
         p_value, alpha=cfg["fdr"]["alpha"], method=cfg["fdr"]["method"]
     )
+    min_ceiling = float(nc["min_ceiling_r"])
+    reliable = np.nan_to_num(ceiling_r, nan=-np.inf) >= min_ceiling
 
     one = {"units": "1"}
+    normalized_note = {
+        **one,
+        "min_ceiling_r": min_ceiling,
+        "note": f"undefined (NaN) where noise_ceiling_r < {min_ceiling}",
+    }
     variables = {
         "r": (r, {**one, "long_name": "Pearson r against the repeat mean"}),
         "r2": (r2, {**one, "long_name": "R² against the repeat mean"}),
         "noise_ceiling_r": (ceiling_r, {**one, "method": nc["method"]}),
         "noise_ceiling_r2": (ceiling_r2, {**one, "long_name": "explainable variance fraction"}),
-        "r_normalized": (normalize_score(r, ceiling_r), one),
-        "r2_normalized": (normalize_score(r2, ceiling_r2), one),
-        "p_value": (p_value, {**one, "alternative": perm["alternative"]}),
+        "r_normalized": (
+            np.where(reliable, normalize_score(r, ceiling_r), np.nan),
+            normalized_note,
+        ),
+        "r2_normalized": (
+            np.where(reliable, normalize_score(r2, ceiling_r2), np.nan),
+            normalized_note,
+        ),
+        "p_value": (
+            p_value,
+            {**one, "alternative": perm["alternative"], "tail": perm["tail"]},
+        ),
+        "p_permutation": (
+            inference.p_exact if inference is not None else np.full(r.shape, np.nan),
+            {**one, "long_name": "exact permutation p, (1 + count) / (1 + n_permutations)"},
+        ),
         "p_fdr": (p_fdr, {**one, "method": cfg["fdr"]["method"]}),
     }
+    if inference is not None and inference.p_fwer is not None:
+        variables["p_fwer"] = (
+            inference.p_fwer,
+            {**one, "method": "max-statistic", "family": cfg["fwer"]["family"]},
+        )
+    clusters = inference.clusters if inference is not None else None
+    if clusters is not None:
+        variables["p_cluster"] = (
+            clusters.target_p(),
+            {**one, "method": "cluster mass", "threshold": float(cfg["cluster"]["threshold"])},
+        )
     data_vars = {
         name: xr.Variable((target_dim,), values.astype(np.float32), attrs)
         for name, (values, attrs) in variables.items()
     }
     data_vars["significant"] = xr.Variable(
-        (target_dim,), significant, {"alpha": float(cfg["fdr"]["alpha"])}
+        (target_dim,), significant, {"alpha": float(cfg["fdr"]["alpha"]), "correction": "fdr"}
     )
+    if "p_fwer" in variables:
+        alpha = float(cfg["fwer"]["alpha"])
+        data_vars["significant_fwer"] = xr.Variable(
+            (target_dim,), np.nan_to_num(inference.p_fwer, nan=1.0) <= alpha, {"alpha": alpha}
+        )
+    if clusters is not None:
+        alpha = float(cfg["cluster"]["alpha"])
+        data_vars["cluster_id"] = xr.Variable(
+            (target_dim,), clusters.labels.astype(np.int32), {"note": "0: in no cluster"}
+        )
+        data_vars["significant_cluster"] = xr.Variable(
+            (target_dim,), np.nan_to_num(clusters.target_p(), nan=1.0) <= alpha, {"alpha": alpha}
+        )
     if "r_per_repeat" in cfg["metrics"]:
         values = pearson_r(y_test, y_pred[None]).astype(np.float32)
         data_vars["r_per_repeat"] = xr.Variable(("repeat", target_dim), values, one)
@@ -270,7 +365,10 @@ def evaluate_model(
         permutation_method=perm["method"],
         permutation_block_samples=int(block),
         n_permutations=int(perm["n_permutations"]),
+        p_value_tail=perm["tail"],
+        prewhiten_order=0 if ds.attrs.get("exchangeable_samples") else int(perm["prewhiten"]),
         fdr_alpha=float(cfg["fdr"]["alpha"]),
+        significance_notes=list(inference.notes) if inference is not None else [],
     )
     out = xr.Dataset(data_vars, coords=coords, attrs=attrs)
     return write_dataset(out, output, provenance=provenance)

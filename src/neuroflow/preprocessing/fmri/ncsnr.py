@@ -15,6 +15,17 @@ The noise ceiling (percentage of the variance of the trial-averaged response
 that the stimulus can explain) of the mean of ``n`` repeats is
 ``NC = 100 × ncsnr² / (ncsnr² + 1 / n)``.
 
+Repeats close in time
+---------------------
+Single-trial estimates of events a few seconds apart share noise: their regressors
+overlap, so the same noise enters both betas, and the repeats of a stimulus shown
+twice in a row look alike even in voxels without signal (with repeats 3 s apart,
+pure-noise voxels reach noise ceilings of 35-40 %). The noise variance is therefore
+estimated from pairs of repeats: ``σ² = mean (b_i - b_j)² / 2`` over the pairs of a
+stimulus, which with every pair counted is exactly the variance across its repeats
+(``ddof=1``); with ``min_separation`` only pairs whose onsets are at least that far
+apart (or in different runs) count (:func:`noise_variance`).
+
 Unequal repeat counts
 ---------------------
 * Noise variance: each stimulus's sum of squared deviations from its own mean
@@ -151,7 +162,50 @@ def typical_repeat_count(counts: np.ndarray) -> int | None:
     return int(values[freq == freq.max()].max())
 
 
-def noise_variance(betas: np.ndarray, stimuli: Sequence | np.ndarray) -> np.ndarray:
+def _repeat_pairs(
+    stimuli: np.ndarray,
+    onsets: np.ndarray | None,
+    runs: np.ndarray | None,
+    min_separation: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Pairs of repeats that count for the noise variance, with their weights.
+
+    Returns the first and second trial of every pair, the weight of each pair and the
+    degrees of freedom: a stimulus with ``n`` repeats and ``m`` of its ``n (n - 1) / 2``
+    pairs counted adds ``n - 1`` degrees of freedom, shared by its ``m`` pairs.
+    """
+    names, index, counts = np.unique(stimuli, return_inverse=True, return_counts=True)
+    first, second, weight = [], [], []
+    dof = 0.0
+    for s in np.flatnonzero((counts >= 2) & (names != "")):
+        rows = np.flatnonzero(index == s)
+        i, j = np.triu_indices(rows.size, k=1)
+        a, b = rows[i], rows[j]
+        if min_separation > 0 and onsets is not None:
+            far = np.abs(onsets[a] - onsets[b]) >= min_separation
+            if runs is not None:
+                far |= runs[a] != runs[b]
+            a, b = a[far], b[far]
+        if a.size == 0:
+            continue
+        first.append(a)
+        second.append(b)
+        weight.append(np.full(a.size, (rows.size - 1) / a.size))
+        dof += rows.size - 1
+    if not first:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0), 0.0
+    return np.concatenate(first), np.concatenate(second), np.concatenate(weight), dof
+
+
+def noise_variance(
+    betas: np.ndarray,
+    stimuli: Sequence | np.ndarray,
+    *,
+    onsets: Sequence[float] | np.ndarray | None = None,
+    runs: Sequence | np.ndarray | None = None,
+    min_separation: float = 0.0,
+) -> np.ndarray:
     """Pooled variance across the repeats of each stimulus, per voxel.
 
     Parameters
@@ -160,34 +214,45 @@ def noise_variance(betas: np.ndarray, stimuli: Sequence | np.ndarray) -> np.ndar
         Single-trial responses (z-scored within runs for :func:`ncsnr_from_betas`).
     stimuli : array-like of str, shape (n_trials,)
         Stimulus of each trial; ``""`` marks trials without a stimulus.
+    onsets : array-like of float, shape (n_trials,) | None
+        Onset of each trial, in s (within its run).
+    runs : array-like, shape (n_trials,) | None
+        Run of each trial: repeats in different runs are always far enough apart.
+    min_separation : float
+        Pairs of repeats whose onsets are closer than this (in s, same run) are left
+        out; 0 keeps every pair.
 
     Returns
     -------
     variance : ndarray of float64, shape (n_voxels,)
-        ``Σ_s Σ_r (b_sr - mean_s)² / Σ_s (n_s - 1)`` over stimuli with
-        ``n_s >= 2`` (equal to the mean of the per-stimulus variances,
-        ``ddof=1``, when every ``n_s`` is the same); NaN when no stimulus repeats.
+        ``Σ_s (n_s - 1) mean_pairs((b_i - b_j)² / 2) / Σ_s (n_s - 1)`` over the
+        stimuli with ``n_s >= 2`` and at least one pair counted; with every pair
+        counted, ``Σ_s Σ_r (b_sr - mean_s)² / Σ_s (n_s - 1)`` (the mean of the
+        per-stimulus variances, ``ddof=1``, when every ``n_s`` is the same). NaN when no
+        pair is counted.
     """
     betas = _check_betas(betas)
-    stimuli = _check_labels("stimuli", stimuli, betas.shape[0]).astype(str)
-    names, index, counts = np.unique(stimuli, return_inverse=True, return_counts=True)
-    repeated = (counts >= 2) & (names != "")
-    rows = np.flatnonzero(repeated[index])
-    dof = int((counts[repeated] - 1).sum())
+    n_trials = betas.shape[0]
+    stimuli = _check_labels("stimuli", stimuli, n_trials).astype(str)
+    if not (np.isfinite(min_separation) and min_separation >= 0):
+        raise ValueError(
+            f"`min_separation` must be a non-negative number of seconds, got "
+            f"{min_separation!r} instead."
+        )
+    onset_arr = None
+    if onsets is not None:
+        onset_arr = _check_labels("onsets", onsets, n_trials).astype(np.float64)
+    elif min_separation > 0:
+        raise ValueError("`onsets` must be given with a positive `min_separation`, got None.")
+    run_arr = None if runs is None else _check_labels("runs", runs, n_trials).astype(str)
+    first, second, weight, dof = _repeat_pairs(stimuli, onset_arr, run_arr, min_separation)
     if dof == 0:
         return np.full(betas.shape[1], np.nan)
-    # relabel the repeated stimuli 0..k-1 and reduce with one sparse-like product
-    _, member = np.unique(index[rows], return_inverse=True)
-    n_groups = int(member.max()) + 1
-    indicator = np.zeros((n_groups, rows.size))
-    indicator[member, np.arange(rows.size)] = 1.0
-    sizes = indicator.sum(axis=1, keepdims=True)
     out = np.empty(betas.shape[1])
     for start in range(0, betas.shape[1], BLOCK_VOXELS):
-        part = betas[rows, start : start + BLOCK_VOXELS].astype(np.float64)
-        means = (indicator @ part) / sizes
-        resid = part - means[member]
-        out[start : start + BLOCK_VOXELS] = np.einsum("ij,ij->j", resid, resid) / dof
+        block = slice(start, start + BLOCK_VOXELS)
+        diff = betas[first, block].astype(np.float64) - betas[second, block]
+        out[block] = (weight @ diff**2) / (2.0 * dof)
     return out
 
 
@@ -196,6 +261,8 @@ def ncsnr_from_betas(
     stimuli: Sequence | np.ndarray,
     *,
     groups: Sequence | np.ndarray | None = None,
+    onsets: Sequence[float] | np.ndarray | None = None,
+    min_separation: float = 0.0,
 ) -> np.ndarray:
     """NSD's noise-ceiling signal-to-noise ratio of each voxel.
 
@@ -207,7 +274,13 @@ def ncsnr_from_betas(
         Stimulus of each trial (``""``: no stimulus, not a repeat of anything).
     groups : array-like, shape (n_trials,) | None
         Run or session of each trial; betas are z-scored per voxel within each
-        group first. ``None`` z-scores over all trials at once.
+        group first. ``None`` z-scores over all trials at once. Repeats in different
+        groups are always far enough apart.
+    onsets : array-like of float, shape (n_trials,) | None
+        Onset of each trial within its group, in s.
+    min_separation : float
+        Repeats of a stimulus closer than this (s, same group) are not compared
+        (:func:`noise_variance`).
 
     Returns
     -------
@@ -221,7 +294,7 @@ def ncsnr_from_betas(
     if groups is None:
         groups = np.zeros(betas.shape[0], np.int64)
     z = zscore_within(betas, groups)
-    var = noise_variance(z, stimuli)
+    var = noise_variance(z, stimuli, onsets=onsets, runs=groups, min_separation=min_separation)
     constant = ~np.any(z != 0, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         snr = np.sqrt(np.maximum(0.0, 1.0 - var)) / np.sqrt(var)

@@ -93,7 +93,7 @@ __all__ = [
 ]
 
 #: Bumped when the meaning of the stage's output changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 #: Defaults of the ``single_trial`` config section (see its schema).
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -109,6 +109,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "drift_order": 1,
     "zscore": True,
     "noise_ceiling_n": None,
+    "ncsnr_min_separation_s": 20.0,
 }
 
 #: HRF models and their basis functions (nilearn's, in nilearn's column order).
@@ -180,6 +181,11 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     n = cfg["noise_ceiling_n"]
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"`noise_ceiling_n` must be a positive int or null, got {n!r} instead.")
+    sep = cfg["ncsnr_min_separation_s"]
+    if isinstance(sep, bool) or not isinstance(sep, int | float) or not sep >= 0:
+        raise ValueError(
+            f"`ncsnr_min_separation_s` must be a number of seconds >= 0, got {sep!r} instead."
+        )
     for key in ("enabled", "zscore", "model_excluded_events"):
         if not isinstance(cfg[key], bool):
             raise ValueError(f"`{key}` must be a bool, got {cfg[key]!r} instead.")
@@ -658,7 +664,21 @@ def estimate_single_trials(
     n_repeated = int((counts >= 2).sum())
     nc_n = cfg["noise_ceiling_n"] or typical_repeat_count(counts)
     if n_repeated:
-        snr = ncsnr_from_betas(all_betas, stimuli, groups=trials["run"].to_numpy(str))
+        snr = ncsnr_from_betas(
+            all_betas,
+            stimuli,
+            groups=trials["run"].to_numpy(str),
+            onsets=trials["onset"].to_numpy(float),
+            min_separation=float(cfg["ncsnr_min_separation_s"]),
+        )
+        if np.isnan(snr).all():
+            warnings.warn(
+                "Every repeat of a stimulus is closer than `single_trial.ncsnr_min_separation_"
+                f"s` ({cfg['ncsnr_min_separation_s']} s) to the others in its run; ncsnr and "
+                "noise_ceiling are NaN (estimates of nearby trials share noise). Lower the "
+                "separation only if the design spaces its repeats apart.",
+                stacklevel=2,
+            )
         nc = noise_ceiling_from_ncsnr(snr, nc_n)
     else:
         warnings.warn(

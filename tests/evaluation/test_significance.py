@@ -1,0 +1,292 @@
+"""Significance at scale: tail approximations, calibration, max-statistic FWER, clusters.
+
+The data are autocorrelated like BOLD time courses (AR processes); every check is made
+over many seeds. Full-size versions (200,000 targets, 50 and 200 seeds) are in
+``bench/bench_significance.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.signal import lfilter
+
+from neuroflow.evaluation.permutation import permutation_null, permutation_pvalues
+from neuroflow.evaluation.significance import (
+    ar_prewhiten,
+    cluster_mass_test,
+    exact_pvalues,
+    fisher_z,
+    gaussian_tail_pvalues,
+    gpd_tail_pvalues,
+    maxstat_pvalues,
+    permutation_inference,
+    tail_pvalues,
+)
+
+
+def _ar(rng: np.random.Generator, n_times: int, n_targets: int, coef: float) -> np.ndarray:
+    return lfilter([1.0], [1.0, -coef], rng.standard_normal((n_times, n_targets)), axis=0)
+
+
+def _planted(rng, n_times, n_targets, n_signal, strength, coef=0.6):
+    """Observations whose first ``n_signal`` targets follow the prediction's drive."""
+    drive = _ar(rng, n_times, 1, coef)
+    y = _ar(rng, n_times, n_targets, coef)
+    y[:, :n_signal] += strength * drive
+    pred = drive + 0.5 * _ar(rng, n_times, n_targets, coef)
+    return y, pred
+
+
+def test_exact_pvalues_are_the_plus_one_permutation_pvalues(rng):
+    obs = rng.standard_normal(37)
+    null = rng.standard_normal((211, 37))
+    p, count = exact_pvalues(obs, null)
+    np.testing.assert_array_equal(p, permutation_pvalues(obs, null))
+    np.testing.assert_array_equal(count, (null >= obs).sum(axis=0))
+    p2, _ = exact_pvalues(obs, null, alternative="two-sided")
+    np.testing.assert_array_equal(p2, permutation_pvalues(obs, null, alternative="two-sided"))
+
+
+@pytest.mark.slow
+def test_tail_pvalues_agree_with_a_100000_permutation_reference():
+    """Where the reference resolves p (>= 10 exceedances of 100,000) and the exact test
+    with 1,000 permutations cannot (< 10), the Gaussian tail is within a factor 4 of the
+    reference and the generalized Pareto tail is conservative (never 2x smaller)."""
+    ratios = {"gaussian": [], "gpd": []}
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        y, pred = _planted(rng, 233, 61, 61, np.linspace(0.0, 0.4, 61))
+        r, ref_null = permutation_null(y, pred, n_permutations=100_000, block_length=10, seed=7)
+        p_ref, c_ref = exact_pvalues(r, ref_null)
+        _, null = permutation_null(y, pred, n_permutations=1000, block_length=10, seed=8)
+        _, count = exact_pvalues(r, null)
+        both = (c_ref >= 10) & (count < 10)
+        for tail in ratios:
+            p, p_exact = tail_pvalues(r, null, tail=tail)
+            np.testing.assert_array_equal(p[count >= 10], p_exact[count >= 10])
+            ratios[tail].append(np.log10(p[both] / p_ref[both]))
+    gauss, gpd = np.concatenate(ratios["gaussian"]), np.concatenate(ratios["gpd"])
+    assert gauss.size >= 30, gauss.size
+    assert np.abs(gauss).max() < np.log10(4.0), gauss
+    assert np.median(np.abs(gauss)) < np.log10(1.5)
+    assert gpd.min() > -np.log10(2.0), gpd
+    assert np.median(gpd) < 1.0  # within a factor of 10 half the time
+
+
+def test_tail_functions_on_known_nulls(rng):
+    """A Gaussian null: both tails track the true normal tail beyond the permutations."""
+    from scipy.stats import norm
+
+    null = np.tanh(0.1 * rng.standard_normal((4000, 5)))
+    obs = np.tanh(0.1 * np.array([3.0, 3.5, 4.0, 4.5, 2.5]))
+    truth = norm.sf([3.0, 3.5, 4.0, 4.5, 2.5])
+    gauss = gaussian_tail_pvalues(obs, null)
+    assert np.all(np.abs(np.log10(gauss / truth)) < 0.25), (gauss, truth)
+    gpd = gpd_tail_pvalues(obs, null)
+    # conservative (an exponential tail at most), never far below the truth
+    assert np.all(gpd >= 0.5 * truth) and np.all(gpd <= 50 * truth), (gpd, truth)
+    # two-sided doubles a symmetric tail
+    two = gaussian_tail_pvalues(obs, null, alternative="two-sided")
+    np.testing.assert_allclose(two, 2 * gauss, rtol=0.05)
+    assert np.isnan(gaussian_tail_pvalues(np.array([np.nan]), null[:, :1])).all()
+    np.testing.assert_allclose(fisher_z(np.array([0.5, 1.0]))[0], np.arctanh(0.5))
+    assert np.isfinite(fisher_z(np.array([1.0]))).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"tail": "pareto"}, r"`tail` must be one of none, gpd, gaussian, got 'pareto'"),
+        ({"alternative": "less"}, r"`alternative` must be one of greater, two-sided"),
+    ],
+)
+def test_tail_errors(rng, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        tail_pvalues(rng.standard_normal(3), rng.standard_normal((50, 3)), **kwargs)
+
+
+def test_gpd_needs_enough_null_values(rng):
+    with pytest.raises(
+        ValueError, match=r"at least 40 values per target for a tail fit, got 30 instead"
+    ):
+        gpd_tail_pvalues(rng.standard_normal(2), rng.standard_normal((30, 2)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coef", [0.6, 0.85])
+def test_pvalues_are_calibrated_on_pure_noise(coef):
+    """Smooth data and predictions without any relation: p <= alpha in about alpha of
+    the targets at 0.05, 0.01 and 0.001 (18,000 targets over 9 seeds); without the
+    whitening the null is too narrow (many times too many small p-values)."""
+    n_seeds, n_targets = 9, 2000
+    rates = {0.05: [], 0.01: [], 0.001: []}
+    raw_small = 0
+    for seed in range(n_seeds):
+        rng = np.random.default_rng(100 + seed)
+        y, pred = _ar(rng, 203, n_targets, coef), _ar(rng, 203, n_targets, coef)
+        out = permutation_inference(y, pred, block_length=10, seed=seed, prewhiten=2)
+        for alpha in rates:
+            rates[alpha].append(np.mean(out.p <= alpha))
+        raw = permutation_inference(y, pred, block_length=10, seed=seed, prewhiten=0)
+        raw_small += int((raw.p <= 0.001).sum())
+    n = n_seeds * n_targets
+    for alpha, values in rates.items():
+        rate = float(np.mean(values))
+        # p-values of one seed share their permutations: allow 4 binomial SEs plus 30 %
+        assert rate <= 1.3 * alpha + 4 * np.sqrt(alpha / n), (alpha, rate)
+        assert rate >= 0.5 * alpha - 4 * np.sqrt(alpha / n), (alpha, rate)
+    if coef == 0.85:
+        assert raw_small / n > 2 * 0.001, raw_small / n  # the miscalibration it removes
+
+
+@pytest.mark.slow
+def test_fdr_finds_planted_signal_at_a_nominal_false_discovery_proportion():
+    """20,000 targets, 1 % with a planted drive (r about 0.4 over 200 time points, as in
+    the planted ROI of an event-related study), 10 seeds: BH at q = 0.05 finds most
+    signal targets and the false discovery proportion averages at most 0.05. The exact
+    p-values alone (1,000 permutations) find none."""
+    from neuroflow.evaluation.permutation import fdr_correction
+
+    fdp, power = [], []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        n_targets, n_signal = 20_000, 200
+        y, pred = _planted(rng, 200, n_targets, n_signal, 0.5)
+        out = permutation_inference(y, pred, block_length=10, seed=seed, prewhiten=2)
+        _, sig = fdr_correction(out.p, alpha=0.05)
+        found = sig[:n_signal].sum()
+        fdp.append(sig[n_signal:].sum() / max(1, sig.sum()))
+        power.append(found / n_signal)
+        if seed == 0:
+            _, sig_exact = fdr_correction(out.p_exact, alpha=0.05)
+            assert sig_exact.sum() == 0
+    # FDR is the expected proportion: the mean of 10 seeds, within its sampling error
+    assert np.mean(fdp) <= 0.05 + 2 * np.std(fdp) / np.sqrt(len(fdp)), fdp
+    assert np.mean(fdp) <= 0.07, fdp
+    assert np.mean(power) >= 0.8, power
+
+
+def test_maxstat_pvalues_count_group_maxima():
+    z = np.array([3.0, 1.0, 2.5, 0.0])
+    group_max = np.array([[2.0, 1.0], [3.5, 0.5], [1.0, 3.0]])
+    p = maxstat_pvalues(z, group_max, np.array([0, 0, 1, 1]))
+    np.testing.assert_allclose(p, [(1 + 1) / 4, (1 + 3) / 4, (1 + 1) / 4, (1 + 3) / 4])
+
+
+@pytest.mark.slow
+def test_maxstat_family_wise_error_over_200_seeds():
+    """No signal anywhere: the share of seeds with any target at p_fwer <= 0.05 stays
+    at 0.05 (binomial margin over 200 seeds), whole brain and per ROI; with signal, the
+    planted targets survive."""
+    any_sig = {"all": 0, "roi": 0}  # families with a false positive
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        y, pred = _ar(rng, 157, 301, 0.6), _ar(rng, 157, 301, 0.6)
+        for family, groups in (("all", np.zeros(301)), ("roi", np.arange(301) % 3)):
+            out = permutation_inference(
+                y, pred, n_permutations=500, block_length=10, seed=seed, prewhiten=2,
+                fwer_groups=groups,
+            )  # fmt: skip
+            for g in np.unique(groups):  # each ROI is its own family
+                any_sig[family] += bool((out.p_fwer[groups == g] <= 0.05).any())
+    margin = 2 * np.sqrt(0.05 * 0.95 / 200)
+    assert any_sig["all"] / 200 <= 0.05 + margin, any_sig
+    assert any_sig["roi"] / 600 <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / 600), any_sig
+    assert any_sig["all"] >= 2, any_sig  # not a test that can never reject
+    rng = np.random.default_rng(0)
+    y, pred = _planted(rng, 157, 301, 20, 0.8)
+    out = permutation_inference(
+        y, pred, block_length=10, seed=0, prewhiten=2, fwer_groups=[0] * 301
+    )
+    assert (out.p_fwer[:20] <= 0.05).mean() >= 0.9
+    assert (out.p_fwer[20:] <= 0.05).sum() <= 1
+
+
+def _grid(shape):
+    return np.argwhere(np.ones(shape, dtype=bool))
+
+
+def test_cluster_mass_finds_a_planted_blob(rng):
+    shape = (9, 11, 7)
+    ijk = _grid(shape)
+    n = ijk.shape[0]
+    n_times = 150
+    blob = (np.abs(ijk - [4, 5, 3]) <= 1).all(axis=1)
+    drive = _ar(rng, n_times, 1, 0.5)
+    y = _ar(rng, n_times, n, 0.5)
+    y[:, blob] += 0.5 * drive
+    pred = np.repeat(drive, n, axis=1) + 0.5 * _ar(rng, n_times, n, 0.5)
+    out = permutation_inference(
+        y, pred, n_permutations=300, block_length=10, seed=1, prewhiten=2, cluster_ijk=ijk,
+        cluster_threshold=3.1,
+    )  # fmt: skip
+    p = out.clusters.target_p()
+    largest = out.clusters.labels == 1  # numbered from the largest mass
+    assert out.clusters.p_values[0] <= 0.05
+    assert blob[largest].mean() >= 0.8 and largest[blob].mean() >= 0.5
+    assert (p[~blob] <= 0.05).sum() <= 3
+    assert out.clusters.null_max_mass.shape == (300,)
+
+
+@pytest.mark.slow
+def test_cluster_family_wise_error_over_seeds():
+    shape = (7, 8, 6)
+    ijk = _grid(shape)
+    hits = 0
+    n_seeds = 120
+    for seed in range(n_seeds):
+        rng = np.random.default_rng(seed)
+        y, pred = _ar(rng, 120, ijk.shape[0], 0.5), _ar(rng, 120, ijk.shape[0], 0.5)
+        out = permutation_inference(
+            y, pred, n_permutations=200, block_length=10, seed=seed, prewhiten=2,
+            cluster_ijk=ijk, cluster_threshold=2.3,
+        )  # fmt: skip
+        hits += bool((out.clusters.p_values <= 0.05).any())
+    assert hits / n_seeds <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / n_seeds), hits
+
+
+def test_cluster_errors(rng):
+    ijk = _grid((3, 3, 3))
+    z = rng.standard_normal(27)
+    null = rng.standard_normal((10, 27))
+    with pytest.raises(ValueError, match=r"`connectivity` must be 6, 18 or 26, got 8"):
+        cluster_mass_test(z, null, ijk, connectivity=8)
+    with pytest.raises(ValueError, match=r"`ijk` must have shape \(27, 3\), got \(26, 3\)"):
+        cluster_mass_test(z, null, ijk[:26])
+    # 6-connectivity splits a diagonal pair that 26-connectivity joins
+    diag = np.zeros(27)
+    diag[[0, 13]] = 5.0  # (0, 0, 0) and (1, 1, 1)
+    six = cluster_mass_test(diag, null * 0, ijk, connectivity=6, threshold=1.0)
+    full = cluster_mass_test(diag, null * 0, ijk, connectivity=26, threshold=1.0)
+    assert six.mass.size == 2 and full.mass.size == 1
+
+
+def test_prewhitening_whitens_an_ar_process(rng):
+    y = _ar(rng, 4001, 3, 0.8)
+    pred = rng.standard_normal((4001, 3))
+    yw, pw = ar_prewhiten(y, pred, 2)
+    assert yw.shape == (3999, 3) and pw.shape == (3999, 3)
+    lag1 = (yw[1:] * yw[:-1]).sum(0) / (yw**2).sum(0)
+    assert np.all(np.abs(lag1) < 0.05), lag1
+    raw1 = (y[1:] * y[:-1]).sum(0) / (y**2).sum(0)
+    assert np.all(raw1 > 0.7)
+    y0, _ = ar_prewhiten(y, pred, 0)
+    np.testing.assert_allclose(y0, y - y.mean(0))
+    with pytest.raises(ValueError, match=r"`order` must be a non-negative int, got -1"):
+        ar_prewhiten(y, pred, -1)
+    # constant targets stay zero, not NaN
+    yc, _ = ar_prewhiten(np.ones((50, 2)), pred[:50, :2], 2)
+    assert np.all(yc == 0)
+
+
+def test_inference_reports_the_raw_correlation(rng):
+    y, pred = _planted(rng, 120, 17, 5, 0.6)
+    out = permutation_inference(y, pred, n_permutations=100, block_length=10, prewhiten=2, chunk=4)
+    whole = permutation_inference(y, pred, n_permutations=100, block_length=10, prewhiten=2)
+    from neuroflow.evaluation.metrics import pearson_r
+
+    np.testing.assert_allclose(out.r, pearson_r(y, pred), rtol=1e-10)
+    # chunks of targets share one set of permutations: identical to one chunk
+    np.testing.assert_allclose(out.p, whole.p, rtol=1e-9)
+    np.testing.assert_array_equal(out.p_exact, whole.p_exact)
