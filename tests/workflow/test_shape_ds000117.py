@@ -131,7 +131,7 @@ def test_eeg_encoding_pools_runs_and_holds_out_a_fifth(ds117):
 
 def test_eeg_decoding_and_rsa_on_stimulus_types(ds117):
     run, facts = ds117
-    (ds,) = (xr.open_zarr(p) for p in (run / "results" / "decoding").rglob("*.zarr"))
+    (ds,) = (xr.open_zarr(p) for p in (run / "results" / "decoding").rglob("decoding_eeg.zarr"))
     assert ds.attrs["classification_cv_groups"] == ["stimulus"]
     peak = ds["feature_peak_latency"].sel(feature_space="condition").values
     assert np.all(np.abs(peak - facts["planted"]["n170_latency"]) < 0.05)

@@ -74,7 +74,7 @@ def test_frame_level_features_are_averaged_per_clip(clips):
     (frames,) = open_stores(run, "features", "output.zarr").values()
     assert frames.attrs["row_unit"] == "frame"
     assert frames.sizes["stimulus"] > N_CLIPS  # several frames per clip
-    (decoding,) = open_stores(run, "decoding").values()
+    (decoding,) = open_stores(run, "decoding", "decoding_eeg.zarr").values()
     assert list(decoding["feature_space"].values) == ["frames", "minilm"]
     assert np.isfinite(decoding["feature_score"].values).all()
     ident = decoding["identification"]
