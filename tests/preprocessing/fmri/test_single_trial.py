@@ -457,7 +457,7 @@ def test_noise_variance_pairs_equal_the_pooled_variance(rng):
     from neuroflow.preprocessing.fmri.ncsnr import noise_variance
 
     betas = rng.standard_normal((11, 4))
-    stimuli = np.array(list("aabbbcccc") + ["", "d"])
+    stimuli = np.array([*"aabbbcccc", "", "d"])
     onsets = np.arange(11) * 4.0
     pooled = noise_variance(betas, stimuli)
     groups = [betas[stimuli == s] for s in "abc"]
