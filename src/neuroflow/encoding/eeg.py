@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from threadpoolctl import threadpool_limits
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
@@ -533,8 +534,11 @@ def _pca(X: np.ndarray, n_components: int | None) -> tuple[np.ndarray, int]:
     if n_components is None or X.shape[1] <= n_components:
         return X, X.shape[1]
     _check_int(n_components, "trf.n_components", 1)
-    _, _, vt = np.linalg.svd(X - X.mean(0), full_matrices=False)
-    scores = (X - X.mean(0)) @ vt[:n_components].T
+    # one BLAS thread: the threaded SVD and product change their last bits with the
+    # thread count, and the scores are the design of the ridge fit
+    with threadpool_limits(limits=1, user_api="blas"):
+        _, _, vt = np.linalg.svd(X - X.mean(0), full_matrices=False)
+        scores = (X - X.mean(0)) @ vt[:n_components].T
     return scores / np.where(scores.std(0) > 0, scores.std(0), 1.0), n_components
 
 

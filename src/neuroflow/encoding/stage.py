@@ -23,6 +23,7 @@ from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.records import entity_key, run_matches
 from neuroflow.models import (
     banded_ridge_cv,
+    matmul,
     parse_cv,
     r2_split,
     resolve_device,
@@ -283,11 +284,11 @@ def filter_like_data(X: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
     Returns
     -------
     X_filtered : ndarray, shape (n_times, n_features)
-        ``(I - Q Qᵀ) X``.
+        ``(I - Q Qᵀ) X``, the same bits for any number of threads.
     """
     if basis is None or basis.shape[1] == 0:
         return X
-    return X - basis @ (basis.T @ X)
+    return X - matmul(basis, matmul(basis.T, X))
 
 
 def _design(
@@ -426,7 +427,6 @@ def fit_encoding(
     common = solver_options(cfg, splits, device)
     if model == "ridge":
         result = ridge_cv(np.concatenate(Xs_train, axis=1), Y_train, **common)
-        slices = [slice(0, result.coef.shape[0])]
     else:
         band = cfg["banded"]
         result = banded_ridge_cv(
@@ -437,7 +437,6 @@ def fit_encoding(
             random_state=int(band["random_state"]),
             **common,
         )
-        slices = result.slices
 
     groups_test = group_repeats(test)
     n_rep = {len(g) for g in groups_test}
@@ -460,20 +459,14 @@ def fit_encoding(
             for i in grp
         ]
         parts = (
-            np.mean(
-                [
-                    np.stack([X @ result.coef[sl] for X, sl in zip(Xs, slices, strict=True)])
-                    for Xs in designs
-                ],
-                axis=0,
-            )
+            np.mean([result.predict_split(Xs) for Xs in designs], axis=0)
             if model != "ridge"
             else None
         )
         pred = (
             parts.sum(0)
             if parts is not None
-            else np.mean([np.concatenate(Xs, 1) @ result.coef for Xs in designs], axis=0)
+            else np.mean([result.predict(np.concatenate(Xs, 1)) for Xs in designs], axis=0)
         ) + y_mean
         preds.append(pred.astype(np.float32))
         obs.append(np.stack([test[i].bold for i in grp]))

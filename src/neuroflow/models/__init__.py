@@ -1,6 +1,7 @@
 """Ridge and banded-ridge solvers, hemodynamic delays and run-wise cross-validation."""
 
 from ._device import ComputeContext, compute_context, resolve_device, resolve_dtype
+from ._workers import matmul
 from .banded import BandedRidgeCVResult, banded_ridge_cv, dirichlet_gammas, r2_split
 from .cv import check_splits, parse_cv, run_splits
 from .delays import apply_delays, fir_delays, hrf_convolve
@@ -19,6 +20,7 @@ __all__ = [
     "dirichlet_gammas",
     "fir_delays",
     "hrf_convolve",
+    "matmul",
     "near_best",
     "parse_cv",
     "r2_split",

@@ -15,6 +15,11 @@ Per fold, the smaller Gram matrix of the training part is eigendecomposed once:
 (kernel form, used when features outnumber samples). With ``A = Z_val V`` and the
 responses rotated once, ``B = V.T Z_tr.T Y_tr`` (or ``U.T Y_tr``), the validation
 prediction for any alpha is ``A @ (B / (lam + alpha))``, which is scored on the spot.
+
+On the CPU every kernel runs on one thread, and the work is spread over the job's threads
+as independent tasks (folds, band weightings, fixed-width chunks of targets; see
+:mod:`neuroflow.models._workers`), so that results are bit-identical for any number of
+threads.
 """
 
 from __future__ import annotations
@@ -25,10 +30,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._workers import Workers
 from .cv import Split
 from .selection import near_best, select_penalty
 
 SCORINGS = ("r2", "pearson")
+
+#: Most elements of the validation predictions of one task scored at once (alphas are
+#: grouped to fit): 1 MB in float32, which keeps the elementwise scoring in cache.
+_GROUP_ELEMENTS = 2**18
+
+#: Columns per task of a Gram matrix: narrow, so that even a few hundred features give
+#: every thread a share of the ``n_samples × n_features²`` products.
+_GRAM_CHUNK = 64
 
 
 @dataclass
@@ -74,15 +88,36 @@ class Design:
 
 
 def make_design(
-    X: np.ndarray, slices: Sequence[slice], *, device: torch.device, dtype: torch.dtype, form: str
+    X: np.ndarray,
+    slices: Sequence[slice],
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    form: str,
+    pool: Workers,
 ) -> Design:
     """Move features to the device and precompute the Gram matrices of ``form``."""
-    Xt = torch.as_tensor(np.ascontiguousarray(X)).to(device=device, dtype=dtype)
+    # A copy in torch's own aligned buffer: MKL's kernels may round differently on data
+    # of another alignment.
+    Xt = torch.tensor(np.asarray(X), dtype=dtype, device=device)
     slices = list(slices)
     if form == "primal":
-        return Design(Xt, slices, form, gram=Xt.T @ Xt)
-    kernels = torch.stack([Xt[:, sl] @ Xt[:, sl].T for sl in slices])
+        return Design(Xt, slices, form, gram=_gram(Xt, pool))
+    kernels = torch.stack([_gram(Xt[:, sl].T, pool) for sl in slices])
     return Design(Xt, slices, form, kernels=kernels)
+
+
+def _gram(M: torch.Tensor, pool: Workers) -> torch.Tensor:
+    """``M.T @ M``, shape (m, m), by chunks of columns computed side by side."""
+
+    @torch.no_grad()
+    def columns(cols: slice) -> torch.Tensor:
+        return M.T @ M[:, cols]
+
+    m = M.shape[1]
+    if m == 0 or pool.chunk is None:  # no columns, or a GPU: one product
+        return M.T @ M
+    return torch.cat(pool.map(columns, pool.chunks(m, _GRAM_CHUNK)), dim=1)
 
 
 def _eigh(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,41 +149,68 @@ def _numerical_rank(lam: torch.Tensor) -> torch.Tensor:
     return lam > tol
 
 
-def _decompose_folds(design: Design, gamma: np.ndarray, splits: Sequence[Split]) -> list[_Fold]:
+def _decompose_folds(
+    design: Design, gamma: np.ndarray, splits: Sequence[Split], pool: Workers
+) -> list[_Fold]:
+    """Eigendecomposition of every fold's training Gram matrix, and its ``A``."""
     device = design.X.device
-    folds = []
-    s = design.scale(gamma) if design.form == "primal" else None
-    K = design.kernel(gamma) if design.form == "kernel" else None
-    for train, val in splits:
-        tr = torch.as_tensor(train, device=device)
-        va = torch.as_tensor(val, device=device)
-        if design.form == "primal":
-            Xtr = design.X[tr] * s
-            Xva = design.X[va] * s
-            lam, V = _eigh(Xtr.T @ Xtr)
-            keep = _numerical_rank(lam)
-            lam, V = lam[keep], V[:, keep]
-            folds.append(_Fold(tr, va, lam, V, Xva @ V))
-        else:
-            lam, U = _eigh(K[tr][:, tr])
-            keep = _numerical_rank(lam)
-            lam, U = lam[keep], U[:, keep]
-            folds.append(_Fold(tr, va, lam, U, K[va][:, tr] @ U))
-    return folds
+    index = [
+        (torch.as_tensor(tr, device=device), torch.as_tensor(va, device=device))
+        for tr, va in splits
+    ]
+
+    @torch.no_grad()
+    def reduced(M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        lam, basis = _eigh(M)
+        keep = _numerical_rank(lam)
+        return lam[keep], basis[:, keep]
+
+    if design.form == "kernel":
+        K = design.kernel(gamma)
+
+        @torch.no_grad()
+        def decompose(split: tuple[torch.Tensor, torch.Tensor]) -> _Fold:
+            tr, va = split
+            lam, U = reduced(K[tr][:, tr])
+            return _Fold(tr, va, lam, U, K[va][:, tr] @ U)
+
+        # the folds' kernels are gathers of K: decomposed side by side
+        return pool.map(decompose, index)
+
+    s = design.scale(gamma)
+    grams: list[torch.Tensor | None] = []
+    for tr, _ in index:
+        # One fold's training features at a time (the largest copy), with their Gram
+        # matrix spread over the threads.
+        Xtr = design.X[tr] * s
+        grams.append(_gram(Xtr, pool))
+        del Xtr
+
+    @torch.no_grad()
+    def fold(i: int) -> _Fold:
+        tr, va = index[i]
+        gram, grams[i] = grams[i], None  # freed as soon as decomposed
+        lam, V = reduced(gram)
+        del gram
+        return _Fold(tr, va, lam, V, (design.X[va] * s) @ V)
+
+    # the decompositions of the folds run side by side, each on one thread
+    return pool.map(fold, range(len(index)))
 
 
-def _rotate(design: Design, fold: _Fold, Yb: torch.Tensor, SC: torch.Tensor | None) -> torch.Tensor:
-    """Responses of the fold's training part in the eigenbasis, shape (r, n_targets)."""
-    if design.form == "primal":
-        # Z_tr.T Y_tr = s * (X.T Y) - Z_val.T Y_val, so B = V.T (s * C) - A.T Y_val.
-        return fold.basis.T @ SC - fold.A.T @ Yb[fold.val]
-    return fold.basis.T @ Yb[fold.train]
+def _load(Y: np.ndarray, cols: slice | np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    """Columns of ``Y`` on the device and in the dtype of ``like``, in a fresh buffer."""
+    return torch.tensor(np.ascontiguousarray(Y[:, cols]), dtype=like.dtype, device=like.device)
 
 
 def _score(
     Yv: torch.Tensor, pred: torch.Tensor, scoring: str, ss_tot: torch.Tensor
 ) -> torch.Tensor:
-    """Score of ``pred`` against ``Yv`` per column; ``pred`` is overwritten."""
+    """Score of ``pred`` against ``Yv`` per column; ``pred`` is overwritten.
+
+    ``pred`` has shape (n_val, ..., n_targets) and ``Yv`` broadcasts against it; the
+    score has the shape of ``pred`` without its first axis.
+    """
     if scoring == "r2":
         pred.sub_(Yv)
         sse = pred.square_().sum(0)
@@ -170,6 +232,7 @@ def search(
     splits: Sequence[Split],
     scoring: str,
     batch_size: int,
+    pool: Workers,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-target best (band weighting, alpha) by cross-validation.
 
@@ -194,7 +257,10 @@ def search(
     scoring : {"r2", "pearson"}
         Validation score, averaged over folds.
     batch_size : int
-        Targets processed at once.
+        Targets processed at once (at most :data:`~neuroflow.models._workers.CPU_CHUNK`
+        per task on the CPU).
+    pool : Workers
+        Runs the folds and chunks of targets.
 
     Returns
     -------
@@ -207,38 +273,58 @@ def search(
     """
     device, dtype = design.X.device, design.X.dtype
     n_targets = Y.shape[1]
+    chunks = pool.chunks(n_targets, batch_size)
     # Per weighting: its best score, its chosen alpha and that alpha's score.
     top = np.full((len(gammas), n_targets), -np.inf)
     alpha_of = np.zeros((len(gammas), n_targets), dtype=np.int32)
     score_of = np.full((len(gammas), n_targets), -np.inf)
     alphas_t = torch.as_tensor(alphas, dtype=dtype, device=device)
     for g, gamma in enumerate(gammas):
-        folds = _decompose_folds(design, gamma, splits)
+        folds = _decompose_folds(design, gamma, splits, pool)
+        # shrinkage of every alpha per fold, shape (n_alphas, r)
+        shrink = [1.0 / (fold.lam[None, :] + alphas_t[:, None]) for fold in folds]
         s = design.scale(gamma)[:, None] if design.form == "primal" else None
-        for start in range(0, n_targets, batch_size):
-            cols = slice(start, min(start + batch_size, n_targets))
-            Yb = torch.as_tensor(np.ascontiguousarray(Y[:, cols])).to(device=device, dtype=dtype)
+
+        @torch.no_grad()
+        def fold_mean(
+            cols: slice,
+            folds: list[_Fold] = folds,
+            shrink: list[torch.Tensor] = shrink,
+            s: torch.Tensor | None = s,
+        ) -> np.ndarray:
+            """Fold-averaged score of every alpha, shape (n_alphas, n_cols)."""
+            Yb = _load(Y, cols, design.X)
             SC = s * (design.X.T @ Yb) if design.form == "primal" else None
             total = torch.zeros(len(alphas), Yb.shape[1], dtype=torch.float64, device=device)
-            for fold in folds:
-                B = _rotate(design, fold, Yb, SC)
-                Yv = Yb[fold.val]
+            for fold, W in zip(folds, shrink, strict=True):
+                Yv = Yb.index_select(0, fold.val)
+                if design.form == "primal":
+                    # Z_tr.T Y_tr = s * (X.T Y) - Z_val.T Y_val, so B = V.T (s C) - A.T Y_val
+                    B = fold.basis.T @ SC - fold.A.T @ Yv
+                else:
+                    B = fold.basis.T @ Yb.index_select(0, fold.train)
                 if scoring == "pearson":
                     Yv = Yv - Yv.mean(0)
                     ss_tot = Yv.square().sum(0)
                 else:
                     ss_tot = (Yv - Yv.mean(0)).square_().sum(0)
-                for a in range(len(alphas)):
-                    w = 1.0 / (fold.lam + alphas_t[a])
-                    pred = fold.A @ (w[:, None] * B)
-                    total[a] += _score(Yv, pred, scoring, ss_tot)
-                del B, Yv
-            mean = (total / len(folds)).cpu().numpy()
-            arg = select_penalty(mean, alphas)
-            top[g, cols] = np.where(np.isnan(mean), -np.inf, mean).max(0)
-            alpha_of[g, cols] = arg
-            score_of[g, cols] = mean[arg, np.arange(mean.shape[1])]
-        del folds
+                r, n_val, n_cols = B.shape[0], Yv.shape[0], B.shape[1]
+                # a few alphas at once: one product for all, in bounded memory
+                step = max(1, _GROUP_ELEMENTS // max(r * n_cols, n_val * n_cols, 1))
+                for a in range(0, len(alphas), step):
+                    grp = slice(a, min(a + step, len(alphas)))
+                    WB = W[grp].T[:, :, None] * B[:, None, :]  # (r, n_group, n_cols)
+                    pred = (fold.A @ WB.reshape(r, -1)).reshape(n_val, -1, n_cols)
+                    total[grp] += _score(Yv[:, None, :], pred, scoring, ss_tot)
+            return (total / len(folds)).cpu().numpy()
+
+        parts = pool.map(fold_mean, chunks)
+        del folds, shrink
+        mean = np.concatenate(parts, axis=1) if parts else np.zeros((len(alphas), 0))
+        arg = select_penalty(mean, alphas)
+        top[g] = np.where(np.isnan(mean), -np.inf, mean).max(0, initial=-np.inf)
+        alpha_of[g] = arg
+        score_of[g] = mean[arg, np.arange(n_targets)]
     best_gamma = near_best(top).argmax(0).astype(np.int64)
     targets = np.arange(n_targets)
     best_alpha = alpha_of[best_gamma, targets].astype(np.int64)
@@ -254,6 +340,7 @@ def refit(
     best_gamma: np.ndarray,
     best_alpha: np.ndarray,
     batch_size: int,
+    pool: Workers,
 ) -> np.ndarray:
     """Fit every target on all samples with its chosen (band weighting, alpha).
 
@@ -270,7 +357,10 @@ def refit(
     best_gamma, best_alpha : ndarray of int, shape (n_targets,)
         Chosen indices per target.
     batch_size : int
-        Targets processed at once.
+        Targets processed at once (at most :data:`~neuroflow.models._workers.CPU_CHUNK`
+        per task on the CPU).
+    pool : Workers
+        Runs the weightings and chunks of targets.
 
     Returns
     -------
@@ -278,32 +368,40 @@ def refit(
         Weights on the unscaled features, in the dtype of the design.
     """
     X = design.X
-    device, dtype = X.device, X.dtype
-    n_targets = Y.shape[1]
-    coef = np.zeros((design.n_features, n_targets), dtype=_numpy_dtype(dtype))
-    for g in np.unique(best_gamma):
-        gamma = gammas[g]
-        s = design.scale(gamma)
+    coef = np.zeros((design.n_features, Y.shape[1]), dtype=_numpy_dtype(X.dtype))
+    alphas_t = torch.as_tensor(alphas, dtype=X.dtype, device=X.device)
+
+    @torch.no_grad()
+    def decompose(g: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        s = design.scale(gammas[g])
         if design.form == "primal":
             lam, basis = _eigh(s[:, None] * design.gram * s[None, :])
         else:
-            lam, basis = _eigh(design.kernel(gamma))
-        targets = np.flatnonzero(best_gamma == g)
-        for start in range(0, len(targets), batch_size):
-            idx = targets[start : start + batch_size]
-            Yb = torch.as_tensor(Y[:, idx]).to(device=device, dtype=dtype)
-            B = basis.T @ (s[:, None] * (X.T @ Yb)) if design.form == "primal" else basis.T @ Yb
-            out = torch.empty(design.n_features, len(idx), dtype=dtype, device=device)
-            chosen = best_alpha[idx]
-            for a in np.unique(chosen):
-                sel = torch.as_tensor(np.flatnonzero(chosen == a), device=device)
-                w = 1.0 / (lam + float(alphas[a]))
-                sol = basis @ (w[:, None] * B[:, sel])
+            lam, basis = _eigh(design.kernel(gammas[g]))
+        return s, lam, basis
+
+    used = np.unique(best_gamma)
+    # weightings are decomposed side by side, a few at a time to bound memory
+    for start in range(0, len(used), pool.n_workers):
+        group = used[start : start + pool.n_workers]
+        for g, (s, lam, basis) in zip(group, pool.map(decompose, group), strict=True):
+            targets = np.flatnonzero(best_gamma == g)
+
+            @torch.no_grad()
+            def fit(cols: slice, targets=targets, s=s, lam=lam, basis=basis) -> None:
+                idx = targets[cols]
+                Yb = _load(Y, idx, X)
+                # rotated responses, shape (r, n_cols), shrunk by each target's alpha
+                B = basis.T @ (s[:, None] * (X.T @ Yb) if design.form == "primal" else Yb)
+                a = torch.as_tensor(best_alpha[idx], device=X.device)
+                sol = basis @ (B / (lam[:, None] + alphas_t[a][None, :]))
                 if design.form == "primal":
-                    out[:, sel] = s[:, None] * sol
+                    out = s[:, None] * sol
                 else:
-                    out[:, sel] = s[:, None].square() * (X.T @ sol)
-            coef[:, idx] = out.cpu().numpy()
+                    out = s[:, None].square() * (X.T @ sol)
+                coef[:, idx] = out.cpu().numpy()
+
+            pool.map(fit, pool.chunks(len(targets), batch_size))
     return coef
 
 

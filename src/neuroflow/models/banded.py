@@ -21,6 +21,7 @@ import torch
 
 from . import _engine
 from ._device import resolve_device, resolve_dtype
+from ._workers import matmul, workers
 from .cv import Split
 from .ridge import _check_common, _check_xy, check_alphas, choose_form
 
@@ -67,10 +68,13 @@ class BandedRidgeCVResult:
             return -np.log(self.best_alpha)
 
     def predict_split(self, Xs: Sequence[np.ndarray]) -> np.ndarray:
-        """Per-band predictions, shape (n_bands, n_samples, n_targets)."""
+        """Per-band predictions, shape (n_bands, n_samples, n_targets).
+
+        The same bits for any number of threads (see :func:`neuroflow.models.matmul`).
+        """
         return np.stack(
             [
-                np.asarray(X, dtype=self.coef.dtype) @ self.coef[sl]
+                matmul(np.asarray(X, dtype=self.coef.dtype), self.coef[sl])
                 for X, sl in zip(Xs, self.slices, strict=True)
             ]
         )
@@ -135,7 +139,8 @@ def banded_ridge_cv(
 
     Minimises ``||sum_k X_k b_k - y||^2 + sum_k (alpha / gamma_k) ||b_k||^2`` per target,
     searching ``gamma`` over band weightings and ``alpha`` over a grid. No intercept is
-    fitted: centre the features and responses first.
+    fitted: centre the features and responses first. On the CPU, the results are
+    bit-identical for any number of torch threads (see :func:`neuroflow.models.ridge_cv`).
 
     Parameters
     ----------
@@ -186,8 +191,8 @@ def banded_ridge_cv(
         )
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     form = choose_form(min(len(tr) for tr, _ in splits), X.shape[1], form)
-    with torch.no_grad():
-        design = _engine.make_design(X, slices, device=dev, dtype=dt, form=form)
+    with torch.no_grad(), workers(dev) as pool:
+        design = _engine.make_design(X, slices, device=dev, dtype=dt, form=form, pool=pool)
         ig, ia, score = _engine.search(
             design,
             Y,
@@ -196,6 +201,7 @@ def banded_ridge_cv(
             splits=splits,
             scoring=scoring,
             batch_size=target_batch_size,
+            pool=pool,
         )
         coef = _engine.refit(
             design,
@@ -205,6 +211,7 @@ def banded_ridge_cv(
             best_gamma=ig,
             best_alpha=ia,
             batch_size=target_batch_size,
+            pool=pool,
         )
     best_gamma = gammas[ig].T
     with np.errstate(divide="ignore"):

@@ -14,6 +14,7 @@ import torch
 
 from . import _engine
 from ._device import resolve_device, resolve_dtype
+from ._workers import matmul, workers
 from .cv import Split, check_splits
 
 __all__ = ["RidgeCVResult", "check_alphas", "choose_form", "ridge_cv", "ridge_fit"]
@@ -57,8 +58,9 @@ class RidgeCVResult:
         Returns
         -------
         Y_pred : ndarray, shape (n_samples, n_targets)
+            In the dtype of ``coef``; the same bits for any number of threads.
         """
-        return np.asarray(X, dtype=self.coef.dtype) @ self.coef
+        return matmul(np.asarray(X, dtype=self.coef.dtype), self.coef)
 
 
 def check_alphas(alphas: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -139,9 +141,10 @@ def ridge_cv(
     the alpha whose validation score, averaged over ``splits``, is highest, then refits on
     all samples. Scores within :data:`~neuroflow.models.selection.SCORE_TOLERANCE` of the
     best are ties, which go to the largest alpha
-    (:func:`~neuroflow.models.selection.select_penalty`), so that round-off (thread count,
-    BLAS build) cannot flip the choice. No intercept is fitted: centre ``X`` and ``Y``
-    first.
+    (:func:`~neuroflow.models.selection.select_penalty`), so that round-off (BLAS build)
+    cannot flip the choice. On the CPU, the results are bit-identical for any number of
+    torch threads: kernels run on one thread each, side by side on independent folds and
+    chunks of targets. No intercept is fitted: centre ``X`` and ``Y`` first.
 
     Parameters
     ----------
@@ -158,7 +161,9 @@ def ridge_cv(
         Validation score: coefficient of determination (``1 - SSE / SS_tot`` on the
         validation fold, 0 where the fold has no variance) or Pearson correlation.
     target_batch_size : int
-        Targets processed at once (bounds memory to a few ``n_samples × batch`` arrays).
+        Targets processed at once (bounds memory to a few ``n_samples × batch`` arrays);
+        on the CPU, each thread takes at most
+        :data:`~neuroflow.models._workers.CPU_CHUNK` at a time.
     form : {"auto", "primal", "kernel"}
         Decompose ``X.T X`` (primal) or ``X X.T`` (kernel; ``auto`` when
         ``n_features > n_samples``).
@@ -180,8 +185,10 @@ def ridge_cv(
     train_sizes = min(len(tr) for tr, _ in splits)
     form = choose_form(train_sizes, X.shape[1], form)
     gammas = np.ones((1, 1))
-    with torch.no_grad():
-        design = _engine.make_design(X, [slice(0, X.shape[1])], device=dev, dtype=dt, form=form)
+    with torch.no_grad(), workers(dev) as pool:
+        design = _engine.make_design(
+            X, [slice(0, X.shape[1])], device=dev, dtype=dt, form=form, pool=pool
+        )
         _, ia, score = _engine.search(
             design,
             Y,
@@ -190,6 +197,7 @@ def ridge_cv(
             splits=splits,
             scoring=scoring,
             batch_size=target_batch_size,
+            pool=pool,
         )
         ig = np.zeros_like(ia)
         # The design's Gram matrices cover all samples, so the refit reuses them.
@@ -201,6 +209,7 @@ def ridge_cv(
             best_gamma=ig,
             best_alpha=ia,
             batch_size=target_batch_size,
+            pool=pool,
         )
     return RidgeCVResult(
         coef=coef,
@@ -243,8 +252,10 @@ def ridge_fit(
     check_alphas(alphas)
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     form = choose_form(*X.shape)
-    with torch.no_grad():
-        design = _engine.make_design(X, [slice(0, X.shape[1])], device=dev, dtype=dt, form=form)
+    with torch.no_grad(), workers(dev) as pool:
+        design = _engine.make_design(
+            X, [slice(0, X.shape[1])], device=dev, dtype=dt, form=form, pool=pool
+        )
         return _engine.refit(
             design,
             Y,
@@ -253,4 +264,5 @@ def ridge_fit(
             best_gamma=np.zeros(Y.shape[1], dtype=np.int64),
             best_alpha=inverse.astype(np.int64),
             batch_size=max(Y.shape[1], 1),
+            pool=pool,
         )
