@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -74,16 +76,47 @@ CFG = {
 
 
 @pytest.mark.slow
-def test_decode_eeg_stage(tmp_path, eeg_inputs):
+def test_decode_eeg_stage(tmp_path, eeg_inputs, caplog):
     epochs, features = eeg_inputs
-    out = decode_eeg(
-        epochs=epochs,
-        features=features,
-        output=tmp_path / "dec.zarr",
-        config=CFG,
-        provenance={"stage": "decode_eeg"},
-    )
+    with caplog.at_level(logging.WARNING, logger="neuroflow"):
+        out = decode_eeg(
+            epochs=epochs,
+            features=features,
+            output=tmp_path / "dec.zarr",
+            config=CFG,
+            provenance={"stage": "decode_eeg"},
+        )
     ds = open_dataset(out)
+    # 4, 2 and 30 permutations cannot reach p <= 0.05 reliably, nor 2 subjects' 4 flips
+    warned = [r.getMessage() for r in caplog.records]
+    for key, n in (
+        ("classification.n_permutations", 4),
+        ("classification.generalization_permutations", 2),
+        ("features.n_permutations", 30),
+    ):
+        msg = (
+            f"decode_eeg: `decoding.{key}` = {n} cannot reach p <= 0.05 reliably: at least 99 "
+            "are needed; clusters are reported as inconclusive."
+        )
+        assert warned.count(msg) == 2  # once per subject
+    assert set(ds.attrs["inconclusive"]) == {
+        "class_cluster_p",
+        "generalization_cluster_p",
+        "feature_cluster_p",
+        "group_class_cluster_p",
+        "group_feature_cluster_p",
+    }
+    assert "2 subjects allow 4 sign flips" in ds.attrs["inconclusive"]["group_class_cluster_p"]
+    # 'test' images are shown 3 times, 'train' images once: no other labelling exists
+    assert "sub-01: the 'condition' labels" in ds.attrs["inconclusive"]["class_cluster_p"]
+    assert "sub-02: the 'condition' labels" in ds.attrs["inconclusive"]["class_cluster_p"]
+    for name in ("class", "generalization", "feature"):
+        assert ds[f"{name}_inconclusive"].values.all()
+    assert ds.attrs["cluster_alpha"] == 0.05
+    for name in ds.attrs["inconclusive"]:
+        assert np.isnan(ds[name].values).all() and f"{name}_raw" in ds
+    assert np.isfinite(ds["feature_cluster_p_raw"].values).any()
+    assert np.isnan(ds["feature_onset_latency"].values).all()
     assert ds.sizes["subject"] == 2 and ds.sizes["time"] == N_T
     assert ds["identification"].dims == ("subject", "feature_space", "decoder", "metric")
     assert list(ds["metric"].values) == ["top1", "top5", "mean_rank"]
@@ -95,7 +128,14 @@ def test_decode_eeg_stage(tmp_path, eeg_inputs):
     peak = ds["feature_peak_latency"].sel(feature_space="visual").values
     assert np.all(np.abs(peak - 0.1) < 0.06)
     table = decoding_rows(ds.load())
-    assert list(table.columns) == list(DECODING_COLUMNS)
+    assert list(table.columns) == [*DECODING_COLUMNS, "inconclusive"]
+    tested = table["metric"].isin(["peak_r", "peak_balanced_accuracy"])
+    assert table.loc[tested, "inconclusive"].astype(bool).all()
+    assert table.loc[tested, "p_value"].isna().all()
+    assert table.loc[~tested, "inconclusive"].isna().all()
+    group = table[table["subject"] == "group"]
+    assert len(group) == 3 and (group["statistic"] == "mean").all()
+    assert (group["n_subjects"] == 2).all()
     tsv = append_rows(table, tmp_path / "scores.tsv")
     append_rows(pd.DataFrame({"subject": ["x"], "mean_r": [0.1]}), tsv)
     back = pd.read_csv(tsv, sep="\t")
@@ -172,6 +212,33 @@ def test_combine_leaves_out_an_analysis_a_subject_lacks(tmp_path, rng):
         combine_subjects([part("01", True), late], cfg, sources=["a", "b"])
     with pytest.raises(ValueError, match=r"Every subject must appear once"):
         combine_subjects([part("01", True), part("01", True)], cfg, sources=["a", "b"])
+
+
+def test_decoding_rows_flag_inconclusive_tests(rng):
+    times = np.linspace(0.0, 0.5, 6)
+    p = np.full((2, 6), np.nan)
+    p[0, 2:4] = 0.01
+    ds = xr.Dataset(
+        {
+            "class_score": (("subject", "time"), 0.5 + 0.1 * rng.random((2, 6))),
+            "class_chance": (("subject",), [0.5, 0.5]),
+            "class_cluster_p": (("subject", "time"), p),
+            "class_inconclusive": (("subject",), [False, True]),
+            "group_class_cluster_p": (("time",), np.full(6, np.nan)),
+        },
+        coords={"subject": ["01", "02"], "time": times},
+        attrs={"inconclusive": {"group_class_cluster_p": "2 subjects allow 4 sign flips"}},
+    )
+    rows = decoding_rows(ds).set_index("subject")
+    assert rows.loc["01", "p_value"] == 0.01 and rows.loc["01", "inconclusive"] == False  # noqa: E712
+    assert np.isnan(rows.loc["02", "p_value"]) and rows.loc["02", "inconclusive"] == True  # noqa: E712
+    group = rows.loc["group"]
+    assert group["statistic"] == "mean" and group["n_subjects"] == 2 and group["inconclusive"]
+    assert group["value"] == pytest.approx(float(ds["class_score"].mean("subject").max()))
+    # stores of format 5 record nothing: unknown
+    old = ds.drop_vars("class_inconclusive")
+    old.attrs = {}
+    assert decoding_rows(old)["inconclusive"].isna().all()
 
 
 def test_rsa_eeg_stage(tmp_path, eeg_inputs):

@@ -30,11 +30,15 @@ def test_cluster_test_finds_planted_cluster(rng):
 
 
 def test_cluster_test_2d(rng):
-    null = rng.standard_normal((49, 7, 9)) * 0.05
+    null = rng.standard_normal((99, 7, 9)) * 0.05
     obs = np.zeros((7, 9))
     obs[2:4, 3:6] = 1.0
     res = cluster_permutation_test(obs, null)
-    assert res.significant().sum() == 6
+    assert res.significant().sum() == 6 and res.conclusive(0.05)
+    # 49 permutations reach p = 0.02 but not 0.05 / 5: inconclusive, nothing significant
+    few = cluster_permutation_test(obs, null[:49])
+    assert few.p_values.min() == pytest.approx(0.02) and not few.conclusive(0.05)
+    assert not few.significant(0.05).any() and few.conclusive(0.1)
 
 
 def test_sliding_and_generalizing_scores(rng):
@@ -130,3 +134,16 @@ def test_ridge_fold_ties_go_to_the_larger_alpha(rng):
         np.testing.assert_allclose(pred[t], ref, rtol=1e-8, atol=0)
         other = Ridge(alpha=1e7, fit_intercept=False).fit(Xtr[t], Y).predict(Xte[t])
         assert not np.allclose(pred[t], other, rtol=1e-3, atol=0)
+
+
+@pytest.mark.slow
+def test_null_is_the_same_with_parallel_permutations(rng):
+    """Workers get the labels drawn up front: the null does not depend on ``n_jobs``."""
+    X = rng.standard_normal((40, 4, 6))
+    y = np.repeat([0, 1], 20)
+    stim = np.arange(40) // 2
+    one = time_resolved_null(X, y, stim, n_permutations=3, n_splits=4, seed=5)
+    two = time_resolved_null(X, y, stim, n_permutations=3, n_splits=4, seed=5, n_jobs=2)
+    np.testing.assert_array_equal(one, two)
+    with pytest.raises(ValueError, match=r"`units` must have shape \(40,\), got \(3,\)"):
+        time_resolved_null(X, y, stim, n_permutations=3, units=[0, 1, 2])

@@ -17,6 +17,17 @@ For every subject (its epochs stores concatenated):
 
 With two or more subjects, per-subject time courses are also tested together with a
 sign-flip cluster test (:func:`~neuroflow.decoding.temporal.group_cluster_test`).
+
+A cluster test whose permutations cannot reach ``cluster_alpha`` reliably is run, but
+reported as *inconclusive*: its ``*_cluster_p`` is NaN, the p-values it computed are in
+``*_cluster_p_raw``, and ``attrs["inconclusive"]`` says why. That happens with fewer
+than :func:`~neuroflow.decoding.temporal.min_permutations` random permutations (99 for
+0.05; the job logs a warning naming the configuration key to raise), when a subject's
+labels allow fewer distinct relabellings than that (classes keep their numbers of
+epochs under the null, so a label tied to how often its stimuli are shown, like the
+THINGS-style test/train condition, cannot be tested by permutation; also a logged
+warning), and for the group test with too few subjects for its sign flips to reach it
+(6 for 0.05).
 """
 
 from __future__ import annotations
@@ -42,6 +53,8 @@ from .temporal import (
     ClusterResult,
     cluster_permutation_test,
     group_cluster_test,
+    min_permutations,
+    n_relabellings,
     sliding_ridge_scores,
     time_resolved_null,
     time_resolved_scores,
@@ -55,13 +68,14 @@ __all__ = [
     "combine_subjects",
     "decode_eeg",
     "decode_eeg_subject",
+    "inconclusive_tests",
     "resolve_config",
 ]
 
 logger = logging.getLogger(__name__)
 
 STAGE = "decode_eeg"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -83,8 +97,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "target": "condition",
         "classifier": "lda",
         "generalization": True,
-        "n_permutations": 20,
-        "generalization_permutations": 5,
+        "n_permutations": 99,
+        "generalization_permutations": 99,
     },
     "features": {
         "enabled": True,
@@ -146,12 +160,69 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return cfg
 
 
-def _cluster_p(result: ClusterResult) -> np.ndarray:
-    """p-value of the cluster containing each point, NaN outside clusters."""
+def _cluster_p(
+    result: ClusterResult, alpha: float, testable: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """p-value of the cluster containing each point, NaN outside clusters.
+
+    Returns the p-values as reported (NaN everywhere when the test is not
+    :meth:`~neuroflow.decoding.temporal.ClusterResult.conclusive` at ``alpha``, or not
+    ``testable``) and as computed, each of the shape of ``result.labels``.
+    """
     p = np.full(result.labels.shape, np.nan)
     for i, pv in enumerate(result.p_values):
         p[result.labels == i + 1] = pv
-    return p
+    ok = testable and result.conclusive(alpha)
+    return (p if ok else np.full(p.shape, np.nan)), p
+
+
+def _no_test(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Reported and computed p-values of a test that was not run (0 permutations)."""
+    return np.full(shape, np.nan), np.full(shape, np.nan)
+
+
+#: Within-subject cluster tests: stored variable, its permutation key and its part.
+_CLUSTER_TESTS = {
+    "class_cluster_p": ("classification.n_permutations", "classification"),
+    "generalization_cluster_p": ("classification.generalization_permutations", "classification"),
+    "feature_cluster_p": ("features.n_permutations", "features"),
+}
+
+
+def inconclusive_tests(cfg: Mapping[str, Any], run: set[str] | None = None) -> dict[str, str]:
+    """Within-subject cluster tests whose permutation count cannot reach ``cluster_alpha``.
+
+    Parameters
+    ----------
+    cfg : dict
+        The resolved ``decoding`` section.
+    run : set of str | None
+        Analyses that run (``"classification"``, ``"features"``); None for all that
+        are enabled.
+
+    Returns
+    -------
+    reasons : dict of str to str
+        Stored p-value variable (e.g. ``"class_cluster_p"``) to why its test is
+        inconclusive, for every test that runs with at least one but fewer than
+        :func:`~neuroflow.decoding.temporal.min_permutations` permutations.
+    """
+    alpha = float(cfg["cluster_alpha"])
+    need = min_permutations(alpha)
+    out: dict[str, str] = {}
+    for name, (key, part) in _CLUSTER_TESTS.items():
+        section, field = key.split(".")
+        if not cfg[part]["enabled"] or (run is not None and part not in run):
+            continue
+        if name == "generalization_cluster_p" and not cfg["classification"]["generalization"]:
+            continue
+        n = int(cfg[section][field])
+        if 0 < n < need:
+            out[name] = (
+                f"`decoding.{key}` = {n} cannot reach p <= {alpha:g} reliably: at least "
+                f"{need} are needed; clusters are reported as inconclusive"
+            )
+    return out
 
 
 def _groups(sub: SubjectEpochs, how: str) -> np.ndarray:
@@ -214,6 +285,37 @@ def classification_groups(
     return stratified_epoch_groups(y, n_splits, seed), "epoch"
 
 
+def permutation_units(sub: SubjectEpochs, y: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Units whose labels the classification null exchanges.
+
+    Whole stimuli when every stimulus carries one label, every class holds 2+ stimuli
+    and some stimulus is repeated: the repeats of an image then keep sharing a label
+    under the null whatever the folds (session folds, or stratified folds that split
+    an image's repeats), as they share it in the design. Otherwise the CV groups (see
+    :func:`~neuroflow.decoding.temporal.shuffle_labels`).
+
+    Parameters
+    ----------
+    sub : SubjectEpochs
+        The subject's epochs.
+    y : ndarray, shape (n_epochs,)
+        Labels.
+    groups : ndarray, shape (n_epochs,)
+        CV groups.
+
+    Returns
+    -------
+    units : ndarray, shape (n_epochs,)
+    """
+    stim = sub.stimulus
+    one_class_each = all(np.unique(y[stim == s]).size == 1 for s in np.unique(stim))
+    per_class = [np.unique(stim[y == c]).size for c in np.unique(y)]
+    repeated = np.unique(stim).size < stim.size
+    if one_class_each and min(per_class) >= 2 and repeated:
+        return stim
+    return groups
+
+
 def _classification(sub, X, cfg, seed) -> dict[str, Any]:
     c = cfg["classification"]
     y = {"condition": sub.condition, "stimulus": sub.stimulus}.get(c["target"])
@@ -225,37 +327,103 @@ def _classification(sub, X, cfg, seed) -> dict[str, Any]:
     groups, kind = classification_groups(sub, y, cfg["cv_groups"], cfg["n_splits"], seed)
     logger.info("sub-%s: classification folds by %s.", sub.subject, kind)
     kw = {"classifier": c["classifier"], "n_splits": cfg["n_splits"], "n_jobs": cfg["n_jobs"]}
+    units = permutation_units(sub, y, groups)
+    alpha = cfg["cluster_alpha"]
+    n_perm = int(c["n_permutations"])
+    n_gen = int(c["generalization_permutations"]) if c["generalization"] else 0
     out: dict[str, Any] = {"chance": 1.0 / np.unique(y).size, "cv_groups": kind}
-    out["score"] = time_resolved_scores(X, y, groups, **kw).mean(axis=0)
-    out["null"] = time_resolved_null(
-        X, y, groups, n_permutations=c["n_permutations"], seed=seed, **kw
-    )
-    out["cluster_p"] = (
-        _cluster_p(
-            cluster_permutation_test(out["score"], out["null"], cluster_alpha=cfg["cluster_alpha"])
-        )
-        if c["n_permutations"]
-        else np.full(out["score"].shape, np.nan)
-    )
+    out["untestable"] = _untestable(sub, y, units, c["target"], alpha)
+    if out["untestable"] and (n_perm or n_gen):
+        logger.warning("%s.", out["untestable"])
     if c["generalization"]:
         out["gen"] = time_resolved_scores(X, y, groups, generalize=True, **kw).mean(axis=0)
-        n_gen = c["generalization_permutations"]
-        if n_gen:
-            null = time_resolved_null(
-                X, y, groups, n_permutations=n_gen, generalize=True, seed=seed + 1, **kw
+    if n_relabellings(y, units) == 1:
+        # no permutation changes the labels: every permuted map is the observed one
+        out["score"] = time_resolved_scores(X, y, groups, **kw).mean(axis=0)
+        out["null"] = np.repeat(out["score"][None], n_perm, axis=0)
+        gen_null = np.repeat(out["gen"][None], n_gen, axis=0) if n_gen else None
+        return _classification_tests(out, gen_null, n_perm, alpha, c["generalization"])
+    gen_null = (
+        time_resolved_null(
+            X, y, groups, n_permutations=n_gen, generalize=True, seed=seed + 1, units=units, **kw
+        )
+        if n_gen
+        else None
+    )
+    if gen_null is not None and c["classifier"] == "lda":
+        # the batched LDA's generalisation diagonal is its sliding score (tested equal):
+        # the generalisation null's diagonals serve as sliding null maps too, and the
+        # observed sliding score is taken from the same computation
+        out["score"] = np.diagonal(out["gen"]).copy()
+        diag = np.diagonal(gen_null, axis1=1, axis2=2)[:n_perm]
+        rest = time_resolved_null(
+            X, y, groups, n_permutations=max(n_perm - n_gen, 0), seed=seed, units=units, **kw
+        )
+        out["null"] = np.concatenate([diag, rest])
+    else:
+        out["score"] = time_resolved_scores(X, y, groups, **kw).mean(axis=0)
+        out["null"] = time_resolved_null(
+            X, y, groups, n_permutations=n_perm, seed=seed, units=units, **kw
+        )
+    return _classification_tests(out, gen_null, n_perm, alpha, c["generalization"])
+
+
+def _classification_tests(
+    out: dict[str, Any], gen_null: np.ndarray | None, n_perm: int, alpha: float, gen: bool
+) -> dict[str, Any]:
+    """The cluster tests of the classification time course and generalisation, in place."""
+    testable = out["untestable"] is None
+    out["cluster_p"], out["cluster_p_raw"] = (
+        _cluster_p(
+            cluster_permutation_test(out["score"], out["null"], cluster_alpha=alpha),
+            alpha,
+            testable,
+        )
+        if n_perm
+        else _no_test(out["score"].shape)
+    )
+    if gen:
+        out["gen_cluster_p"], out["gen_cluster_p_raw"] = (
+            _cluster_p(
+                cluster_permutation_test(out["gen"], gen_null, cluster_alpha=alpha),
+                alpha,
+                testable,
             )
-            res = cluster_permutation_test(out["gen"], null, cluster_alpha=cfg["cluster_alpha"])
-            out["gen_cluster_p"] = _cluster_p(res)
-        else:
-            out["gen_cluster_p"] = np.full(out["gen"].shape, np.nan)
+            if gen_null is not None
+            else _no_test(out["gen"].shape)
+        )
     return out
+
+
+def _untestable(
+    sub: SubjectEpochs, y: np.ndarray, units: np.ndarray, target: str, alpha: float
+) -> str | None:
+    """Why too few distinct labellings exist for a permutation test (None if enough)."""
+    need = min_permutations(alpha) + 1
+    k = n_relabellings(y, units)
+    if k >= need:
+        return None
+    constant = all(np.unique(y[units == u]).size == 1 for u in np.unique(units))
+    how = (
+        "labels move only between whole stimuli (or CV groups) with as many epochs, so that "
+        "the classes keep their sizes, and a label tied to how often its stimuli are shown "
+        "cannot be tested by permutation"
+        if constant
+        else "labels are shuffled within CV groups"
+    )
+    return (
+        f"sub-{sub.subject}: the {target!r} labels (`decoding.classification.target`) "
+        f"allow only {k:g} distinct labelling(s) of the epochs, the observed one included, "
+        f"fewer than the {need} a test at p <= {alpha:g} needs ({how}); classification "
+        "clusters are reported as inconclusive"
+    )
 
 
 def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
     f = cfg["features"]
     groups = _groups(sub, cfg["cv_groups"])
     n_times = X.shape[2]
-    out = {k: [] for k in ("score", "null_mean", "cluster_p", "n_components")}
+    out = {k: [] for k in ("score", "null_mean", "cluster_p", "cluster_p_raw", "n_components")}
     for name, path in features.items():
         uniq, inverse = np.unique(sub.stimulus, return_inverse=True)
         F = stimulus_features(path, uniq)
@@ -271,16 +439,19 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
             n_splits=cfg["n_splits"],
             n_permutations=f["n_permutations"],
             seed=seed,
+            units=sub.stimulus,
         )
         score, null = score.mean(axis=1), null.mean(axis=2)
         out["score"].append(score)
         out["null_mean"].append(null.mean(axis=0) if null.size else np.full(n_times, np.nan))
-        p = (
-            _cluster_p(cluster_permutation_test(score, null, cluster_alpha=cfg["cluster_alpha"]))
+        alpha = cfg["cluster_alpha"]
+        p, p_raw = (
+            _cluster_p(cluster_permutation_test(score, null, cluster_alpha=alpha), alpha)
             if f["n_permutations"]
-            else np.full(n_times, np.nan)
+            else _no_test((n_times,))
         )
         out["cluster_p"].append(p)
+        out["cluster_p_raw"].append(p_raw)
         out["n_components"].append(n_comp)
         del name
     return {k: np.asarray(v) for k, v in out.items()}
@@ -507,20 +678,33 @@ def decode_eeg(
         The store, holding (dims in brackets):
 
         - ``class_score`` (subject, time), ``class_null`` (subject, permutation, time),
-          ``class_cluster_p`` (subject, time), ``class_chance`` (subject);
-        - ``generalization`` and ``generalization_cluster_p`` (subject, train_time, time);
-        - ``feature_score``, ``feature_null_mean``, ``feature_cluster_p``
-          (subject, feature_space, time); ``feature_peak_latency``,
-          ``feature_onset_latency`` (subject, feature_space), in s;
+          ``class_cluster_p`` and ``class_cluster_p_raw`` (subject, time),
+          ``class_chance`` and ``class_inconclusive`` (subject);
+        - ``generalization``, ``generalization_cluster_p`` and
+          ``generalization_cluster_p_raw`` (subject, train_time, time),
+          ``generalization_inconclusive`` (subject);
+        - ``feature_score``, ``feature_null_mean``, ``feature_cluster_p``,
+          ``feature_cluster_p_raw`` (subject, feature_space, time);
+          ``feature_peak_latency``, ``feature_onset_latency`` (subject, feature_space),
+          in s (the onset is the first point of a significant cluster);
+          ``feature_inconclusive`` (subject, feature_space);
         - ``identification`` (subject, feature_space, decoder, metric),
           ``identification_chance`` (subject, feature_space, metric),
           ``identification_null`` (subject, feature_space, decoder, id_permutation,
           metric), ``identification_p`` (subject, feature_space, decoder, metric);
         - with 2+ subjects: ``group_class_cluster_p`` (time), ``group_feature_cluster_p``
-          (feature_space, time).
+          (feature_space, time), and their ``*_raw`` twins.
 
-        An analysis that does not apply to every subject is left out, with the reason
-        in ``attrs["skipped"]``.
+        ``*_cluster_p`` is the family-wise p-value of the cluster holding each point (NaN
+        outside clusters); a point is significant when it is at most
+        ``attrs["cluster_alpha"]``. A test that cannot reach that level reliably (too
+        few permutations, too few distinct relabellings of the subject's epochs, or
+        too few subjects) is *inconclusive*: its ``*_cluster_p`` is NaN everywhere,
+        ``*_cluster_p_raw`` holds the p-values it computed (equal to ``*_cluster_p``
+        for a conclusive test), ``*_inconclusive`` is True for the subject, and
+        ``attrs["inconclusive"]`` maps the variable's name to the reason. An analysis
+        that does not apply to every subject is left out, with the reason in
+        ``attrs["skipped"]``.
     """
     cfg = resolve_config(config)
     features = dict(features or {})
@@ -562,11 +746,24 @@ def _decode_subjects(
     skipped = {k: why for k, why in parts.items() if why is not None and why != "off"}
     for part, why in skipped.items():
         logger.info("decode_eeg: %s skipped, %s.", part, why)
+    inconclusive = inconclusive_tests(cfg, run)
+    for why in dict.fromkeys(inconclusive.values()):
+        logger.warning("decode_eeg: %s.", why)
+    untestable = [r["class"]["untestable"] for r in per_sub if r.get("class", {}).get("untestable")]
+    c = cfg["classification"]
+    for name, n in (
+        ("class_cluster_p", c["n_permutations"]),
+        ("generalization_cluster_p", c["generalization_permutations"] * c["generalization"]),
+    ):
+        if untestable and n:
+            inconclusive[name] = "; ".join([*untestable, inconclusive.get(name, "")]).strip("; ")
     ds.attrs.update(
         {
             "stage": STAGE,
             "feature_models": {n: feature_info(p) for n, p in features.items()},
             "cluster_test": "label permutation, cluster mass (within subject)",
+            "cluster_alpha": float(cfg["cluster_alpha"]),
+            "inconclusive": inconclusive,
             "classification_cv_groups": sorted(
                 {r["class"]["cv_groups"] for r in per_sub if "class" in r}
             ),
@@ -651,24 +848,53 @@ def combine_subjects(
         {g for d in parts for g in d.attrs.get("classification_cv_groups", [])}
     )
     ds.attrs.pop("provenance", None)
+    reasons: dict[str, list[str]] = {}
+    for d in parts:
+        for name, why in d.attrs.get("inconclusive", {}).items():
+            reasons.setdefault(name, []).extend(w for w in why.split("; ") if w)
+    ds.attrs["inconclusive"] = {n: "; ".join(dict.fromkeys(w)) for n, w in reasons.items()}
     if len(parts) >= 2:
-        _add_group_tests(ds)
+        _add_group_tests(ds, cfg)
     return ds
 
 
-def _add_group_tests(ds: xr.Dataset) -> None:
-    """Sign-flip cluster tests over subjects, in place."""
+def _add_group_tests(ds: xr.Dataset, cfg: Mapping[str, Any]) -> None:
+    """Sign-flip cluster tests over subjects, in place.
+
+    With too few subjects for a sign-flip test to reach ``cluster_alpha`` (5 or fewer
+    for 0.05; see :func:`~neuroflow.decoding.temporal.group_cluster_test`), the tests
+    run but are reported as inconclusive.
+    """
+    alpha = float(cfg["cluster_alpha"])
+    kw = {
+        "cluster_alpha": alpha,
+        "n_permutations": max(1024, min_permutations(alpha) + 1),
+        "seed": int(cfg["seed"]),
+    }
+    results: dict[str, list[ClusterResult]] = {}
     if "class_score" in ds:
         chance = float(ds["class_chance"].mean())
-        g = group_cluster_test(ds["class_score"].values, chance)
-        ds["group_class_cluster_p"] = (("time",), _cluster_p(g))
+        scores = ds["class_score"].values
+        results["group_class_cluster_p"] = [group_cluster_test(scores, chance, **kw)]
     if "feature_score" in ds:
         scores = ds["feature_score"].values
-        ps = [
-            _cluster_p(group_cluster_test(scores[:, i], 0.0))
-            for i in range(ds.sizes["feature_space"])
+        results["group_feature_cluster_p"] = [
+            group_cluster_test(scores[:, i], 0.0, **kw) for i in range(ds.sizes["feature_space"])
         ]
-        ds["group_feature_cluster_p"] = (("feature_space", "time"), np.stack(ps))
+    n_sub = ds.sizes["subject"]
+    for name, res in results.items():
+        dims = ("time",) if name == "group_class_cluster_p" else ("feature_space", "time")
+        p, raw = zip(*(_cluster_p(r, alpha) for r in res), strict=True)
+        squeeze = name == "group_class_cluster_p"
+        ds[name] = (dims, p[0] if squeeze else np.stack(p))
+        ds[f"{name}_raw"] = (dims, raw[0] if squeeze else np.stack(raw))
+        if not res[0].conclusive(alpha):
+            why = (
+                f"{n_sub} subjects allow {2**n_sub} sign flips, the smallest group p-value is "
+                f"{res[0].min_p:.3g} > {alpha:g}: group clusters are reported as inconclusive"
+            )
+            ds.attrs["inconclusive"][name] = why
+            logger.info("decode_eeg: %s.", why)
 
 
 def _applicable_parts(
@@ -728,22 +954,52 @@ def _dataset(subjects, times, names, per_sub, cfg, run) -> xr.Dataset:
     }
     data: dict[str, Any] = {}
     alpha = cfg["cluster_alpha"]
+    by_config = inconclusive_tests(cfg, run)
+    n_class = cfg["classification"]["n_permutations"]
+    n_gen = cfg["classification"]["generalization_permutations"]
     if "classification" in run:
         cl = [r["class"] for r in per_sub]
+        data["class_inconclusive"] = (
+            ("subject",),
+            np.array(
+                ["class_cluster_p" in by_config or bool(x["untestable"] and n_class) for x in cl]
+            ),
+        )
         data["class_score"] = (("subject", "time"), np.stack([c["score"] for c in cl]))
         data["class_null"] = (("subject", "permutation", "time"), np.stack([c["null"] for c in cl]))
         data["class_cluster_p"] = (("subject", "time"), np.stack([c["cluster_p"] for c in cl]))
+        data["class_cluster_p_raw"] = (
+            ("subject", "time"),
+            np.stack([c["cluster_p_raw"] for c in cl]),
+        )
         data["class_chance"] = (("subject",), np.array([c["chance"] for c in cl]))
         if cfg["classification"]["generalization"]:
             coords["train_time"] = ("train_time", times, {"units": "s"})
             dims = ("subject", "train_time", "time")
             data["generalization"] = (dims, np.stack([c["gen"] for c in cl]))
             data["generalization_cluster_p"] = (dims, np.stack([c["gen_cluster_p"] for c in cl]))
+            data["generalization_cluster_p_raw"] = (
+                dims,
+                np.stack([c["gen_cluster_p_raw"] for c in cl]),
+            )
+            data["generalization_inconclusive"] = (
+                ("subject",),
+                np.array(
+                    [
+                        "generalization_cluster_p" in by_config or bool(x["untestable"] and n_gen)
+                        for x in cl
+                    ]
+                ),
+            )
     if "features" in run:
         ft = [r["feat"] for r in per_sub]
         dims = ("subject", "feature_space", "time")
-        for key in ("score", "null_mean", "cluster_p"):
+        for key in ("score", "null_mean", "cluster_p", "cluster_p_raw"):
             data[f"feature_{key}"] = (dims, np.stack([f[key] for f in ft]))
+        data["feature_inconclusive"] = (
+            ("subject", "feature_space"),
+            np.full((len(ft), len(names)), "feature_cluster_p" in by_config),
+        )
         peak, onset = _latencies(
             times, data["feature_score"][1], data["feature_cluster_p"][1], alpha
         )

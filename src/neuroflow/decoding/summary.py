@@ -4,7 +4,10 @@ Rows carry the encoding summary's key columns
 (:data:`neuroflow.evaluation.summary.KEY_COLUMNS`: subject, model, feature_space,
 layer, roi, statistic) and ``n_subjects``, then ``analysis``, ``metric``, ``value``,
 ``chance`` and ``p_value``. :func:`append_rows` adds them to an existing TSV, keeping
-its columns and filling the ones a table lacks with ``n/a``.
+its columns and filling the ones a table lacks with ``n/a``. Rows of EEG decoding also
+carry ``inconclusive`` (:data:`EEG_DECODING_COLUMNS`): whether the cluster test behind
+the row's ``p_value`` could not reach its level (too few permutations, distinct
+relabellings or subjects); its ``p_value`` is then ``n/a``.
 """
 
 from __future__ import annotations
@@ -18,10 +21,19 @@ import xarray as xr
 
 from neuroflow.evaluation.summary import KEY_COLUMNS
 
-__all__ = ["DECODING_COLUMNS", "append_rows", "decoding_rows", "fmri_decoding_rows", "rsa_rows"]
+__all__ = [
+    "DECODING_COLUMNS",
+    "EEG_DECODING_COLUMNS",
+    "append_rows",
+    "decoding_rows",
+    "fmri_decoding_rows",
+    "rsa_rows",
+]
 
 #: Column order of decoding/RSA rows.
 DECODING_COLUMNS = (*KEY_COLUMNS, "n_subjects", "analysis", "metric", "value", "chance", "p_value")
+#: Column order of :func:`decoding_rows` (EEG decoding): ``inconclusive`` added.
+EEG_DECODING_COLUMNS = (*DECODING_COLUMNS, "inconclusive")
 
 
 def _row(**kw) -> dict:
@@ -29,6 +41,63 @@ def _row(**kw) -> dict:
     base.update(statistic="value", n_subjects=1, layer="", roi="")
     base.update(kw)
     return base
+
+
+def _cluster_row_p(ds: xr.Dataset, name: str, sel: dict) -> dict:
+    """``p_value`` (smallest cluster p) and ``inconclusive`` of a cluster-test row.
+
+    ``inconclusive`` comes from the per-subject ``*_inconclusive`` variable (e.g.
+    ``class_inconclusive`` for ``class_cluster_p``), else from ``attrs["inconclusive"]``
+    (group tests); it is NaN for stores that record neither (format 5 and older).
+    """
+    p = ds[name].sel(sel).values if sel else ds[name].values
+    flag_var = name.replace("_cluster_p", "_inconclusive")
+    if flag_var in ds:
+        flag: object = bool(ds[flag_var].sel(sel).values)
+    elif "inconclusive" in ds.attrs:
+        flag = name in ds.attrs["inconclusive"]
+    else:
+        flag = np.nan
+    return {
+        "p_value": float(np.nanmin(p)) if np.isfinite(p).any() else np.nan,
+        "inconclusive": flag,
+    }
+
+
+def _group_rows(ds: xr.Dataset, info: dict) -> list[dict]:
+    """Group rows of the sign-flip cluster tests: peak of the mean time course."""
+    rows = []
+    n_subjects = ds.sizes["subject"]
+    base = {"subject": "group", "statistic": "mean", "n_subjects": n_subjects, "roi": "eeg"}
+    if "group_feature_cluster_p" in ds and "feature_score" in ds:
+        mean = ds["feature_score"].mean("subject")
+        for fs in ds["feature_space"].values:
+            rows.append(
+                _row(
+                    **base,
+                    model=info.get(str(fs), {}).get("model", str(fs)),
+                    feature_space=str(fs),
+                    analysis="feature_time_course",
+                    metric="peak_r",
+                    value=float(mean.sel(feature_space=fs).max()),
+                    chance=0.0,
+                    **_cluster_row_p(ds, "group_feature_cluster_p", {"feature_space": fs}),
+                )
+            )
+    if "group_class_cluster_p" in ds and "class_score" in ds:
+        rows.append(
+            _row(
+                **base,
+                model="",
+                feature_space="",
+                analysis="classification",
+                metric="peak_balanced_accuracy",
+                value=float(ds["class_score"].mean("subject").max()),
+                chance=float(ds["class_chance"].mean()),
+                **_cluster_row_p(ds, "group_class_cluster_p", {}),
+            )
+        )
+    return rows
 
 
 def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
@@ -42,9 +111,13 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
     Returns
     -------
     table : pandas.DataFrame
-        Identification metrics with chance and permutation p per subject, feature
-        space and decoder; peak score and latencies of the feature time courses; peak
-        classification score.
+        Columns :data:`EEG_DECODING_COLUMNS`. Identification metrics with chance and
+        permutation p per subject, feature space and decoder; peak score and latencies
+        of the feature time courses; peak classification score; with group tests, the
+        peak of the subjects' mean time courses (``subject = "group"``, ``statistic =
+        "mean"``). Peak rows carry the smallest cluster p-value of their cluster test
+        and ``inconclusive`` (True when the test cannot reach its level, and
+        ``p_value`` is then NaN); other rows have ``inconclusive`` NaN.
     """
     info = ds.attrs.get("feature_models", {})
     rows = []
@@ -78,7 +151,6 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                 model = info.get(str(fs), {}).get("model", str(fs))
                 sel = {"subject": sub, "feature_space": fs}
                 common = {"subject": s, "model": model, "feature_space": str(fs), "roi": "eeg"}
-                p = ds["feature_cluster_p"].sel(sel).values
                 rows += [
                     _row(
                         **common,
@@ -86,7 +158,7 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                         metric="peak_r",
                         value=float(ds["feature_score"].sel(sel).max()),
                         chance=0.0,
-                        p_value=float(np.nanmin(p)) if np.isfinite(p).any() else np.nan,
+                        **_cluster_row_p(ds, "feature_cluster_p", sel),
                     ),
                     _row(
                         **common,
@@ -102,7 +174,6 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                     ),
                 ]
         if "class_score" in ds:
-            p = ds["class_cluster_p"].sel(subject=sub).values
             rows.append(
                 _row(
                     subject=s,
@@ -113,10 +184,11 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                     metric="peak_balanced_accuracy",
                     value=float(ds["class_score"].sel(subject=sub).max()),
                     chance=float(ds["class_chance"].sel(subject=sub)),
-                    p_value=float(np.nanmin(p)) if np.isfinite(p).any() else np.nan,
+                    **_cluster_row_p(ds, "class_cluster_p", {"subject": sub}),
                 )
             )
-    return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+    rows += _group_rows(ds, info)
+    return pd.DataFrame(rows, columns=list(EEG_DECODING_COLUMNS))
 
 
 def fmri_decoding_rows(ds: xr.Dataset) -> pd.DataFrame:

@@ -13,23 +13,38 @@ per fold, with the penalty chosen per time point and target by leave-one-out err
 
 Inference
 ---------
-With a handful of subjects a test across subjects has little power (with 2 subjects
-the smallest sign-flip p-value is 0.25), and fold scores of one subject are not
+With a handful of subjects a test across subjects has little power (2 subjects allow 4
+sign flips, so no p-value below 0.25), and fold scores of one subject are not
 independent (training sets overlap), so a t-test over folds is anti-conservative.
 Within a subject we therefore build a label-permutation null: the whole
-cross-validation is rerun with labels shuffled in the units the design randomised
-(whole stimuli when the label is a stimulus property; see
-:mod:`neuroflow.decoding.classification`). Clusters are formed by thresholding the
-observed score map at each point's ``1 - cluster_alpha`` quantile of the null, a
-cluster's mass is the sum of ``score - mean(null)`` over its points, and its p-value
-compares that mass with the largest cluster mass of every permuted map thresholded the
-same way (Maris & Oostenveld, 2007), which controls the family-wise error over time
-(or time × time). With several subjects, :func:`group_cluster_test` tests per-subject
-scores minus chance with :func:`mne.stats.permutation_cluster_1samp_test`.
+cross-validation is rerun, on the same folds, with labels shuffled in the units the
+design randomised (whole stimuli when the label is a stimulus property; see
+:mod:`neuroflow.decoding.classification`). The observed map and the ``n`` permuted maps
+are then treated alike, which is what makes the test exact (Maris & Oostenveld, 2007):
+a point of any map is supra-threshold when at most ``cluster_alpha * (n + 1)`` of the
+``n + 1`` maps reach its value there (its per-point permutation p-value is at most
+``cluster_alpha``); a cluster's mass is the sum of ``score - mean(all maps)`` over its
+points; and a cluster's p-value is ``(1 + #{permuted maps whose largest cluster mass
+>= its mass}) / (n + 1)``, which controls the family-wise error over time (or time ×
+time). Thresholding the permuted maps at quantiles of a null that includes themselves
+but not the observed map would give the observed map more supra-threshold points than
+any permuted map, and false positives well above ``cluster_alpha`` with few
+permutations.
+
+The smallest p-value of ``n`` random permutations is ``1 / (n + 1)``; a test is only
+*conclusive* at level ``alpha`` when that is at most ``alpha / 5`` (at least
+:func:`min_permutations` permutations: 99 for 0.05), so that significance never hinges
+on the observed map beating a handful of random draws. With several subjects,
+:func:`group_cluster_test` tests per-subject scores minus chance with
+:func:`mne.stats.permutation_cluster_1samp_test` and a variance-regularised ("hat") t
+statistic; enumerating all ``2 ** n_subjects`` sign flips, it is exact and conclusive
+when its smallest p-value, ``2 ** (1 - n_subjects)`` as MNE counts, is at most
+``alpha``: from 6 subjects for 0.05.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +52,7 @@ import mne
 import numpy as np
 from mne.decoding import GeneralizingEstimator, SlidingEstimator, cross_val_multiscore
 from scipy import ndimage
+from scipy.stats import rankdata
 from sklearn.base import BaseEstimator
 
 from neuroflow.models.selection import near_best
@@ -45,14 +61,42 @@ from .classification import group_cv, labels_constant_within_groups, make_classi
 from .lda import sliding_lda_scores
 
 __all__ = [
+    "GROUP_SIGMA",
+    "RESOLUTION",
     "ClusterResult",
     "cluster_permutation_test",
     "group_cluster_test",
+    "min_permutations",
+    "n_relabellings",
     "shuffle_labels",
     "sliding_ridge_scores",
     "time_resolved_null",
     "time_resolved_scores",
 ]
+
+
+#: A Monte Carlo permutation test at level ``alpha`` is conclusive when its smallest
+#: attainable p-value, ``1 / (n_permutations + 1)``, is at most ``alpha`` divided by this.
+RESOLUTION = 5
+
+
+def min_permutations(alpha: float) -> int:
+    """Fewest random permutations for a conclusive test at level ``alpha``.
+
+    Parameters
+    ----------
+    alpha : float
+        Significance level, in (0, 1).
+
+    Returns
+    -------
+    n : int
+        ``ceil(RESOLUTION / alpha) - 1`` (99 for 0.05, 499 for 0.01, 49 for 0.1): the
+        smallest attainable p-value ``1 / (n + 1)`` is then at most ``alpha / 5``.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"`alpha` must be in (0, 1), got {alpha!r} instead.")
+    return int(np.ceil(RESOLUTION / alpha - 1e-9)) - 1
 
 
 @dataclass
@@ -68,16 +112,45 @@ class ClusterResult:
     masses : ndarray, shape (n_clusters,)
         Cluster statistic per cluster.
     threshold : ndarray, shape (n_times,) or (n_times, n_times)
-        Cluster-forming threshold per point.
+        Cluster-forming threshold per point: the value the observed map must exceed.
+    n_permutations : int
+        Permuted maps the observed one was compared with (the observed map excluded).
+    exact : bool
+        Whether the permuted maps are every permutation of the test rather than a
+        random draw.
+    min_p : float
+        Smallest attainable p-value; ``1 / (n_permutations + 1)`` when not given.
     """
 
     labels: np.ndarray
     p_values: np.ndarray
     masses: np.ndarray
     threshold: np.ndarray
+    n_permutations: int = 0
+    exact: bool = False
+    min_p: float = float("nan")
+
+    def __post_init__(self) -> None:
+        if np.isnan(self.min_p):
+            self.min_p = 1.0 / (self.n_permutations + 1.0)
+
+    def conclusive(self, alpha: float = 0.05) -> bool:
+        """Whether the test can reach ``p <= alpha`` reliably.
+
+        Random permutations need ``min_p <= alpha / RESOLUTION`` (at least
+        :func:`min_permutations` of them); all permutations need ``min_p <= alpha``.
+        """
+        if self.exact:
+            return self.min_p <= alpha * (1 + 1e-9)
+        return self.n_permutations >= min_permutations(alpha)
 
     def significant(self, alpha: float = 0.05) -> np.ndarray:
-        """Mask of points inside clusters with ``p <= alpha``, same shape as ``labels``."""
+        """Mask of points inside clusters with ``p <= alpha``, same shape as ``labels``.
+
+        Nothing is significant when the test is not :meth:`conclusive` at ``alpha``.
+        """
+        if not self.conclusive(alpha):
+            return np.zeros(self.labels.shape, dtype=bool)
         keep = np.flatnonzero(self.p_values <= alpha) + 1
         return np.isin(self.labels, keep)
 
@@ -93,30 +166,88 @@ def _check_epochs(X: np.ndarray, n: int | None = None) -> np.ndarray:
     return X
 
 
+def _group_labels(y: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Label of every group (its first item's), group of every item, group sizes."""
+    _, g, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    first = np.zeros(sizes.size, dtype=int)
+    first[g[::-1]] = np.arange(g.size)[::-1]
+    return y[first], g, sizes
+
+
 def shuffle_labels(y: np.ndarray, groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Shuffle labels in the unit the design randomised.
+
+    When each group has one label, whole groups exchange labels, but only with groups
+    of as many items: the classes keep their numbers of items, as in the design. (Were
+    a label given to groups of another size, e.g. a class of images shown 10 times to
+    images shown once, the permuted classes would hold far fewer items than the real
+    ones, and the null scores would not vary like the observed score.) Otherwise labels
+    are shuffled within groups.
 
     Parameters
     ----------
     y, groups : array-like, shape (n_items,)
-        Labels and CV groups.
+        Labels and permutation units (e.g. stimuli, or CV groups).
     rng : numpy.random.Generator
         Source of randomness.
 
     Returns
     -------
     y_perm : ndarray, shape (n_items,)
-        Whole groups exchange labels when each group has one label, else labels are
-        shuffled within groups.
+        Shuffled labels; with groups all of one size, the same draw as
+        :func:`~neuroflow.decoding.classification.permute_labels`.
     """
     y, groups = np.asarray(y), np.asarray(groups)
     if labels_constant_within_groups(y, groups):
-        return permute_labels(y, groups, rng)
+        labels, g, sizes = _group_labels(y, groups)
+        if np.unique(sizes).size == 1:
+            return permute_labels(y, groups, rng)
+        new = labels.copy()
+        for size in np.unique(sizes):
+            idx = np.flatnonzero(sizes == size)
+            new[idx] = labels[idx[rng.permutation(idx.size)]]
+        return new[g]
     out = y.copy()
     for g in np.unique(groups):
         idx = np.flatnonzero(groups == g)
         out[idx] = y[rng.permutation(idx)]
     return out
+
+
+def n_relabellings(
+    y: Sequence[object] | np.ndarray, groups: Sequence[object] | np.ndarray
+) -> float:
+    """Distinct labellings :func:`shuffle_labels` can draw, the observed one included.
+
+    Parameters
+    ----------
+    y, groups : array-like, shape (n_items,)
+        Labels and permutation units.
+
+    Returns
+    -------
+    n : float
+        The product, over blocks of exchangeable items (groups of one size when each
+        group has one label, else each group), of the multinomial coefficient of the
+        block's label counts; ``inf`` when it exceeds the float range. 1 means that
+        no permutation changes the labels: the test cannot be done.
+    """
+    from scipy.special import gammaln
+
+    y, groups = np.asarray(y), np.asarray(groups)
+    if labels_constant_within_groups(y, groups):
+        labels, _, sizes = _group_labels(y, groups)
+        blocks = [labels[sizes == size] for size in np.unique(sizes)]
+    else:
+        blocks = [y[groups == g] for g in np.unique(groups)]
+    log_n = 0.0
+    for block in blocks:
+        counts = np.unique(block, return_counts=True)[1]
+        log_n += gammaln(block.size + 1) - gammaln(counts + 1).sum()
+    if log_n >= 700:
+        return float("inf")
+    n = float(np.exp(log_n))
+    return float(np.round(n)) if n < 2**53 else n
 
 
 def _estimator(
@@ -184,17 +315,28 @@ def time_resolved_null(
     n_splits: int | None = 5,
     seed: int = 0,
     n_jobs: int | None = None,
+    units: Sequence[object] | np.ndarray | None = None,
 ) -> np.ndarray:
     """Fold-averaged scores with shuffled labels (see :func:`shuffle_labels`).
 
+    Every permutation is scored on the folds of the observed labels' analysis (the
+    folds depend on ``groups`` only).
+
     Parameters
     ----------
-    X, y, groups, classifier, generalize, n_splits, n_jobs
+    X, y, groups, classifier, generalize, n_splits
         As in :func:`time_resolved_scores`.
+    n_jobs : int | None
+        Parallel jobs: permutations of the batched ``"lda"`` run in parallel (the
+        result does not depend on it); MNE's estimators get them otherwise.
     n_permutations : int
         Number of shuffles.
     seed : int
         Seed of the shuffles.
+    units : array-like, shape (n_epochs,) | None
+        Units of the shuffles (:func:`shuffle_labels`'s ``groups``), e.g. stimuli,
+        so that the repeats of an image keep sharing a label whatever the folds;
+        ``None`` for ``groups``.
 
     Returns
     -------
@@ -202,23 +344,28 @@ def time_resolved_null(
     """
     rng = np.random.default_rng(seed)
     y, groups = np.asarray(y), np.asarray(groups)
-    out = [
-        time_resolved_scores(
-            X,
-            shuffle_labels(y, groups, rng),
-            groups,
-            classifier=classifier,
-            generalize=generalize,
-            n_splits=n_splits,
-            n_jobs=n_jobs,
-        ).mean(axis=0)
-        for _ in range(int(n_permutations))
-    ]
+    units = groups if units is None else np.asarray(units)
+    if units.shape != y.shape:
+        raise ValueError(f"`units` must have shape {y.shape}, got {units.shape} instead.")
+    labels = [shuffle_labels(y, units, rng) for _ in range(int(n_permutations))]
+    batched = isinstance(classifier, str) and classifier == "lda"
+    kw = {"classifier": classifier, "generalize": generalize, "n_splits": n_splits}
+    if batched and n_jobs is not None and n_jobs != 1 and len(labels) > 1:
+        from joblib import Parallel, delayed
+
+        out = Parallel(n_jobs=n_jobs)(delayed(_mean_scores)(X, yp, groups, kw) for yp in labels)
+    else:
+        out = [_mean_scores(X, yp, groups, {**kw, "n_jobs": n_jobs}) for yp in labels]
     return np.stack(out) if out else np.zeros((0, *np.shape(X)[2:]))
 
 
-def _masses(score: np.ndarray, threshold: np.ndarray, centre: np.ndarray) -> tuple:
-    labels, n = ndimage.label(score > threshold)
+def _mean_scores(X: np.ndarray, y: np.ndarray, groups: np.ndarray, kw: dict) -> np.ndarray:
+    """Fold-averaged :func:`time_resolved_scores`."""
+    return time_resolved_scores(X, y, groups, **kw).mean(axis=0)
+
+
+def _masses(score: np.ndarray, supra: np.ndarray, centre: np.ndarray) -> tuple:
+    labels, n = ndimage.label(supra)
     if n == 0:
         return labels, np.zeros(0)
     masses = ndimage.sum_labels(score - centre, labels, index=np.arange(1, n + 1))
@@ -230,20 +377,27 @@ def cluster_permutation_test(
 ) -> ClusterResult:
     """Cluster-mass test of a score map against its permutation null.
 
+    The observed map and the permuted maps are thresholded and summed alike (see the
+    module notes), so that under the null hypothesis the observed largest cluster mass
+    is exchangeable with the permuted ones and the p-values are exact.
+
     Parameters
     ----------
     observed : array-like, shape (n_times,) or (n_times, n_times)
         Observed score map.
     null : array-like, shape (n_permutations, *observed.shape)
-        Score maps under shuffled labels.
+        Score maps under shuffled labels (the same analysis, the same folds).
     cluster_alpha : float
-        Points above their ``1 - cluster_alpha`` null quantile form clusters
-        (adjacent in time; 4-connected in a time × time map).
+        A point of a map is supra-threshold when at most ``cluster_alpha * (n + 1)`` of
+        the ``n + 1`` maps (observed and permuted) reach its value there; supra-threshold
+        points adjacent in time (4-connected in a time × time map) form clusters. With
+        fewer than ``1 / cluster_alpha - 1`` permutations no point can be.
 
     Returns
     -------
     result : ClusterResult
-        Clusters with p-value ``(1 + #{max null mass >= mass}) / (1 + n_permutations)``.
+        Clusters with p-value ``(1 + #{max null mass >= mass}) / (1 + n_permutations)``,
+        a null map without clusters counting as mass 0.
     """
     observed = np.asarray(observed, dtype=np.float64)
     null = np.asarray(null, dtype=np.float64)
@@ -255,19 +409,44 @@ def cluster_permutation_test(
         raise ValueError("`null` must hold at least one permutation, got 0 instead.")
     if not 0 < cluster_alpha < 1:
         raise ValueError(f"`cluster_alpha` must be in (0, 1), got {cluster_alpha!r} instead.")
-    threshold = np.quantile(null, 1.0 - cluster_alpha, axis=0)
-    centre = null.mean(axis=0)
-    labels, masses = _masses(observed, threshold, centre)
-    max_null = np.array([max(_masses(p, threshold, centre)[1].max(initial=0.0), 0.0) for p in null])
-    p = (1.0 + (max_null[None, :] >= masses[:, None] - 1e-12).sum(axis=1)) / (1.0 + null.shape[0])
-    return ClusterResult(labels=labels, p_values=p, masses=masses, threshold=threshold)
+    maps = np.concatenate([observed[None], null])
+    n_maps = maps.shape[0]
+    # maps reaching each map's value at each point, itself included
+    reach = n_maps + 1 - rankdata(maps, method="min", axis=0)
+    k = int(np.floor(cluster_alpha * n_maps + 1e-9))
+    supra = reach <= k
+    centre = maps.mean(axis=0)
+    labels, masses = _masses(observed, supra[0], centre)
+    max_null = np.array(
+        [
+            max(_masses(m, mask, centre)[1].max(initial=0.0), 0.0)
+            for m, mask in zip(null, supra[1:], strict=True)
+        ]
+    )
+    p = (1.0 + (max_null[None, :] >= masses[:, None] - 1e-12).sum(axis=1)) / n_maps
+    # the observed value must exceed the k-th largest permuted value
+    threshold = -np.sort(-null, axis=0)[k - 1] if k >= 1 else np.full(observed.shape, np.inf)
+    return ClusterResult(
+        labels=labels,
+        p_values=p,
+        masses=masses,
+        threshold=threshold,
+        n_permutations=int(null.shape[0]),
+    )
+
+
+#: Variance regularisation of the group t statistic (:func:`mne.stats.ttest_1samp_no_p`
+#: ``sigma``, relative to the largest variance): no division by a zero variance.
+GROUP_SIGMA = 1e-3
 
 
 def group_cluster_test(
     scores: np.ndarray,
     chance: float,
     *,
+    cluster_alpha: float = 0.05,
     n_permutations: int = 1024,
+    sigma: float = GROUP_SIGMA,
     seed: int = 0,
 ) -> ClusterResult:
     """Across-subject cluster test of scores above chance (sign flips).
@@ -278,8 +457,19 @@ def group_cluster_test(
         One score map per subject.
     chance : float
         Chance level subtracted before the one-sample test.
+    cluster_alpha : float
+        Points whose t exceeds the one-tailed ``1 - cluster_alpha`` quantile of
+        Student's t with ``n_subjects - 1`` degrees of freedom form clusters.
     n_permutations : int
-        Sign flips; all ``2 ** n_subjects`` are used when fewer.
+        Sign flips (the identity included); all ``2 ** n_subjects`` are used when they
+        are not more, and the test is then exact. MNE then compares the observed map
+        with the ``2 ** n_subjects - 1`` flips other than flipping every subject (the
+        identity among them again), so the smallest p-value is ``2 ** (1 - n_subjects)``.
+    sigma : float
+        Variance regularisation of the t statistic ("hat" adjustment of
+        :func:`mne.stats.ttest_1samp_no_p`: ``sigma`` times the largest variance is
+        added to every point's variance), so that points where every subject scores
+        alike do not divide by zero.
     seed : int
         Seed of the sign flips.
 
@@ -287,31 +477,71 @@ def group_cluster_test(
     -------
     result : ClusterResult
         Clusters of the t map with one-tailed (greater) p-values; ``threshold`` holds
-        the t threshold at every point. With ``n`` subjects p is at least ``2 ** -n``.
+        the t threshold at every point. With ``n`` subjects p is at least
+        ``2 ** (1 - n)``, and the result is :meth:`~ClusterResult.conclusive` at
+        ``alpha`` only when that is at most ``alpha`` (all flips: 6 subjects for 0.05)
+        or enough flips are drawn.
     """
+    from functools import partial
+
+    from scipy.stats import t as t_dist
+
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim not in (2, 3) or scores.shape[0] < 2:
         raise ValueError(
             "`scores` must have shape (n_subjects >= 2, n_times[, n_times]), "
             f"got {scores.shape} instead."
         )
-    n_perm = "all" if 2 ** scores.shape[0] <= n_permutations else int(n_permutations)
-    t_obs, clusters, p, _ = mne.stats.permutation_cluster_1samp_test(
-        scores - chance,
+    if not 0 < cluster_alpha < 1:
+        raise ValueError(f"`cluster_alpha` must be in (0, 1), got {cluster_alpha!r} instead.")
+    if not sigma > 0:
+        raise ValueError(f"`sigma` must be positive, got {sigma!r} instead.")
+    n_sub = scores.shape[0]
+    exact = 2**n_sub <= n_permutations
+    thr = float(t_dist.ppf(1.0 - cluster_alpha, n_sub - 1))
+    shape = scores.shape[1:]
+    n_perm = 2**n_sub - 1 if exact else int(n_permutations) - 1
+    min_p = 2.0 / 2**n_sub if exact else 1.0 / int(n_permutations)
+    data = scores - chance
+    stat_fun = partial(mne.stats.ttest_1samp_no_p, sigma=sigma)
+    # no cluster when every subject has the same map (t undefined) or no t exceeds the
+    # threshold (MNE would warn that it found none)
+    if not np.var(data, axis=0).max() > 0 or not (stat_fun(data) > thr).any():
+        return ClusterResult(
+            labels=np.zeros(shape, dtype=int),
+            p_values=np.zeros(0),
+            masses=np.zeros(0),
+            threshold=np.full(shape, thr),
+            n_permutations=n_perm,
+            exact=exact,
+            min_p=min_p,
+        )
+    test = mne.stats.permutation_cluster_1samp_test
+    # MNE 1.13 takes the seed as ``rng`` (and logs a note for ``seed``)
+    rng = {"rng" if "rng" in inspect.signature(test).parameters else "seed": seed}
+    t_obs, clusters, p, _ = test(
+        data,
+        threshold=thr,
         tail=1,
-        n_permutations=n_perm,
-        seed=seed,
+        n_permutations=2**n_sub if exact else int(n_permutations),
+        stat_fun=stat_fun,
         out_type="mask",
         verbose=False,
+        **rng,
     )
-    labels = np.zeros(scores.shape[1:], dtype=int)
+    labels = np.zeros(shape, dtype=int)
     for i, mask in enumerate(clusters):
         labels[mask] = i + 1
     masses = np.array([t_obs[m].sum() for m in clusters], dtype=np.float64)
-    from scipy.stats import t as t_dist
-
-    thr = np.full(scores.shape[1:], t_dist.ppf(0.95, scores.shape[0] - 1))
-    return ClusterResult(labels=labels, p_values=np.asarray(p, float), masses=masses, threshold=thr)
+    return ClusterResult(
+        labels=labels,
+        p_values=np.asarray(p, float),
+        masses=masses,
+        threshold=np.full(shape, thr),
+        n_permutations=n_perm,
+        exact=exact,
+        min_p=min_p,
+    )
 
 
 def _standardise(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -382,6 +612,7 @@ def sliding_ridge_scores(
     n_splits: int | None = 5,
     n_permutations: int = 0,
     seed: int = 0,
+    units: Sequence[object] | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Time-resolved ridge decoding of continuous targets, scored by correlation.
 
@@ -389,8 +620,9 @@ def sliding_ridge_scores(
     correlated with the targets over the test epochs of each fold (which avoids the
     negative bias of pooling folds whose predictions shrink toward different training
     means) and the correlations are averaged over folds.
-    Under the null, target rows are exchanged between whole groups (e.g. stimuli), so
-    repeats of one stimulus keep sharing targets.
+    Under the null, target rows are exchanged between whole units (e.g. stimuli), so
+    repeats of one stimulus keep sharing targets, and every permutation is fitted on
+    the same folds.
 
     Parameters
     ----------
@@ -398,7 +630,7 @@ def sliding_ridge_scores(
         Epochs.
     Y : array-like, shape (n_epochs, n_targets)
         Targets (e.g. feature principal components of each epoch's stimulus); equal
-        within each group when ``n_permutations > 0``.
+        within each unit when ``n_permutations > 0``.
     groups : array-like, shape (n_epochs,)
         CV groups.
     alphas : sequence of float
@@ -407,9 +639,11 @@ def sliding_ridge_scores(
     n_splits : int | None
         Grouped folds, or ``None`` for leave-one-group-out.
     n_permutations : int
-        Number of group shuffles of the targets; all are fitted in the same solves.
+        Number of unit shuffles of the targets; all are fitted in the same solves.
     seed : int
         Seed of the shuffles.
+    units : array-like, shape (n_epochs,) | None
+        Units whose targets are exchanged (e.g. stimuli); ``None`` for ``groups``.
 
     Returns
     -------
@@ -429,10 +663,18 @@ def sliding_ridge_scores(
     if alphas.ndim != 1 or alphas.size == 0 or np.any(alphas <= 0):
         raise ValueError(f"`alphas` must be positive floats, got {alphas.tolist()!r} instead.")
     n, k = Y.shape
+    units = groups if units is None else np.asarray(units)
+    if units.shape != (n,):
+        raise ValueError(f"`units` must have shape ({n},), got {units.shape} instead.")
     rng = np.random.default_rng(seed)
-    uniq, g = np.unique(groups, return_inverse=True)
+    uniq, g = np.unique(units, return_inverse=True)
     first = np.zeros(uniq.size, dtype=int)
     first[g[::-1]] = np.arange(n)[::-1]
+    if n_permutations and not np.array_equal(Y, Y[first][g]):
+        raise ValueError(
+            "`Y` must be equal within each permutation unit (the epochs of one stimulus) "
+            "when `n_permutations` > 0, got different rows within a unit instead."
+        )
     rows = [np.arange(n)] + [first[rng.permutation(uniq.size)][g] for _ in range(n_permutations)]
     Y_all = np.concatenate([Y[r] for r in rows], axis=1)
     Xt = np.moveaxis(X, 2, 0)

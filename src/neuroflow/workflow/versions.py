@@ -50,7 +50,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "eeg_encoding": 3,
     "eeg_evaluation": 1,
     "eeg_trf": 2,
-    "decoding": 5,
+    "decoding": 6,
     "decoding_fmri": 1,
     "rsa": 3,
     "trial_encoding": 2,
