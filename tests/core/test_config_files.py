@@ -40,3 +40,28 @@ def test_example_overlay_validates() -> None:
     overlay = yaml.safe_load((REPO / "resources" / "example_fmriprep.yaml").read_text())
     config = validate_config(deep_update(base, overlay), load_schema(SCHEMA))
     assert config["dataset"]["source"] == "fmriprep"
+
+
+def test_presets_validate_and_are_consistent() -> None:
+    from neuroflow.workflow.checks import config_errors
+
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    presets = sorted((REPO / "config" / "presets").glob("*.yaml"))
+    assert presets
+    for path in presets:
+        config = validate_config(
+            deep_update(base, yaml.safe_load(path.read_text())), load_schema(SCHEMA)
+        )
+        assert config_errors(config) == [], path.name
+
+
+def test_hrf_alignment_is_not_convolved_twice() -> None:
+    from neuroflow.workflow.checks import config_errors
+
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    overlay = {"features": {"alignment": {"method": "hrf"}}}
+    config = validate_config(deep_update(base, overlay), load_schema(SCHEMA))
+    (message,) = config_errors(config)
+    assert message.startswith(
+        "`encoding.delays.method` must be 'none' or 'fir' when `features.alignment.method` is"
+    )

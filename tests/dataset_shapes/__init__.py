@@ -25,6 +25,9 @@ generator                  shape
                            tables, shared repeated test images, ROI atlases
 :func:`make_algonauts_like` parcel time series in HDF5, Schaefer-like parcel names, a
                            repeated test movie
+:func:`make_event_related` fMRIPrep derivatives of an event-related image study: three
+                           sessions of four runs, ~1 s events, rest rows, motion that
+                           leaks into the signal, the exact planted regressors
 =========================  ==============================================================
 
 All are deterministic per seed, write well under 20 MB and take a few seconds.
@@ -35,6 +38,7 @@ from __future__ import annotations
 from .algonauts_like import make_algonauts_like
 from .ds000117_like import make_ds000117_like
 from .eeg_only import make_eeg_only, show_images
+from .event_related import make_event_related
 from .fmri_movie import make_fmri_movie
 from .nsd_like import make_nsd_like
 
@@ -42,6 +46,7 @@ __all__ = [
     "make_algonauts_like",
     "make_ds000117_like",
     "make_eeg_only",
+    "make_event_related",
     "make_fmri_movie",
     "make_nsd_like",
     "show_images",

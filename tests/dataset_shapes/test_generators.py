@@ -18,6 +18,7 @@ from dataset_shapes import (
     make_algonauts_like,
     make_ds000117_like,
     make_eeg_only,
+    make_event_related,
     make_fmri_movie,
     make_nsd_like,
 )
@@ -126,6 +127,11 @@ def algonauts(tmp_path_factory):
     return make_algonauts_like(tmp_path_factory.mktemp("algonauts") / "bids", seed=0)
 
 
+@pytest.fixture(scope="module")
+def event_related(tmp_path_factory):
+    return make_event_related(tmp_path_factory.mktemp("event_related") / "bids", seed=0)
+
+
 def test_root_must_be_empty(tmp_path):
     (tmp_path / "x.txt").write_text("x")
     with pytest.raises(FileExistsError, match="must be an empty or absent folder"):
@@ -183,8 +189,19 @@ def test_root_must_be_empty(tmp_path):
                 "parcels.tsv",
             ],
         ),
+        (
+            make_event_related,
+            [
+                "derivatives/fmriprep/sub-01/ses-02/func/"
+                "sub-01_ses-02_task-images_run-03_space-MNI152NLin2009cAsym_desc-preproc_bold.nii.gz",
+                "sub-01/ses-03/func/sub-01_ses-03_task-images_run-01_events.tsv",
+                "derivatives/fmriprep/sub-01/ses-01/func/"
+                "sub-01_ses-01_task-images_run-02_desc-confounds_timeseries.tsv",
+                "stimuli/img_007.png",
+            ],
+        ),
     ],
-    ids=["eeg_only", "fmri_movie", "ds000117", "nsd", "algonauts"],
+    ids=["eeg_only", "fmri_movie", "ds000117", "nsd", "algonauts", "event_related"],
 )
 def test_deterministic_per_seed(make, files, tmp_path, request):
     """Same seed, same bytes; another seed changes the data."""
@@ -194,6 +211,7 @@ def test_deterministic_per_seed(make, files, tmp_path, request):
         "make_ds000117_like": "ds117",
         "make_nsd_like": "nsd",
         "make_algonauts_like": "algonauts",
+        "make_event_related": "event_related",
     }[make.__name__]
     first = request.getfixturevalue(fixture)["root"]
     again = make(tmp_path / "again", seed=0)["root"]
@@ -738,3 +756,71 @@ def test_algonauts_visual_parcels(algonauts):
         assert abs(np.median(r[other])) < 0.1
         retest = _corr(ys["3"], ys["4"])
         assert np.median(retest[vis]) > 0.25 and abs(np.median(retest[other])) < 0.1
+
+
+# --------------------------------------------------------------------------------------
+# 6. Event-related fMRIPrep derivatives
+
+
+def test_event_related_layout(event_related):
+    facts = event_related
+    root = facts["root"]
+    assert len(facts["runs"]) == 12 and facts["sessions"] == ["01", "02", "03"]
+    events = pd.read_csv(facts["events"]["02", "03"], sep="\t", na_values="n/a")
+    assert list(events.columns) == ["onset", "duration", "trial_type", "stim_file", "response_time"]
+    rest = events[events.trial_type == "rest"]
+    assert len(rest) == 1 and rest.stim_file.isna().all() and rest.duration.iloc[0] == 16.0
+    images = events[events.trial_type != "rest"]
+    assert set(images.trial_type) == {"animal", "object"}
+    assert images.duration.between(0.8, 1.2).all() and events.response_time.isna().any()
+    assert all((root / "stimuli" / s).is_file() for s in images.stim_file)
+    conf = pd.read_csv(facts["confounds"]["01", "01"], sep="\t", na_values="n/a")
+    assert {"trans_x_derivative1_power2", "white_matter", "csf"} <= set(conf.columns)
+    assert conf["non_steady_state_outlier00"].tolist()[:2] == [1, 0]
+    assert facts["rois"]["visual"].sum() > 30 and facts["rois"]["category"].sum() > 30
+    assert not (facts["rois"]["visual"] & facts["rois"]["category"]).any()
+    assert _size(root) < MAX_BYTES
+
+
+def test_event_related_signal_and_motion_leak(event_related):
+    """The planted regressors explain the ROIs beyond drifts and motion; motion explains
+    voxels outside them beyond drifts."""
+    import nibabel as nib
+
+    facts = event_related
+    brain = facts["brain"]
+    gains = {"visual": [], "category": []}
+    motion_gain, other_gain = [], []
+    runs = list(facts["runs"])
+
+    def r2(x, y):
+        pred = x @ np.linalg.lstsq(x, y, rcond=None)[0]
+        return 1 - ((y - pred) ** 2).sum(0) / ((y - y.mean(0)) ** 2).sum(0)
+
+    for key in facts["runs"]:
+        y = nib.load(facts["preproc"][key]).get_fdata()[brain].T[1:]
+        n = len(y)
+        frames = np.arange(n)
+        drifts = np.column_stack(
+            [np.ones(n)] + [np.cos(np.pi * (frames + 0.5) * k / n) for k in range(1, 6)]
+        )
+        columns = ["trans_x", "trans_y", "trans_z", "rot_x", "rot_y", "rot_z"]
+        conf = pd.read_csv(facts["confounds"][key], sep="\t", na_values="n/a")
+        motion = conf[columns].to_numpy()[1:]
+        other_key = runs[(runs.index(key) + 1) % len(runs)]
+        other = pd.read_csv(facts["confounds"][other_key], sep="\t")[columns].to_numpy()[1:]
+        nuisance = np.column_stack([drifts, motion])
+        base = r2(nuisance, y)
+        for roi in gains:
+            full = np.column_stack([nuisance, facts["design"][key][roi][1:]])
+            gains[roi].append(r2(full, y) - base)
+        motion_gain.append(base - r2(drifts, y))
+        other_gain.append(r2(np.column_stack([drifts, other]), y) - r2(drifts, y))
+    outside = ~(facts["rois"]["visual"] | facts["rois"]["category"])[brain]
+    for roi, gain in gains.items():
+        gain = np.mean(gain, axis=0)
+        inside = facts["rois"][roi][brain]
+        assert gain[inside].mean() > 0.1 and gain[outside].mean() < 0.04, roi
+    # the run's own motion explains voxels outside the ROIs; another run's does not
+    leak = np.mean(motion_gain, axis=0)[outside].mean()
+    assert leak > 2 * np.mean(other_gain, axis=0)[outside].mean(), leak

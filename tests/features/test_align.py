@@ -12,6 +12,7 @@ from neuroflow.features.align import (
     average_weights,
     delay_features,
     features_for_stimuli,
+    hrf_weights,
     lanczos_weights,
 )
 
@@ -68,6 +69,40 @@ def test_delay_features():
     np.testing.assert_array_equal(d[:4, 4:], x[1:])
     np.testing.assert_array_equal(delay, [0, 0, 2, 2, -1, -1])
     np.testing.assert_array_equal(source, [0, 1, 0, 1, 0, 1])
+
+
+@pytest.mark.parametrize(("hrf_model", "slice_time_ref"), [("glover", 0.0), ("spm", 0.5)])
+def test_hrf_weights_match_nilearn_regressors(hrf_model, slice_time_ref):
+    from nilearn.glm.first_level import compute_regressor
+
+    rng = np.random.default_rng(3)
+    tr, n_times = 2.0, 57
+    times = np.arange(n_times) * tr
+    onsets = np.sort(rng.uniform(0.0, 95.0, 13)).round(3)
+    durations = rng.uniform(0.5, 1.5, 13).round(3)
+    durations[4] = 0.0  # an impulse
+    amplitudes = rng.standard_normal(13)
+    weights = hrf_weights(
+        times, tr, onsets, durations, hrf_model=hrf_model, slice_time_ref=slice_time_ref
+    )
+    assert weights.shape == (n_times, 13)
+    frame_times = times + slice_time_ref * tr
+    expected = compute_regressor(
+        np.vstack([onsets, durations, amplitudes]), hrf_model, frame_times, oversampling=50
+    )[0][:, 0]
+    np.testing.assert_allclose(weights @ amplitudes, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_hrf_weights_keep_event_length_and_timing():
+    tr, times = 2.0, np.arange(30) * 2.0
+    short, long_, late = hrf_weights(times, tr, [10.0, 10.0, 11.0], [1.0, 2.0, 1.0]).T
+    # within one TR the average method cannot tell these apart; the convolution can
+    np.testing.assert_allclose(long_.sum(), 2.0 * short.sum(), rtol=1e-2)
+    assert np.argmax(late) >= np.argmax(short)
+    assert not np.allclose(late, short)
+    assert hrf_weights(times, tr, [], []).shape == (30, 0)
+    with pytest.raises(ValueError, match=r"`hrf_model` must be 'glover' or 'spm', got 'x'"):
+        hrf_weights(times, tr, [1.0], [1.0], hrf_model="x")
 
 
 def _stores(tmp_path, stim_files):
@@ -132,6 +167,31 @@ def test_align_missing_stimulus(tmp_path):
     ds = open_dataset(out)
     assert ds.attrs["skipped_stim_files"] == ["zz.png"]
     assert ds["features"].shape == (9, 2)
+
+
+def test_align_features_hrf_method(tmp_path):
+    fpath, bpath = _stores(tmp_path, ["a.png", "b.png", "c.png", "n/a", "a.png"])
+    out = align_features(
+        features=fpath,
+        brain=bpath,
+        output=tmp_path / "hrf.zarr",
+        config={"method": "hrf"},
+        provenance={},
+    )
+    x = open_dataset(out)["features"].values
+    onsets, durations = np.array([0.0, 1.5, 3.0, 6.0]), np.array([1.5, 1.5, 0.75, 1.5])
+    rows = np.array([[1.0, 0.0], [0.0, 3.0], [5.0, 5.0], [1.0, 0.0]])
+    expected = hrf_weights(np.arange(9) * 1.5, 1.5, onsets, durations) @ rows
+    np.testing.assert_allclose(x, expected, rtol=1e-5, atol=1e-7)
+    assert np.abs(x).max() > 0
+    with pytest.raises(ValueError, match=r"`slice_time_ref` must be a number in \[0, 1\], got 2"):
+        align_features(
+            features=fpath,
+            brain=bpath,
+            output=tmp_path / "bad.zarr",
+            config={"method": "hrf", "slice_time_ref": 2},
+            provenance={},
+        )
 
 
 def test_features_for_stimuli(tmp_path):

@@ -496,6 +496,15 @@ def fit_encoding(
         device=str(device),
         dtype=cfg["dtype"],
         design_filtered=bool(filtered and all(r.nuisance is not None for r in runs)),
+        # dimensions the cleaning projected out of the held-out time series (one
+        # repeat per test sequence): the evaluation widens its null by them
+        test_nuisance_rank=int(
+            sum(
+                test[grp[0]].nuisance.shape[1]
+                for grp in groups_test
+                if test[grp[0]].nuisance is not None
+            )
+        ),
     )
     return write_dataset(ds, output, provenance=provenance)
 

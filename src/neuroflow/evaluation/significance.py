@@ -573,6 +573,20 @@ class PermutationInference:
     notes: list[str] = field(default_factory=list)
 
 
+def _null_widening(n_times: int, nuisance_rank: int) -> float:
+    """Factor on null correlations for ``nuisance_rank`` projected-out dimensions."""
+    if isinstance(nuisance_rank, bool) or not isinstance(nuisance_rank, int | np.integer):
+        raise TypeError(f"`nuisance_rank` must be an int, got {nuisance_rank!r} instead.")
+    if nuisance_rank < 0 or (nuisance_rank and nuisance_rank > n_times - 3):
+        raise ValueError(
+            f"`nuisance_rank` must be between 0 and n_times - 3 ({n_times - 3}), got "
+            f"{nuisance_rank} instead."
+        )
+    if nuisance_rank <= 1:  # the mean, which every correlation removes anyway
+        return 1.0
+    return float(np.sqrt((n_times - 1) / (n_times - nuisance_rank)))
+
+
 def permutation_inference(
     y_true: np.ndarray,
     y_pred: np.ndarray,
@@ -584,6 +598,7 @@ def permutation_inference(
     alternative: str = "greater",
     tail: str = "gaussian",
     prewhiten: int = 0,
+    nuisance_rank: int = 0,
     fwer_groups: Sequence[object] | np.ndarray | None = None,
     cluster_ijk: np.ndarray | None = None,
     cluster_threshold: float = 3.1,
@@ -609,6 +624,14 @@ def permutation_inference(
         AR order of :func:`ar_prewhiten`, applied before the test (0: none). The
         returned ``r`` is always the correlation of the raw time courses; p-values test
         the correlation of the whitened ones.
+    nuisance_rank : int
+        Dimensions projected out of both time courses before the test (drifts,
+        confounds: the rank of the cleaning's nuisance basis over the test samples).
+        Cleaned time courses vary in ``n - k`` dimensions only, so their correlation
+        under the null has variance ``1 / (n - k)``, while re-aligned ones vary in all
+        ``n``: every null correlation is multiplied by ``sqrt((n - 1) / (n - k))``, the
+        expected effect of re-projecting each re-aligned series (Freedman and Lane,
+        1983). 0 leaves the null as it is.
     fwer_groups : array-like, shape (n_targets,) | None
         Family of every target for the max-statistic correction (e.g. ROI labels, or
         one value for all targets); ``None`` skips it.
@@ -637,6 +660,7 @@ def permutation_inference(
     if prewhiten:
         r_raw = np.clip(pearson_r(y_true, y_pred), -1.0, 1.0)
         y_true, y_pred = ar_prewhiten(y_true, y_pred, prewhiten)
+    widen = _null_widening(y_true.shape[0], nuisance_rank)
     if fwer_groups is not None:
         labels = np.array([str(g) for g in np.asarray(fwer_groups).ravel()], dtype=object)
         _, group_idx = np.unique(labels, return_inverse=True)
@@ -663,6 +687,8 @@ def permutation_inference(
             block_length=block_length,
             seed=seed,
         )
+        if widen != 1.0:
+            null = np.clip(null * widen, -1.0, 1.0)
         n_null = null.shape[0]
         r[sl] = r_c
         p[sl], p_exact[sl] = tail_pvalues(r_c, null, tail=tail, alternative=alternative)

@@ -209,6 +209,7 @@ def _significance(
         tail=perm["tail"],
         # independent samples (epochs, single trials) need no whitening
         prewhiten=0 if ds.attrs.get("exchangeable_samples") else int(perm["prewhiten"]),
+        nuisance_rank=_nuisance_rank(ds, y_mean.shape[0]),
         fwer_groups=groups,
         cluster_ijk=ijk,
         cluster_threshold=float(cfg["cluster"]["threshold"]),
@@ -216,6 +217,14 @@ def _significance(
     )
     result.notes.extend(notes)
     return result
+
+
+def _nuisance_rank(ds: xr.Dataset, n_times: int) -> int:
+    """Projected-out dimensions of the test time series (0 when unknown or unusable)."""
+    rank = int(ds.attrs.get("test_nuisance_rank", 0) or 0)
+    if ds.attrs.get("exchangeable_samples") or rank > n_times - 10:
+        return 0
+    return rank
 
 
 def evaluate_model(

@@ -1,8 +1,11 @@
 """Align per-stimulus features to brain sampling.
 
-fMRI (time-continuous designs): :func:`align_features` resamples the features of
-the stimuli shown in one run onto the run's TR grid. Each feature row is placed
-in time, then rows are averaged within each TR (or Lanczos-resampled):
+fMRI: :func:`align_features` resamples the features of the stimuli shown in one
+run onto the run's TR grid. Each feature row is placed in time, then rows are
+averaged within each TR, Lanczos-resampled, or (``method: hrf``, for event-related
+designs) each event's boxcar, at its own onset and for its own duration, is
+convolved with a canonical HRF on a fine time grid and sampled at the volumes, as
+a GLM builds its regressors (:func:`hrf_weights`):
 
 - a stimulus row (image, shot, caption) spans its event;
 - the frame rows of a video (``frame_rate`` set at extraction) each start at the
@@ -51,6 +54,7 @@ __all__ = [
     "canonical_ids",
     "delay_features",
     "features_for_stimuli",
+    "hrf_weights",
     "lanczos_weights",
     "place_rows",
 ]
@@ -228,6 +232,66 @@ def lanczos_weights(
     w[u == 0] = 1.0
     w[np.abs(u) > window] = 0.0
     return w
+
+
+def hrf_weights(
+    times: np.ndarray,
+    tr: float,
+    onsets: np.ndarray,
+    durations: np.ndarray,
+    *,
+    hrf_model: str = "glover",
+    oversampling: int = 50,
+    slice_time_ref: float = 0.0,
+    tr_reference: str = "start",
+) -> np.ndarray:
+    """Weights that give each event's HRF-convolved boxcar at the volumes.
+
+    Column ``e`` is :func:`nilearn.glm.first_level.compute_regressor` of event ``e``
+    alone (unit amplitude, its own onset and duration), so ``weights @ features`` is
+    the regressor a GLM would build with each feature as a parametric modulator. Short
+    events keep their timing and length: a 1 s image in a 2 s TR weighs half of a 2 s
+    one, and an event that starts late in a TR peaks later.
+
+    Parameters
+    ----------
+    times : ndarray, shape (n_times,)
+        Acquisition times of the volumes in seconds.
+    tr : float
+        Repetition time in seconds.
+    onsets, durations : ndarray, shape (n_events,)
+        Event onsets and durations in seconds (a zero or NaN duration is an impulse).
+    hrf_model : {"glover", "spm"}
+        nilearn's canonical HRF.
+    oversampling : int
+        Temporal oversampling of the convolution (points per TR).
+    slice_time_ref : float
+        Where in its TR interval each volume is sampled, as a fraction of the TR
+        (nilearn's ``slice_time_ref``: 0 for the interval's start, 0.5 for runs
+        slice-time corrected to the middle slice, as fMRIPrep does).
+    tr_reference : str
+        ``"start"``: ``times[k]`` is the start of volume ``k``'s TR interval;
+        ``"center"``: its centre.
+
+    Returns
+    -------
+    weights : ndarray, shape (n_times, n_events)
+        ``aligned = weights @ features``.
+    """
+    from neuroflow.preprocessing.fmri.single_trial import event_regressors
+
+    if hrf_model not in ("glover", "spm"):
+        raise ValueError(f"`hrf_model` must be 'glover' or 'spm', got {hrf_model!r} instead.")
+    start, _ = _intervals(np.asarray(times, float), float(tr), tr_reference)
+    frame_times = start + float(slice_time_ref) * float(tr)
+    onsets = np.asarray(onsets, float)
+    if onsets.size == 0:
+        return np.zeros((frame_times.size, 0))
+    durations = np.nan_to_num(np.asarray(durations, float), nan=0.0)
+    regressors = event_regressors(
+        onsets, durations, frame_times=frame_times, hrf_model=hrf_model, oversampling=oversampling
+    )
+    return regressors[:, :, 0].T
 
 
 def delay_features(
@@ -556,9 +620,12 @@ def align_features(
     output : path-like
         Output store.
     config : dict
-        ``features.alignment``: ``method`` (``"average"`` or ``"lanczos"``),
-        ``aggregation`` (``"mean"``/``"sum"``, average only), ``delays`` (TR
-        lags, default ``[0]``), ``tr_reference``, ``lanczos_window``,
+        ``features.alignment``: ``method`` (``"average"``, ``"lanczos"`` or
+        ``"hrf"``), ``aggregation`` (``"mean"``/``"sum"``, average only), ``delays``
+        (TR lags, default ``[0]``), ``tr_reference``, ``lanczos_window``,
+        ``hrf_model``, ``oversampling`` and ``slice_time_ref`` (hrf only),
+        ``event_regressor`` (append a column of ones to every placed row: the
+        response to any event, whatever its features),
         ``missing`` (``"error"`` or ``"skip"`` events without features).
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
@@ -574,7 +641,8 @@ def align_features(
     path : Path
         The store: ``features`` (time, feature) with the run's ``time``
         coordinate, and per-column coordinates ``delay`` and
-        ``source_feature`` on ``feature``. Attributes ``n_events`` (events
+        ``source_feature`` on ``feature`` (with ``event_regressor``, the last source
+        feature, index ``n_features``, is the event indicator). Attributes ``n_events`` (events
         that contributed rows) and ``n_rows_placed`` (feature rows placed).
     """
     cfg = fill_alignment(config)
@@ -599,11 +667,24 @@ def align_features(
             aggregation=cfg["aggregation"],
             tr_reference=cfg["tr_reference"],
         )
+    elif cfg["method"] == "hrf":
+        weights = hrf_weights(
+            times,
+            tr,
+            placed.onsets,
+            placed.durations,
+            hrf_model=cfg["hrf_model"],
+            oversampling=cfg["oversampling"],
+            slice_time_ref=cfg["slice_time_ref"],
+            tr_reference=cfg["tr_reference"],
+        )
     else:
         mid = placed.onsets + placed.durations / 2.0
         weights = lanczos_weights(
             times, tr, mid, window=cfg["lanczos_window"], tr_reference=cfg["tr_reference"]
         )
+    if cfg["event_regressor"]:
+        rows = np.column_stack([rows, np.ones(len(rows), dtype=rows.dtype)])
     aligned = (weights @ rows).astype(np.float32)
     delayed, delay, source = delay_features(aligned, cfg["delays"])
     source_attrs = {k: v for k, v in fds.attrs.items() if k != PROVENANCE_KEY}

@@ -68,6 +68,10 @@ DEFAULT_ALIGNMENT: dict[str, Any] = {
     "delays": [0],
     "tr_reference": "start",
     "lanczos_window": 3,
+    "hrf_model": "glover",
+    "oversampling": 50,
+    "slice_time_ref": 0.0,
+    "event_regressor": False,
     "missing": "error",
 }
 
@@ -267,8 +271,9 @@ def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
     cfg = merge_defaults(DEFAULT_ALIGNMENT, config, "features.alignment")
     choices = {
-        "method": ("average", "lanczos"),
+        "method": ("average", "lanczos", "hrf"),
         "aggregation": ("mean", "sum"),
+        "hrf_model": ("glover", "spm"),
         "tr_reference": ("start", "center"),
         "missing": ("error", "skip"),
     }
@@ -289,4 +294,14 @@ def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"`lanczos_window` must be a positive int, got {cfg['lanczos_window']!r} instead."
         )
+    oversampling = cfg["oversampling"]
+    if isinstance(oversampling, bool) or not isinstance(oversampling, int) or oversampling < 1:
+        raise ValueError(f"`oversampling` must be a positive int, got {oversampling!r} instead.")
+    if not isinstance(cfg["event_regressor"], bool):
+        raise ValueError(
+            f"`event_regressor` must be a bool, got {cfg['event_regressor']!r} instead."
+        )
+    ref = cfg["slice_time_ref"]
+    if isinstance(ref, bool) or not isinstance(ref, int | float) or not 0.0 <= ref <= 1.0:
+        raise ValueError(f"`slice_time_ref` must be a number in [0, 1], got {ref!r} instead.")
     return cfg

@@ -85,7 +85,20 @@ def _alpha_list(config: Mapping[str, Any], path: str) -> Iterator[str]:
             )
 
 
+def _hrf_once(config: Mapping[str, Any]) -> Iterator[str]:
+    """Features aligned with the HRF are not convolved with it again by the encoders."""
+    if _get(config, "features.alignment.method") == "hrf":
+        delays = _get(config, "encoding.delays.method")
+        if delays == "hrf":
+            yield (
+                "`encoding.delays.method` must be 'none' or 'fir' when "
+                "`features.alignment.method` is 'hrf' (the aligned features are already "
+                "convolved with the HRF), got 'hrf' instead."
+            )
+
+
 _CHECKS: tuple[Callable[[Mapping[str, Any]], Iterator[str]], ...] = (
+    _hrf_once,
     lambda c: _ordered(
         c, "preprocess_eeg.epochs_tmin", "preprocess_eeg.epochs_tmax", "the epoch window"
     ),

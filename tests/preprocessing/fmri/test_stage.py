@@ -107,6 +107,42 @@ def test_fmriprep_confounds_and_non_steady_state(make_run, tmp_path, rng, fmripr
     np.testing.assert_allclose(bold[[20 - 3, 40 - 3]], 0.0, atol=1e-5)
 
 
+def test_auto_strategy_regresses_motion_only_where_a_table_has_it(
+    make_run, tmp_path, rng, fmriprep_confounds
+):
+    run = make_run(n=48, name="sub-01_task-movie_space-T1w_desc-preproc_bold.nii.gz")
+    conf_path = tmp_path / "sub-01_task-movie_desc-confounds_timeseries.tsv"
+    fmriprep_confounds(conf_path, 48, rng)
+    ds = open_dataset(_run(run, tmp_path / "prep.zarr", {}, confounds=conf_path))
+    steps = {s["name"]: s for s in ds.attrs["steps"]}
+    assert len(steps["confounds"]["columns"]) == 6 + 2  # motion and wm_csf "basic"
+    assert {"white_matter", "csf", "trans_x"} <= set(steps["confounds"]["columns"])
+    full = open_dataset(
+        _run(run, tmp_path / "full.zarr", {"confounds": {"motion": "full"}}, confounds=conf_path)
+    )
+    columns = {s["name"]: s for s in full.attrs["steps"]}["confounds"]["columns"]
+    assert len(columns) == 24 + 2 and "trans_x_derivative1_power2" in columns
+    # a table with only the six parameters gets the basic model
+    six = tmp_path / "sub-01_task-movie_run-2_desc-confounds_timeseries.tsv"
+    table = pd.read_csv(conf_path, sep="\t")
+    table[["trans_x", "trans_y", "trans_z", "rot_x", "rot_y", "rot_z"]].to_csv(
+        six, sep="\t", index=False
+    )
+    basic = open_dataset(_run(run, tmp_path / "six.zarr", {}, confounds=six))
+    steps = {s["name"]: s for s in basic.attrs["steps"]}
+    assert len(steps["confounds"]["columns"]) == 6
+    assert steps["confounds"]["details"][0] == {"auto": ["motion"], "motion": "basic"}
+    # a table without fMRIPrep's motion columns, and no table, regress nothing
+    user = tmp_path / "user.tsv"
+    pd.DataFrame({"a": rng.standard_normal(48)}).to_csv(user, sep="\t", index=False)
+    plain = open_dataset(_run(run, tmp_path / "user.zarr", {}, confounds=user))
+    steps = {s["name"]: s for s in plain.attrs["steps"]}
+    assert steps["confounds"]["columns"] == []
+    assert steps["confounds"]["details"] == [{"auto": [], "motion": "basic"}]
+    bare = open_dataset(_run(run, tmp_path / "bare.zarr", {}))
+    assert "confounds" not in [s["name"] for s in bare.attrs["steps"]]
+
+
 def test_scrub_censor_mode(make_run, tmp_path, rng, fmriprep_confounds):
     run = make_run(n=40, name="sub-01_task-movie_space-T1w_desc-preproc_bold.nii.gz")
     conf_path = tmp_path / "sub-01_task-movie_desc-confounds_timeseries.tsv"
@@ -299,7 +335,7 @@ def test_config_errors():
         resolve_config({"confounds": {"strat": []}})
     with pytest.raises(ValueError, match="`drop_volumes` must be 'auto' or an int"):
         resolve_config({"drop_volumes": -1})
-    with pytest.raises(ValueError, match=r"`confounds.strategy` must be 'none' or a list"):
+    with pytest.raises(ValueError, match=r"`confounds.strategy` must be 'auto', 'none' or a list"):
         resolve_config({"confounds": {"strategy": ["motion", "aroma"]}})
     assert resolve_config(None)["high_pass"] == {"filter": "cosine", "cutoff_hz": 0.01}
 

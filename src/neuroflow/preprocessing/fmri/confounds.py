@@ -6,6 +6,12 @@ column names across versions (motion 6/12/24, WM/CSF, aCompCor from the
 sidecar JSON, global signal, scrubbing by FD and DVARS with a minimum segment
 length). Raw datasets have no such table: there the global signal is computed
 from the data and the other components are skipped with a warning.
+
+The default strategy ``"auto"`` regresses head motion (and the white-matter and CSF
+signals where the table has them) from every run that has an fMRIPrep-style table
+(columns ``trans_x`` ...), as nilearn's ``"simple"`` strategy does, and nothing from
+runs without one: motion that leaks into the signal otherwise shows up as
+discoveries in voxels that carry no stimulus information.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import pandas as pd
 __all__ = [
     "FMRIPREP_COMPONENTS",
     "Confounds",
+    "auto_components",
     "non_steady_state_count",
     "read_confounds_table",
     "select_confounds",
@@ -150,6 +157,46 @@ def _custom_columns(table: pd.DataFrame, columns: list[str], path: Path) -> pd.D
     return chosen
 
 
+_MOTION_SUFFIXES = {
+    "basic": ("",),
+    "power2": ("", "_power2"),
+    "derivatives": ("", "_derivative1"),
+    "full": ("", "_derivative1", "_power2", "_derivative1_power2"),
+}
+
+
+def auto_components(table: pd.DataFrame | None, motion: str = "full") -> tuple[list[str], str]:
+    """Components (and motion model) the ``"auto"`` strategy takes from a confounds table.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame | None
+        The run's confounds table, or ``None`` when it has none.
+    motion : str
+        The configured motion model (``basic``, ``power2``, ``derivatives``, ``full``).
+
+    Returns
+    -------
+    components : list of str
+        ``["motion", "wm_csf"]`` for an fMRIPrep-style table with ``white_matter`` and
+        ``csf`` columns, ``["motion"]`` for one without them, ``[]`` for no table or a
+        table without ``trans_x`` (a user's own columns are used only when asked for,
+        with the ``custom`` strategy).
+    motion : str
+        ``motion``, or ``"basic"`` when the table lacks that model's columns (older or
+        trimmed tables with only the six parameters).
+    """
+    if table is None or "trans_x" not in table.columns:
+        return [], motion
+    columns = set(table.columns)
+    names = ("trans_x", "trans_y", "trans_z", "rot_x", "rot_y", "rot_z")
+    if not {f"{n}{suffix}" for n in names for suffix in _MOTION_SUFFIXES[motion]} <= columns:
+        motion = "basic"
+    if {"white_matter", "csf"} <= columns:
+        return ["motion", "wm_csf"], motion
+    return ["motion"], motion
+
+
 def select_confounds(
     *,
     path: str | os.PathLike | None,
@@ -177,13 +224,21 @@ def select_confounds(
         Regressors and scrubbed volumes.
     """
     strategy = config["strategy"]
-    components = [] if strategy in ("none", None) else list(strategy)
     empty = pd.DataFrame(index=range(n_volumes))
     result = Confounds(table=empty, outliers=np.zeros(n_volumes, bool))
-    if not components:
+    if strategy in ("none", None):
         return result
     path = Path(path) if path is not None else None
     table = read_confounds_table(path, n_volumes) if path is not None else None
+    if strategy == "auto":
+        components, motion = auto_components(table, config["motion"])
+        if table is not None:
+            result.notes.append({"auto": components, "motion": motion})
+        if not components:
+            return result
+        config = {**config, "motion": motion}
+    else:
+        components = list(strategy)
     fmriprep_like = table is not None and "trans_x" in table.columns
     wanted = [c for c in components if c in FMRIPREP_COMPONENTS]
     parts = []

@@ -71,8 +71,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "high_pass": {"filter": "cosine", "cutoff_hz": 0.01},
     "low_pass_hz": None,
     "confounds": {
-        "strategy": "none",
-        "motion": "full",
+        "strategy": "auto",
+        "motion": "basic",
         "wm_csf": "basic",
         "global_signal": "basic",
         "compcor": "anat_combined",
@@ -126,9 +126,11 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ValueError(f"`detrend_order` must be an int >= 0 or null, got {order!r} instead.")
     strategy = cfg["confounds"]["strategy"]
     allowed = {"motion", "wm_csf", "global_signal", "compcor", "scrub", "custom"}
-    if strategy != "none" and (isinstance(strategy, str) or not set(strategy) <= allowed):
+    if strategy not in ("none", "auto") and (
+        isinstance(strategy, str) or not set(strategy) <= allowed
+    ):
         raise ValueError(
-            f"`confounds.strategy` must be 'none' or a list of {sorted(allowed)}, "
+            f"`confounds.strategy` must be 'auto', 'none' or a list of {sorted(allowed)}, "
             f"got {strategy!r} instead."
         )
     if cfg["confounds"]["scrub_mode"] not in ("regress", "censor"):
