@@ -106,6 +106,9 @@ def test_filtered_predictions_are_orthogonal_to_the_test_basis(tmp_path, rng):
     centred = ds["y_pred"].values - ds["y_pred"].values.mean(0)
     assert np.abs(basis.T @ centred).max() < 1e-3 * np.abs(centred).max() * len(centred)
     assert ds.attrs["design_filtered"] is True
+    # the held-out run's basis is kept for the evaluation's null
+    np.testing.assert_array_equal(ds["test_nuisance"].values, basis)
+    assert ds.attrs["test_segments"] == [83]
 
 
 def test_unfiltered_predictions_keep_the_removed_trend(tmp_path, rng):
@@ -146,6 +149,9 @@ def test_repeats_are_each_filtered_then_averaged(tmp_path, rng):
         )
         single.append(open_dataset(out)["y_pred"].values)
     assert both["y_test"].shape[0] == 2
+    # one repeat's basis: the time series the evaluation tests is one sequence long
+    first = open_dataset(brain[3])["nuisance_basis"].values
+    np.testing.assert_array_equal(both["test_nuisance"].values, first)
     np.testing.assert_allclose(both["y_pred"].values, np.mean(single, axis=0), atol=1e-4)
     assert np.abs(single[0] - single[1]).max() > 1e-2  # the two filters differ
 
@@ -153,6 +159,7 @@ def test_repeats_are_each_filtered_then_averaged(tmp_path, rng):
 def test_runs_without_basis_are_left_unfiltered(tmp_path, rng):
     ds, _, _ = _fit(tmp_path, rng, filter_design=True, with_basis=False)
     assert ds.attrs["design_filtered"] is False
+    assert "test_nuisance" not in ds
 
 
 def test_basis_with_wrong_length_is_an_error(tmp_path, rng):

@@ -496,17 +496,37 @@ def fit_encoding(
         device=str(device),
         dtype=cfg["dtype"],
         design_filtered=bool(filtered and all(r.nuisance is not None for r in runs)),
-        # dimensions the cleaning projected out of the held-out time series (one
-        # repeat per test sequence): the evaluation widens its null by them
-        test_nuisance_rank=int(
-            sum(
-                test[grp[0]].nuisance.shape[1]
-                for grp in groups_test
-                if test[grp[0]].nuisance is not None
-            )
-        ),
+        test_segments=[int(test[grp[0]].time.size) for grp in groups_test],
     )
+    nuisance = _test_nuisance([test[grp[0]] for grp in groups_test])
+    if nuisance is not None:
+        ds["test_nuisance"] = (
+            ("time", "nuisance"),
+            nuisance,
+            {
+                "long_name": "nuisance basis the cleaning projected out of the held-out "
+                "runs (one repeat per test sequence; block-diagonal over runs)"
+            },
+        )
     return write_dataset(ds, output, provenance=provenance)
+
+
+def _test_nuisance(runs: Sequence[_Run]) -> np.ndarray | None:
+    """Block-diagonal nuisance basis of the held-out runs, shape (n_times, n_nuisance).
+
+    The evaluation corrects its permutation null for these projected-out dimensions;
+    ``None`` when a run has no stored basis.
+    """
+    if not runs or any(r.nuisance is None for r in runs):
+        return None
+    n_times = sum(r.nuisance.shape[0] for r in runs)
+    out = np.zeros((n_times, sum(r.nuisance.shape[1] for r in runs)), dtype=np.float32)
+    row = col = 0
+    for r in runs:
+        rows, cols = r.nuisance.shape
+        out[row : row + rows, col : col + cols] = r.nuisance
+        row, col = row + rows, col + cols
+    return out
 
 
 def _load_all(

@@ -53,6 +53,7 @@ __all__ = [
     "ClusterResult",
     "PermutationInference",
     "ar_prewhiten",
+    "projected_lag_matrix",
     "cluster_mass_test",
     "exact_pvalues",
     "fisher_z",
@@ -491,8 +492,95 @@ def cluster_mass_test(
     return ClusterResult(relabel[labels], mass, p, null_max)
 
 
+def _shift(z: np.ndarray, lag: int, bounds: Sequence[tuple[int, int]]) -> np.ndarray:
+    """``S_lag z`` within segments: row ``t`` holds ``z[t + lag]`` (0 past a segment's end)."""
+    out = np.zeros_like(z)
+    for start, stop in bounds:
+        if stop - start > lag:
+            out[start : stop - lag] = z[start + lag : stop]
+    return out
+
+
+def _shift_back(z: np.ndarray, lag: int, bounds: Sequence[tuple[int, int]]) -> np.ndarray:
+    """``S_lagᵀ z`` within segments: row ``t`` holds ``z[t - lag]``."""
+    out = np.zeros_like(z)
+    for start, stop in bounds:
+        if stop - start > lag:
+            out[start + lag : stop] = z[start : stop - lag]
+    return out
+
+
+def _bounds(segments: Sequence[int], n_times: int) -> list[tuple[int, int]]:
+    lengths = [int(v) for v in segments]
+    if any(v < 1 for v in lengths) or sum(lengths) != n_times:
+        raise ValueError(
+            f"`segments` must be positive lengths that sum to n_times ({n_times}), got "
+            f"{lengths} instead."
+        )
+    edges = np.cumsum([0, *lengths])
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def projected_lag_matrix(
+    basis: np.ndarray, order: int, segments: Sequence[int] | None = None
+) -> np.ndarray:
+    """How projecting out a basis biases the lagged sums of products of a time series.
+
+    With ``M = I - Q Qᵀ`` and a stationary series of autocovariances ``γ_j`` (0 beyond
+    lag ``order``), the lag-``l`` sum of products of ``M y`` has expectation
+    ``sum_j C[l, j] γ_j`` with ``C[l, j] = tr(M S_l M T_j)`` (``S_l``: lag-``l`` shift,
+    ``T_j = S_j + S_jᵀ``, ``T_0 = I``, all within segments). Solving ``C γ = a`` for the
+    observed sums ``a`` corrects the autocorrelation estimates of cleaned series, as
+    fmristat does (Worsley et al., 2002): the projection otherwise makes them too small
+    (or negative), and whitening with them leaves the null too narrow.
+
+    Parameters
+    ----------
+    basis : ndarray, shape (n_times, n_nuisance)
+        Orthonormal columns projected out of the series.
+    order : int
+        Largest lag.
+    segments : sequence of int | None
+        Lengths of the runs the series concatenates (lags never cross them); ``None``:
+        one run.
+
+    Returns
+    -------
+    C : ndarray, shape (order + 1, order + 1)
+    """
+    q = np.asarray(basis, dtype=np.float64)
+    n_times = q.shape[0]
+    bounds = _bounds(segments if segments is not None else [n_times], n_times)
+    lengths = [b - a for a, b in bounds]
+
+    def sym(z: np.ndarray, j: int) -> np.ndarray:
+        return z if j == 0 else _shift(z, j, bounds) + _shift_back(z, j, bounds)
+
+    c = np.zeros((order + 1, order + 1))
+    for lag in range(order + 1):
+        s_q = _shift(q, lag, bounds)  # S_l Q
+        st_q = _shift_back(q, lag, bounds)  # S_lᵀ Q
+        qsq = q.T @ s_q  # Qᵀ S_l Q
+        for j in range(order + 1):
+            t_q = sym(q, j)  # T_j Q
+            trace_ab = sum(max(0, n - lag) for n in lengths) if j == lag else 0.0
+            # tr(P S_l T_j) = tr(Qᵀ S_l T_j Q); tr(S_l P T_j) = tr(Qᵀ T_j S_l Q)
+            c[lag, j] = (
+                trace_ab
+                - float(np.sum(st_q * t_q))
+                - float(np.sum(q * sym(s_q, j)))
+                + float(np.sum(qsq * (q.T @ t_q).T))
+            )
+    return c
+
+
 def ar_prewhiten(
-    y_true: np.ndarray, y_pred: np.ndarray, order: int
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    order: int,
+    *,
+    nuisance: np.ndarray | None = None,
+    segments: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Filter both time courses with an AR model of each observed time course.
 
@@ -511,10 +599,18 @@ def ar_prewhiten(
         Observations and predictions.
     order : int
         AR order (0 returns the inputs, centred).
+    nuisance : ndarray, shape (n_times, n_nuisance) | None
+        Orthonormal basis the cleaning projected out of the observations: the
+        autocovariances are corrected for it (:func:`projected_lag_matrix`) before the
+        AR model is solved. ``None``: no correction.
+    segments : sequence of int | None
+        Lengths of the runs the time courses concatenate: lags are taken, and the
+        filter applied, within each (its first ``order`` samples are dropped).
+        ``None``: one run.
 
     Returns
     -------
-    y_true_w, y_pred_w : ndarray of float64, shape (n_times - order, n_targets)
+    y_true_w, y_pred_w : ndarray of float64, shape (n_times - order * n_segments, n_targets)
     """
     if isinstance(order, bool) or not isinstance(order, int | np.integer) or order < 0:
         raise ValueError(f"`order` must be a non-negative int, got {order!r} instead.")
@@ -529,19 +625,33 @@ def ar_prewhiten(
         raise ValueError(
             f"`order` must leave at least 4 time points, got {order} for {n_times} instead."
         )
-    acov = np.stack([(yc[: n_times - lag] * yc[lag:]).sum(axis=0) for lag in range(order + 1)])
-    acov /= n_times  # (order + 1, n_targets)
+    bounds = _bounds(segments if segments is not None else [n_times], n_times)
+    if min(b - a for a, b in bounds) < order + 2:
+        raise ValueError(
+            f"`order` must leave at least 2 samples in every segment, got {order} for "
+            f"segments of {[b - a for a, b in bounds]} samples instead."
+        )
+    acov = np.stack([(yc * _shift(yc, lag, bounds)).sum(axis=0) for lag in range(order + 1)])
+    if nuisance is not None:
+        c = projected_lag_matrix(nuisance, order, segments)
+        corrected = np.linalg.solve(c, acov)
+        # keep the correction where it gives a positive variance and a stable model
+        good = (corrected[0] > 0) & np.all(np.abs(corrected[1:]) < corrected[0], axis=0)
+        acov = np.where(good, corrected, acov)
     lags = np.abs(np.subtract.outer(np.arange(order), np.arange(order)))
     toeplitz = np.moveaxis(acov[lags], -1, 0)  # (n_targets, order, order)
     ok = acov[0] > 0
     coefs = np.zeros((yc.shape[1], order))
     if ok.any():
         coefs[ok] = np.linalg.solve(toeplitz[ok], acov[1:, ok].T[..., None])[..., 0]
-    yw, pw = yc[order:].copy(), pc[order:].copy()
+    keep = np.ones(n_times, dtype=bool)
+    yw, pw = yc.copy(), pc.copy()
+    for start, _ in bounds:
+        keep[start : start + order] = False
     for lag in range(1, order + 1):
-        yw -= coefs[:, lag - 1] * yc[order - lag : n_times - lag]
-        pw -= coefs[:, lag - 1] * pc[order - lag : n_times - lag]
-    return yw, pw
+        yw -= coefs[:, lag - 1] * _shift_back(yc, lag, bounds)
+        pw -= coefs[:, lag - 1] * _shift_back(pc, lag, bounds)
+    return yw[keep], pw[keep]
 
 
 @dataclass
@@ -575,12 +685,10 @@ class PermutationInference:
 
 def _null_widening(n_times: int, nuisance_rank: int) -> float:
     """Factor on null correlations for ``nuisance_rank`` projected-out dimensions."""
-    if isinstance(nuisance_rank, bool) or not isinstance(nuisance_rank, int | np.integer):
-        raise TypeError(f"`nuisance_rank` must be an int, got {nuisance_rank!r} instead.")
-    if nuisance_rank < 0 or (nuisance_rank and nuisance_rank > n_times - 3):
+    if nuisance_rank > n_times - 3:
         raise ValueError(
-            f"`nuisance_rank` must be between 0 and n_times - 3 ({n_times - 3}), got "
-            f"{nuisance_rank} instead."
+            f"`nuisance` must leave at least 3 of the {n_times} (whitened) time points, "
+            f"got {nuisance_rank} columns instead."
         )
     if nuisance_rank <= 1:  # the mean, which every correlation removes anyway
         return 1.0
@@ -598,7 +706,8 @@ def permutation_inference(
     alternative: str = "greater",
     tail: str = "gaussian",
     prewhiten: int = 0,
-    nuisance_rank: int = 0,
+    nuisance: np.ndarray | None = None,
+    segments: Sequence[int] | None = None,
     fwer_groups: Sequence[object] | np.ndarray | None = None,
     cluster_ijk: np.ndarray | None = None,
     cluster_threshold: float = 3.1,
@@ -624,14 +733,16 @@ def permutation_inference(
         AR order of :func:`ar_prewhiten`, applied before the test (0: none). The
         returned ``r`` is always the correlation of the raw time courses; p-values test
         the correlation of the whitened ones.
-    nuisance_rank : int
-        Dimensions projected out of both time courses before the test (drifts,
-        confounds: the rank of the cleaning's nuisance basis over the test samples).
-        Cleaned time courses vary in ``n - k`` dimensions only, so their correlation
-        under the null has variance ``1 / (n - k)``, while re-aligned ones vary in all
-        ``n``: every null correlation is multiplied by ``sqrt((n - 1) / (n - k))``, the
-        expected effect of re-projecting each re-aligned series (Freedman and Lane,
-        1983). 0 leaves the null as it is.
+    nuisance : ndarray, shape (n_times, n_nuisance) | None
+        Orthonormal basis the cleaning projected out of the time courses (drifts,
+        confounds). Cleaned time courses vary in ``n - k`` dimensions only, so their
+        correlation under the null has variance ``1 / (n - k)``, while re-aligned ones
+        vary in all ``n``: every null correlation is multiplied by
+        ``sqrt((n - 1) / (n - k))``, the expected effect of re-projecting each re-aligned
+        series (Freedman and Lane, 1983), and the whitening's autocovariances are
+        corrected for the projection (:func:`projected_lag_matrix`). ``None``: neither.
+    segments : sequence of int | None
+        Lengths of the runs the time courses concatenate (whitening stays within each).
     fwer_groups : array-like, shape (n_targets,) | None
         Family of every target for the max-statistic correction (e.g. ROI labels, or
         one value for all targets); ``None`` skips it.
@@ -657,10 +768,18 @@ def permutation_inference(
         )
     n_targets = y_true.shape[1]
     r_raw = None
+    rank = 0 if nuisance is None else int(np.asarray(nuisance).shape[1])
+    if nuisance is not None and np.asarray(nuisance).shape[0] != y_true.shape[0]:
+        raise ValueError(
+            f"`nuisance` must have one row per time point ({y_true.shape[0]}), got "
+            f"{np.asarray(nuisance).shape[0]} instead."
+        )
     if prewhiten:
         r_raw = np.clip(pearson_r(y_true, y_pred), -1.0, 1.0)
-        y_true, y_pred = ar_prewhiten(y_true, y_pred, prewhiten)
-    widen = _null_widening(y_true.shape[0], nuisance_rank)
+        y_true, y_pred = ar_prewhiten(
+            y_true, y_pred, prewhiten, nuisance=nuisance, segments=segments
+        )
+    widen = _null_widening(y_true.shape[0], rank)
     if fwer_groups is not None:
         labels = np.array([str(g) for g in np.asarray(fwer_groups).ravel()], dtype=object)
         _, group_idx = np.unique(labels, return_inverse=True)

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: Bumped when the meaning of the stage's outputs changes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: Defaults of the ``evaluation`` config section (mirrors the JSON Schema).
 DEFAULT_CONFIG: dict[str, Any] = {
     "metrics": ["r_per_repeat"],
@@ -209,7 +209,7 @@ def _significance(
         tail=perm["tail"],
         # independent samples (epochs, single trials) need no whitening
         prewhiten=0 if ds.attrs.get("exchangeable_samples") else int(perm["prewhiten"]),
-        nuisance_rank=_nuisance_rank(ds, y_mean.shape[0]),
+        **_nuisance(ds, n_times),
         fwer_groups=groups,
         cluster_ijk=ijk,
         cluster_threshold=float(cfg["cluster"]["threshold"]),
@@ -219,12 +219,17 @@ def _significance(
     return result
 
 
-def _nuisance_rank(ds: xr.Dataset, n_times: int) -> int:
-    """Projected-out dimensions of the test time series (0 when unknown or unusable)."""
-    rank = int(ds.attrs.get("test_nuisance_rank", 0) or 0)
-    if ds.attrs.get("exchangeable_samples") or rank > n_times - 10:
-        return 0
-    return rank
+def _nuisance(ds: xr.Dataset, n_times: int) -> dict[str, Any]:
+    """The held-out runs' nuisance basis and run lengths, when the store has them."""
+    if ds.attrs.get("exchangeable_samples") or "test_nuisance" not in ds:
+        return {}
+    basis = np.asarray(ds["test_nuisance"].values, dtype=np.float64)
+    segments = [int(v) for v in ds.attrs.get("test_segments", [n_times])]
+    if basis.shape[0] != n_times or sum(segments) != n_times:
+        return {}
+    if basis.shape[1] > n_times - 10 - 4 * len(segments):
+        return {}
+    return {"nuisance": basis, "segments": segments}
 
 
 def evaluate_model(
