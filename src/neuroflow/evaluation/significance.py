@@ -53,7 +53,6 @@ __all__ = [
     "ClusterResult",
     "PermutationInference",
     "ar_prewhiten",
-    "projected_lag_matrix",
     "cluster_mass_test",
     "exact_pvalues",
     "fisher_z",
@@ -61,6 +60,7 @@ __all__ = [
     "gpd_tail_pvalues",
     "maxstat_pvalues",
     "permutation_inference",
+    "projected_lag_matrix",
     "standardize_by_null",
     "tail_pvalues",
 ]
