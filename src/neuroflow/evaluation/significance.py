@@ -37,6 +37,7 @@ the number of targets (cluster inference keeps the standardised null, float32
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -518,7 +519,7 @@ def _bounds(segments: Sequence[int], n_times: int) -> list[tuple[int, int]]:
             f"{lengths} instead."
         )
     edges = np.cumsum([0, *lengths])
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
 def projected_lag_matrix(
