@@ -4,7 +4,10 @@ Prints timings measured side by side in one run, their ratios, the solver's achi
 GFLOP/s against a large float32 matrix product, peak memory, and the whole encoding
 stage with zarr I/O.
 
-Usage: ``python bench/bench_ridge.py [--small]``.
+Usage: ``python bench/bench_ridge.py [--small]``, or ``python bench/bench_ridge.py
+--sizes [--repeats 5] [--busy]`` for the medians of interleaved repeats of the solver and
+himalaya at three sizes (600×200×2k, 1,500×500×10k, 3,000×1,000×20k); ``--busy`` runs a
+process that keeps one core busy throughout, as another job on a shared node would.
 """
 
 from __future__ import annotations
@@ -164,24 +167,82 @@ def run_stage(n_runs: int, n_per_run: int, p_base: int, t: int, lags: int) -> tu
     return t_write, t_stage
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="quick run on a small problem")
-    args = parser.parse_args(argv)
-    if args.small:
-        n, p, t, n_sub, n_sub_mt = 600, 200, 2000, 10, 2000
-    else:
-        n, p, t, n_sub, n_sub_mt = 3000, 1000, 20000, 20, 2000
-    n_folds, n_alphas = 5, 10
-    rng = np.random.default_rng(0)
+SIZES = ((600, 200, 2000), (1500, 500, 10000), (3000, 1000, 20000))
+
+
+def _problem(n: int, p: int, t: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p)).astype(np.float32)
     Y = (X @ rng.standard_normal((p, t)).astype(np.float32)) / np.sqrt(p)
     Y += rng.standard_normal((n, t)).astype(np.float32) * rng.uniform(0.5, 5, t).astype(np.float32)
     X -= X.mean(0)
     Y -= Y.mean(0)
-    groups = np.repeat(np.arange(n_folds), n // n_folds)
-    splits = run_splits(groups)  # leave-one-run-out over 5 runs = 5 folds
-    alphas = np.logspace(0, 5, n_alphas)
+    return X, Y, run_splits(np.repeat(np.arange(5), n // 5)), np.logspace(0, 5, 10)
+
+
+def _spin(stop) -> None:  # pragma: no cover - runs in a child process
+    x = 0
+    while not stop.is_set():
+        x += 1
+
+
+def compare_sizes(repeats: int, busy: bool) -> None:
+    """Median of interleaved repeats of neuroflow and himalaya at :data:`SIZES`."""
+    import multiprocessing as mp
+
+    stop = mp.Event()
+    spinner = mp.Process(target=_spin, args=(stop,), daemon=True) if busy else None
+    if spinner is not None:
+        spinner.start()
+    print(
+        f"{repeats} interleaved repeats per size, torch threads={torch.get_num_threads()}"
+        + (", one other process spinning on a core throughout" if busy else "")
+    )
+    try:
+        for n, p, t in SIZES:
+            X, Y, splits, alphas = _problem(n, p, t)
+            times: dict[str, list[float]] = {"neuroflow": [], "himalaya torch": []}
+            times["himalaya numpy"] = []
+            for _ in range(repeats):
+                times["neuroflow"].append(
+                    _timed(ridge_cv, X, Y, alphas=alphas, splits=splits, device="cpu")[1]
+                )
+                for backend in ("torch", "numpy"):
+                    times[f"himalaya {backend}"].append(run_himalaya(X, Y, alphas, splits, backend))
+            med = {k: float(np.median(v)) for k, v in times.items()}
+            spread = {k: (min(v), max(v)) for k, v in times.items()}
+            best = min(("himalaya torch", "himalaya numpy"), key=med.get)
+            print(
+                f"{n} x {p} x {t}: "
+                + ", ".join(
+                    f"{k} median {med[k]:.2f} s [{spread[k][0]:.2f}-{spread[k][1]:.2f}]"
+                    for k in times
+                )
+                + f" -> {med[best] / med['neuroflow']:.2f}x vs {best} (target >= 1.3x)"
+            )
+    finally:
+        stop.set()
+        if spinner is not None:
+            spinner.join(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="quick run on a small problem")
+    parser.add_argument("--sizes", action="store_true", help="interleaved repeats, 3 sizes")
+    parser.add_argument("--repeats", type=int, default=5, help="repeats per size (--sizes)")
+    parser.add_argument("--busy", action="store_true", help="keep one core busy (--sizes)")
+    args = parser.parse_args(argv)
+    if args.sizes:
+        compare_sizes(max(1, args.repeats), args.busy)
+        return
+    if args.small:
+        n, p, t, n_sub, n_sub_mt = 600, 200, 2000, 10, 2000
+    else:
+        n, p, t, n_sub, n_sub_mt = 3000, 1000, 20000, 20, 2000
+    n_folds, n_alphas = 5, 10
+    # leave-one-run-out over 5 runs = 5 folds, 10 alphas
+    X, Y, splits, alphas = _problem(n, p, t)
     print(
         f"problem: {n} samples x {p} features x {t} targets, {n_folds} folds, "
         f"{n_alphas} alphas, float32, torch threads={torch.get_num_threads()}"

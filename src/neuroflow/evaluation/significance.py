@@ -632,7 +632,11 @@ def ar_prewhiten(
             f"`order` must leave at least 2 samples in every segment, got {order} for "
             f"segments of {[b - a for a, b in bounds]} samples instead."
         )
-    acov = np.stack([(yc * _shift(yc, lag, bounds)).sum(axis=0) for lag in range(order + 1)])
+    # lagged sums of products within each run (views: no copy of the whole matrix)
+    acov = np.zeros((order + 1, yc.shape[1]))
+    for lag in range(order + 1):
+        for start, stop in bounds:
+            acov[lag] += np.einsum("tv,tv->v", yc[start : stop - lag], yc[start + lag : stop])
     if nuisance is not None:
         c = projected_lag_matrix(nuisance, order, segments)
         corrected = np.linalg.solve(c, acov)
@@ -645,14 +649,20 @@ def ar_prewhiten(
     coefs = np.zeros((yc.shape[1], order))
     if ok.any():
         coefs[ok] = np.linalg.solve(toeplitz[ok], acov[1:, ok].T[..., None])[..., 0]
-    keep = np.ones(n_times, dtype=bool)
-    yw, pw = yc.copy(), pc.copy()
-    for start, _ in bounds:
-        keep[start : start + order] = False
-    for lag in range(1, order + 1):
-        yw -= coefs[:, lag - 1] * _shift_back(yc, lag, bounds)
-        pw -= coefs[:, lag - 1] * _shift_back(pc, lag, bounds)
-    return yw[keep], pw[keep]
+    # e_t = y_t - sum_l a_l y_(t-l) within each run, its first `order` samples dropped
+    n_out = n_times - order * len(bounds)
+    yw = np.empty((n_out, yc.shape[1]))
+    pw = np.empty((n_out, pc.shape[1]))
+    row = 0
+    for start, stop in bounds:
+        rows = slice(row, row + stop - start - order)
+        yw[rows] = yc[start + order : stop]
+        pw[rows] = pc[start + order : stop]
+        for lag in range(1, order + 1):
+            yw[rows] -= coefs[:, lag - 1] * yc[start + order - lag : stop - lag]
+            pw[rows] -= coefs[:, lag - 1] * pc[start + order - lag : stop - lag]
+        row = rows.stop
+    return yw, pw
 
 
 @dataclass
