@@ -48,7 +48,14 @@ def test_default_config_reaches_every_applicable_analysis(eeg_only):
     assert len(epochs) == len(facts["subjects"]) * len(facts["runs"])
     table = summary_table(run)
     rows = table[table["analysis"] == "classification"]
-    assert sorted(rows["subject"]) == facts["subjects"]
+    per_subject = rows[rows["statistic"] == "value"]
+    assert sorted(per_subject["subject"]) == facts["subjects"]
+    (group,) = rows[rows["subject"] == "group"].itertuples()
+    assert group.statistic == "mean" and group.n_subjects == len(facts["subjects"])
+    assert group.value == pytest.approx(per_subject["value"].mean())
+    # 10 permutations cannot reach the 0.05 cluster level (99 are needed): no p-value,
+    # the result is reported as inconclusive
+    assert rows["inconclusive"].astype(bool).all() and rows["p_value"].isna().all()
     notes = summary_notes(run)
     assert any(n.startswith("features/image_statistics: skipped") for n in notes)
     assert any("rsa_eeg: skipped" in n for n in notes)
