@@ -779,12 +779,14 @@ def permutation_inference(
         )
     n_targets = y_true.shape[1]
     r_raw = None
-    rank = 0 if nuisance is None else int(np.asarray(nuisance).shape[1])
-    if nuisance is not None and np.asarray(nuisance).shape[0] != y_true.shape[0]:
-        raise ValueError(
-            f"`nuisance` must have one row per time point ({y_true.shape[0]}), got "
-            f"{np.asarray(nuisance).shape[0]} instead."
-        )
+    if nuisance is not None:
+        nuisance = np.asarray(nuisance, dtype=np.float64)
+        if nuisance.shape[0] != y_true.shape[0]:
+            raise ValueError(
+                f"`nuisance` must have one row per time point ({y_true.shape[0]}), got "
+                f"{nuisance.shape[0]} instead."
+            )
+    rank = 0 if nuisance is None else int(nuisance.shape[1])
     if prewhiten:
         r_raw = np.clip(pearson_r(y_true, y_pred), -1.0, 1.0)
         y_true, y_pred = ar_prewhiten(
