@@ -101,8 +101,39 @@ def test_hrf_weights_keep_event_length_and_timing():
     assert np.argmax(late) >= np.argmax(short)
     assert not np.allclose(late, short)
     assert hrf_weights(times, tr, [], []).shape == (30, 0)
-    with pytest.raises(ValueError, match=r"`hrf_model` must be 'glover' or 'spm', got 'x'"):
+    with pytest.raises(ValueError, match=r"`hrf_model` must be one of \[.*'spm'.*\], got 'x'"):
         hrf_weights(times, tr, [1.0], [1.0], hrf_model="x")
+
+
+@pytest.mark.parametrize("base", ["glover", "spm"])
+def test_hrf_weights_with_derivatives_match_nilearn_basis(base):
+    from nilearn.glm.first_level import compute_regressor
+
+    rng = np.random.default_rng(11)
+    tr, times = 1.7, np.arange(41) * 1.7
+    onsets = np.sort(rng.uniform(0.0, 60.0, 9)).round(3)
+    durations = rng.uniform(0.3, 2.0, 9).round(3)
+    amplitudes = rng.standard_normal(9)
+    weights = hrf_weights(times, tr, onsets, durations, hrf_model=f"{base} + derivative")
+    assert weights.shape == (2, 41, 9)
+    canonical = hrf_weights(times, tr, onsets, durations, hrf_model=base)
+    np.testing.assert_allclose(weights[0], canonical)
+    # nilearn's columns before it orthogonalises the derivative against the canonical one
+    for b, function in enumerate(_basis_functions(base)):
+        expected = compute_regressor(
+            np.vstack([onsets, durations, amplitudes]), function, times, oversampling=50
+        )[0][:, 0]
+        np.testing.assert_allclose(weights[b] @ amplitudes, expected, rtol=1e-6, atol=1e-9)
+    assert hrf_weights(times, tr, [], [], hrf_model=f"{base} + derivative").shape == (2, 41, 0)
+
+
+def _basis_functions(base):
+    from nilearn.glm.first_level import hemodynamic_models as hm
+
+    return {
+        "glover": (hm.glover_hrf, hm.glover_time_derivative),
+        "spm": (hm.spm_hrf, hm.spm_time_derivative),
+    }[base]
 
 
 def _stores(tmp_path, stim_files):
@@ -194,6 +225,41 @@ def test_align_features_hrf_method(tmp_path):
         )
 
 
+def test_align_features_hrf_basis_columns(tmp_path):
+    fpath, bpath = _stores(tmp_path, ["a.png", "b.png", "c.png", "n/a", "a.png"])
+    out = align_features(
+        features=fpath,
+        brain=bpath,
+        output=tmp_path / "hrf_d.zarr",
+        config={
+            "method": "hrf",
+            "hrf_model": "spm + derivative",
+            "event_regressor": True,
+            "delays": [0, 1],
+        },
+        provenance={},
+    )
+    ds = open_dataset(out)
+    # (2 features + event column) x 2 basis functions x 2 delays
+    assert ds["features"].shape == (9, 12)
+    np.testing.assert_array_equal(ds["hrf_basis"], [0, 0, 0, 1, 1, 1] * 2)
+    np.testing.assert_array_equal(ds["source_feature"], [0, 1, 2] * 4)
+    np.testing.assert_array_equal(ds["delay"], [0] * 6 + [1] * 6)
+    onsets, durations = np.array([0.0, 1.5, 3.0, 6.0]), np.array([1.5, 1.5, 0.75, 1.5])
+    rows = np.array([[1.0, 0.0, 1.0], [0.0, 3.0, 1.0], [5.0, 5.0, 1.0], [1.0, 0.0, 1.0]])
+    w = hrf_weights(np.arange(9) * 1.5, 1.5, onsets, durations, hrf_model="spm + derivative")
+    expected = np.hstack([w[0] @ rows, w[1] @ rows])
+    np.testing.assert_allclose(ds["features"].values[:, :6], expected, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match=r"`hrf_model` must be one of .*got 'spm \+ deriv'"):
+        align_features(
+            features=fpath,
+            brain=bpath,
+            output=tmp_path / "bad.zarr",
+            config={"method": "hrf", "hrf_model": "spm + deriv"},
+            provenance={},
+        )
+
+
 def test_features_for_stimuli(tmp_path):
     fpath, _ = _stores(tmp_path, ["a.png"] * 5)
     rows = features_for_stimuli(fpath, ["c.png", "a.png", "c.png"])
@@ -201,3 +267,10 @@ def test_features_for_stimuli(tmp_path):
     assert rows.dtype == np.float32
     with pytest.raises(ValueError, match="no features for stimulus id\\(s\\) \\['q'\\]"):
         features_for_stimuli(fpath, ["a.png", "q"])
+
+
+def test_hrf_model_names_are_the_single_trial_models():
+    from neuroflow.features.config import HRF_MODEL_NAMES
+    from neuroflow.preprocessing.fmri.single_trial import HRF_MODELS
+
+    assert tuple(HRF_MODELS) == HRF_MODEL_NAMES

@@ -9,7 +9,9 @@ statistics (driven by the ``image_statistics`` feature space), one to the animal
 The run uses ``config/presets/event_related.yaml`` and the default confound strategy, with
 the canonical HRF set to the planted one (SPM's): the check is on how the design is built,
 and an HRF of another shape costs its own share (with nilearn's Glover HRF the image
-statistics reach 0.87 of the oracle on this dataset, the events 0.98). The oracle is
+statistics reach 0.87 of the oracle on this dataset, the events 0.98; Glover's HRF with
+its time derivative, 0.81 and 0.90: the second column per feature costs more variance than
+the shape it frees gains). The oracle is
 ordinary least squares on the exact planted regressors, cleaned with each run's own
 nuisance basis as the pipeline cleans its design, fitted on the same training runs and
 scored on the same held-out runs: in each ROI the pipeline's mean test R² must reach 90 %
@@ -125,4 +127,5 @@ def test_each_feature_space_recovers_nine_tenths_of_the_oracle(event_run):
         np.testing.assert_allclose(pipeline, _r2(y_test, enc["y_pred"].values), atol=1e-4)
         assert oracle[inside].mean() > 0.15, (model, oracle[inside].mean())
         ratios[model] = pipeline[inside].mean() / oracle[inside].mean()
+    print(f"pipeline / oracle test R2 per ROI: {ratios}")
     assert all(ratio >= 0.9 for ratio in ratios.values()), ratios

@@ -149,12 +149,12 @@ def convolved_design(
 
 def _ar1(rng: np.random.Generator, n_times: int, n_voxels: int, phi: float) -> np.ndarray:
     """Stationary AR(1) noise with unit variance, shape (n_times, n_voxels)."""
-    u = rng.standard_normal((n_times, n_voxels))
-    out = np.empty_like(u)
-    out[0] = u[0]
+    out = rng.standard_normal((n_times, n_voxels))
     scale = np.sqrt(1.0 - phi**2)
     for t in range(1, n_times):
-        out[t] = phi * out[t - 1] + scale * u[t]
+        # in place, row by row: scale * u[t] + phi * out[t - 1]
+        out[t] *= scale
+        out[t] += phi * out[t - 1]
     return out
 
 
@@ -214,6 +214,20 @@ class FmriSubject:
     truth: dict[str, np.ndarray]
     test_noise: dict[int, np.ndarray]
     test_nuisance: dict[int, np.ndarray]
+
+
+def _concatenated_variance(blocks: Sequence[np.ndarray], chunk: int = 16384) -> np.ndarray:
+    """``np.concatenate(blocks).var(axis=0)`` a column chunk at a time, shape (n_columns,).
+
+    Same values as the one-shot call (the reduction runs over rows in the same order),
+    without a copy of every block at once.
+    """
+    n = blocks[0].shape[1]
+    out = np.empty(n)
+    for start in range(0, n, chunk):
+        cols = slice(start, start + chunk)
+        out[cols] = np.concatenate([b[:, cols] for b in blocks]).var(axis=0)
+    return out
 
 
 def _weights(rng: np.random.Generator, n_features: int, n_voxels: int, rank: int) -> np.ndarray:
@@ -279,11 +293,13 @@ def simulate_subject(
     )
     snr = snr_roi * np.exp(SNR_SPREAD * rng_w.standard_normal(n_brain))
     raw = {m.name: designs[m.name][0] @ w_vis + designs[m.name][1] @ w_sem for m in runs}
-    var = np.concatenate([raw[m.name] for m in runs]).var(axis=0)
+    var = _concatenated_variance([raw[m.name] for m in runs])
     scale = np.divide(np.sqrt(snr) * psc, np.sqrt(var), out=np.zeros(n_brain), where=var > 0)
     w_vis *= scale
     w_sem *= scale
-    signal = np.stack([raw[m.name] * scale for m in runs])
+    signal = np.empty((len(runs), n_vol, n_brain), dtype=np.float32)
+    for r, m in enumerate(runs):
+        signal[r] = raw[m.name] * scale
 
     rng_n = rng_for(seed, "fmri", subject, "noise")
     baseline = np.full(shape, BACKGROUND_BASELINE)
@@ -292,29 +308,46 @@ def simulate_subject(
     drift_basis = _drift_basis(n_vol, tr)
     bold, motions = [], []
     test_noise, test_nuisance = {}, {}
+    # (n_volumes, grid) float64 arrays are built in place, a few at a time: whole-brain
+    # grids (hundreds of thousands of voxels) fit in memory
     for r, movie in enumerate(runs):
-        noise = _ar1(rng_n, n_vol, n_all, f["ar_coef"]) * psc
+        total = _ar1(rng_n, n_vol, n_all, f["ar_coef"])
+        total *= psc
         coef = rng_n.standard_normal((drift_basis.shape[1], n_all))
         drift = drift_basis @ coef
         drift *= f["drift_amplitude"] * psc * rng_n.uniform(0.5, 1.5, n_all) / drift.std(axis=0)
         motion = motion_parameters(rng_n, n_vol)
         loadings = rng_n.standard_normal((6, n_all)) / np.sqrt(6)
-        nuisance = _standardise(motion) @ loadings * f["motion_amplitude"] * psc
-        total = noise + drift + nuisance
-        total.reshape(n_vol, *shape)[:, mask] += signal[r]
-        vol = baseline * (1.0 + total.reshape(n_vol, *shape) / 100.0)
-        bold.append(np.clip(np.round(np.moveaxis(vol, 0, -1)), 0, 32767).astype(np.int16))
-        motions.append(motion)
+        nuisance = _standardise(motion) @ loadings
+        nuisance *= f["motion_amplitude"]
+        nuisance *= psc
         if movie.name == test_movie:
-            test_noise[r] = noise.reshape(n_vol, *shape)[:, mask]
-            test_nuisance[r] = (drift + nuisance).reshape(n_vol, *shape)[:, mask]
+            test_noise[r] = total.reshape(n_vol, *shape)[:, mask]
+            test_nuisance[r] = (
+                drift.reshape(n_vol, *shape)[:, mask] + nuisance.reshape(n_vol, *shape)[:, mask]
+            )
+        total += drift
+        del drift
+        total += nuisance
+        del nuisance
+        total.reshape(n_vol, *shape)[:, mask] += raw[movie.name] * scale
+        total /= 100.0
+        total += 1.0
+        vol = total.reshape(n_vol, *shape)
+        vol *= baseline
+        np.round(vol, out=vol)
+        np.clip(vol, 0, 32767, out=vol)
+        bold.append(np.moveaxis(vol, 0, -1).astype(np.int16))
+        del total, vol
+        motions.append(motion)
+    del raw
     truth = {
         "voxel_ijk": ijk.astype(np.int16),
         "roi": roi.astype(np.uint8),
         "weights_visual": w_vis.T.astype(np.float32),
         "weights_semantic": w_sem.T.astype(np.float32),
         "snr": snr.astype(np.float32),
-        "signal": signal.astype(np.float32),
+        "signal": signal,
     }
     return FmriSubject(
         mask=mask,

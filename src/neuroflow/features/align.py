@@ -261,8 +261,11 @@ def hrf_weights(
         Repetition time in seconds.
     onsets, durations : ndarray, shape (n_events,)
         Event onsets and durations in seconds (a zero or NaN duration is an impulse).
-    hrf_model : {"glover", "spm"}
-        nilearn's canonical HRF.
+    hrf_model : str
+        nilearn's canonical HRF, ``"glover"`` or ``"spm"``, optionally with its
+        time derivative (``"glover + derivative"``) and dispersion derivative
+        (``"glover + derivative + dispersion"``): the derivatives let each feature's
+        response peak earlier or later, or be wider, than the canonical shape.
     oversampling : int
         Temporal oversampling of the convolution (points per TR).
     slice_time_ref : float
@@ -275,23 +278,29 @@ def hrf_weights(
 
     Returns
     -------
-    weights : ndarray, shape (n_times, n_events)
-        ``aligned = weights @ features``.
+    weights : ndarray, shape (n_times, n_events) or (n_basis, n_times, n_events)
+        ``aligned = weights @ features``; with derivatives, one matrix per basis
+        function (canonical first, in nilearn's order).
     """
-    from neuroflow.preprocessing.fmri.single_trial import event_regressors
+    from neuroflow.preprocessing.fmri.single_trial import HRF_MODELS, event_regressors
 
-    if hrf_model not in ("glover", "spm"):
-        raise ValueError(f"`hrf_model` must be 'glover' or 'spm', got {hrf_model!r} instead.")
+    if hrf_model not in HRF_MODELS:
+        raise ValueError(
+            f"`hrf_model` must be one of {sorted(HRF_MODELS)}, got {hrf_model!r} instead."
+        )
     start, _ = _intervals(np.asarray(times, float), float(tr), tr_reference)
     frame_times = start + float(slice_time_ref) * float(tr)
     onsets = np.asarray(onsets, float)
+    n_basis = len(HRF_MODELS[hrf_model])
     if onsets.size == 0:
-        return np.zeros((frame_times.size, 0))
+        empty = np.zeros((n_basis, frame_times.size, 0))
+        return empty[0] if n_basis == 1 else empty
     durations = np.nan_to_num(np.asarray(durations, float), nan=0.0)
     regressors = event_regressors(
         onsets, durations, frame_times=frame_times, hrf_model=hrf_model, oversampling=oversampling
     )
-    return regressors[:, :, 0].T
+    weights = np.moveaxis(regressors, (0, 1, 2), (2, 1, 0))
+    return weights[0] if n_basis == 1 else weights
 
 
 def delay_features(
@@ -685,8 +694,13 @@ def align_features(
         )
     if cfg["event_regressor"]:
         rows = np.column_stack([rows, np.ones(len(rows), dtype=rows.dtype)])
-    aligned = (weights @ rows).astype(np.float32)
+    # one block of columns per HRF basis function (canonical, then derivatives)
+    blocks = weights[None] if weights.ndim == 2 else weights
+    aligned = np.concatenate([w @ rows for w in blocks], axis=1).astype(np.float32)
+    basis = np.repeat(np.arange(len(blocks)), rows.shape[1])
     delayed, delay, source = delay_features(aligned, cfg["delays"])
+    basis = np.tile(basis, len(cfg["delays"]))
+    source = source % rows.shape[1]
     source_attrs = {k: v for k, v in fds.attrs.items() if k != PROVENANCE_KEY}
     ds = xr.Dataset(
         {"features": (("time", "feature"), delayed, {"units": "a.u."})},
@@ -695,6 +709,7 @@ def align_features(
             "feature": ("feature", np.arange(delayed.shape[1])),
             "delay": ("feature", delay, {"units": "TR"}),
             "source_feature": ("feature", source),
+            "hrf_basis": ("feature", basis),
         },
         attrs={
             "tr": tr,

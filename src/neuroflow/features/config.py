@@ -20,6 +20,7 @@ from neuroflow.features.registry import MODALITIES, check_modality, get_extracto
 __all__ = [
     "DEFAULT_ALIGNMENT",
     "DEFAULT_ENTRY",
+    "HRF_MODEL_NAMES",
     "fill_alignment",
     "fill_entry",
     "layer_name",
@@ -60,6 +61,18 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "storage_dtype": "float32",
     "reduction": {"method": "none", "n_components": 64, "seed": 0},
 }
+
+#: HRF models of ``features.alignment.hrf_model`` (the keys of
+#: :data:`neuroflow.preprocessing.fmri.single_trial.HRF_MODELS`, named here so that
+#: validating a config does not import nilearn's GLM).
+HRF_MODEL_NAMES = (
+    "glover",
+    "glover + derivative",
+    "glover + derivative + dispersion",
+    "spm",
+    "spm + derivative",
+    "spm + derivative + dispersion",
+)
 
 #: Default alignment settings.
 DEFAULT_ALIGNMENT: dict[str, Any] = {
@@ -273,7 +286,7 @@ def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:
     choices = {
         "method": ("average", "lanczos", "hrf"),
         "aggregation": ("mean", "sum"),
-        "hrf_model": ("glover", "spm"),
+        "hrf_model": HRF_MODEL_NAMES,
         "tr_reference": ("start", "center"),
         "missing": ("error", "skip"),
     }

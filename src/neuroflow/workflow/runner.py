@@ -21,7 +21,7 @@ from neuroflow.artifacts import build_provenance, keep_committed_stores
 from neuroflow.stage_warnings import record_warnings
 from neuroflow.workflow.versions import FORMAT_VERSIONS
 
-__all__ = ["job_logging", "run_job"]
+__all__ = ["job_logging", "peak_rss_mib", "run_job"]
 
 logger = logging.getLogger("neuroflow")
 
@@ -113,5 +113,29 @@ def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
         # the same version committed first is kept, never replaced under its readers
         with record_warnings(), keep_committed_stores():
             result = func(**kwargs, config=params.cfg, provenance=provenance)
-        log_.info("done in %.1f s", time.perf_counter() - start)
+        log_.info(
+            "done in %.1f s, peak resident memory %.0f MiB",
+            time.perf_counter() - start,
+            peak_rss_mib(),
+        )
     return result
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process and its waited-for children, in MiB.
+
+    The kernel's own high-water mark (``getrusage``), so short peaks between
+    polls are counted; this is the figure to size a job's memory request on.
+    On platforms without :mod:`resource` (Windows) it is NaN.
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return float("nan")
+    # Linux reports KiB, macOS bytes
+    unit = 1.0 if sys.platform == "darwin" else 1024.0
+    peak = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
+    return peak * unit / 2**20
