@@ -170,6 +170,8 @@ def test_summarize_scores(score_stores, tmp_path, provenance):
     sel = ds["roi"].values == "semantic"
     np.testing.assert_allclose(row["mean_r"], ds["r"].values[sel].mean(), rtol=1e-5)
     np.testing.assert_allclose(row["median_r"], np.median(ds["r"].values[sel]), rtol=1e-5)
+    for flag in ("significant", "significant_fwer"):
+        np.testing.assert_allclose(row[f"frac_{flag}"], ds[flag].values[sel].mean())
     group = df[df["subject"] == "group"]
     assert set(group["statistic"]) == {"mean", "sd", "sem"}
     mean = group[(group["statistic"] == "mean") & (group["model"] == "gpt2")]
@@ -229,3 +231,24 @@ def test_summarize_plots_nan_maps(make_prediction_store, tmp_path, provenance):
         provenance=provenance,
     )
     assert len(list((tmp_path / "p").glob("*.png"))) == 4
+
+
+def test_roi_summary_fractions_of_fdr_and_fwer_discoveries():
+    from neuroflow.evaluation.summary import roi_summary
+
+    kw = {
+        "r": np.array([0.5, 0.1, 0.2, 0.9, 0.3]),
+        "r_normalized": np.full(5, np.nan),
+        "noise_ceiling_r": np.full(5, np.nan),
+        "significant": np.array([True, False, False, True, True]),
+        "roi": ["a", "a", "b", "", "b"],
+    }
+    table = roi_summary(**kw, significant_fwer=np.array([False, False, False, True, True]))
+    table = table.set_index("roi")
+    np.testing.assert_allclose(table["frac_significant"], [0.5, 0.5, 0.6])
+    np.testing.assert_allclose(table["frac_significant_fwer"], [0.0, 0.5, 0.4])
+    assert list(table.index) == ["a", "b", "all"]
+    without = roi_summary(**kw).set_index("roi")
+    assert without["frac_significant_fwer"].isna().all()
+    with pytest.raises(ValueError, match=r"`significant_fwer` must have shape \(5,\)"):
+        roi_summary(**kw, significant_fwer=np.ones(4, bool))

@@ -37,6 +37,31 @@ def _mean_over_subjects(da: xr.DataArray) -> np.ndarray:
     return np.asarray(da.mean("subject").values if "subject" in da.dims else da.values)
 
 
+def _plotted_cluster_p(ds: xr.Dataset, name: str) -> np.ndarray | None:
+    """Cluster p-values that go with the plotted (subject-mean) time course.
+
+    The group test's (``group_<name>``) when there is one; a lone subject's own test;
+    otherwise None: the smallest p over subjects would mark a time point that any one
+    subject's test found, a family-wise error that grows with the number of subjects.
+    Inconclusive tests are NaN and mark nothing.
+
+    Returns
+    -------
+    p : ndarray | None
+        Shape (time,) or (feature_space, time).
+    """
+    if f"group_{name}" in ds:
+        return np.asarray(ds[f"group_{name}"].values, float)
+    if name not in ds:
+        return None
+    da = ds[name]
+    if "subject" in da.dims:
+        if da.sizes["subject"] != 1:
+            return None
+        da = da.isel(subject=0)
+    return np.asarray(da.values, float)
+
+
 def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Path]:
     """Time courses with significant clusters and the generalisation matrix."""
     from neuroflow.decoding import plotting
@@ -47,9 +72,8 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
         spaces = [str(s) for s in ds["feature_space"].values]
         score = _mean_over_subjects(ds["feature_score"])
         sig = None
-        if "feature_cluster_p" in ds:
-            p = np.asarray(ds["feature_cluster_p"].values)
-            p = p.min(axis=0) if "subject" in ds["feature_cluster_p"].dims else p
+        p = _plotted_cluster_p(ds, "feature_cluster_p")
+        if p is not None:
             sig = {s: p[i] < alpha for i, s in enumerate(spaces)}
         out.append(
             plotting.plot_time_courses(
@@ -63,9 +87,9 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
         )
     if "class_score" in ds:
         sig = None
-        if "class_cluster_p" in ds:
-            p = np.asarray(ds["class_cluster_p"].values)
-            sig = {"classification": (p.min(axis=0) if p.ndim > 1 else p) < alpha}
+        p = _plotted_cluster_p(ds, "class_cluster_p")
+        if p is not None:
+            sig = {"classification": p < alpha}
         out.append(
             plotting.plot_time_courses(
                 times,

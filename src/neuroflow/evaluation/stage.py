@@ -416,6 +416,7 @@ def _store_summary(path: Path, ds: xr.Dataset, topk_percent: float) -> pd.DataFr
         noise_ceiling_r=ds["noise_ceiling_r"].values,
         roi=np.asarray(ds["roi"].values, dtype=object).astype(str),
         topk_percent=topk_percent,
+        significant_fwer=ds["significant_fwer"].values if "significant_fwer" in ds else None,
     )
     table.insert(0, "subject", _label(ds.attrs["subject"]))
     table.insert(1, "model", _label(ds.attrs["model"]))

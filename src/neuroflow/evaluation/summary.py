@@ -40,6 +40,7 @@ METRIC_COLUMNS = (
     "topk_r",
     "mean_r_normalized",
     "frac_significant",
+    "frac_significant_fwer",
     "noise_ceiling_r",
 )
 #: Column order of the summary table.
@@ -76,6 +77,13 @@ def _nan_stat(values: np.ndarray, func) -> float:
     return float(func(values)) if values.size else math.nan
 
 
+def _fraction(flags: np.ndarray | None, sel: np.ndarray) -> float:
+    """Share of the selected targets flagged; NaN without flags or targets."""
+    if flags is None or not sel.any():
+        return math.nan
+    return float(flags[sel].mean())
+
+
 def roi_summary(
     *,
     r: np.ndarray,
@@ -84,6 +92,7 @@ def roi_summary(
     noise_ceiling_r: np.ndarray,
     roi: Sequence[str] | np.ndarray,
     topk_percent: float = 10.0,
+    significant_fwer: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Summarise per-target scores within each ROI and over all targets.
 
@@ -98,13 +107,17 @@ def roi_summary(
         in the :data:`ALL_ROI` row.
     topk_percent : float
         Share of best targets averaged in ``topk_r``, in ``(0, 100]``.
+    significant_fwer : array-like of bool, shape (n_targets,) | None
+        Significance after family-wise (max-statistic) correction; None when that
+        test did not run (``frac_significant_fwer`` is then NaN).
 
     Returns
     -------
-    table : pandas.DataFrame, shape (n_rois + 1, 8)
+    table : pandas.DataFrame, shape (n_rois + 1, 9)
         Columns ``roi`` and :data:`METRIC_COLUMNS`; ROIs in sorted order, then
         ``"all"``. Means, medians and the ceiling ignore NaN scores;
-        ``frac_significant`` divides by every target of the ROI.
+        ``frac_significant`` and ``frac_significant_fwer`` divide by every target
+        of the ROI.
     """
     arrays = {
         "r": np.asarray(r, dtype=np.float64),
@@ -113,6 +126,8 @@ def roi_summary(
         "noise_ceiling_r": np.asarray(noise_ceiling_r, dtype=np.float64),
         "roi": np.asarray(roi, dtype=str),
     }
+    if significant_fwer is not None:
+        arrays["significant_fwer"] = np.asarray(significant_fwer, dtype=bool)
     n = arrays["r"].shape
     for name, value in arrays.items():
         if value.ndim != 1 or value.shape != n:
@@ -130,9 +145,8 @@ def roi_summary(
                 "median_r": _nan_stat(r_sel, np.median),
                 "topk_r": topk_mean(r_sel, topk_percent),
                 "mean_r_normalized": _nan_stat(arrays["r_normalized"][sel], np.mean),
-                "frac_significant": float(arrays["significant"][sel].mean())
-                if sel.any()
-                else math.nan,
+                "frac_significant": _fraction(arrays.get("significant"), sel),
+                "frac_significant_fwer": _fraction(arrays.get("significant_fwer"), sel),
                 "noise_ceiling_r": _nan_stat(arrays["noise_ceiling_r"][sel], np.mean),
             }
         )

@@ -45,7 +45,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "align_features": 1,
     "encoding": 4,
     "evaluation": 3,
-    "summary": 3,
+    "summary": 4,
     "single_trial": 2,
     "eeg_encoding": 4,
     "eeg_evaluation": 1,
