@@ -196,7 +196,7 @@ def worker(case: str, mode: str, n: int, workdir: Path) -> dict:
                 "extractor": "hf_vision",
                 "weights": "random",
                 "model_config": VIT,
-                "layers": [1.0],
+                "layers": [{"depth": 1.0}],
                 "pooling": "patch_mean",
                 "batch_size": BATCH,
                 "device": "cpu",

@@ -186,7 +186,7 @@ def _spin(stop) -> None:  # pragma: no cover - runs in a child process
         x += 1
 
 
-def compare_sizes(repeats: int, busy: bool) -> None:
+def compare_sizes(repeats: int, busy: bool, backends: tuple[str, ...] = ("torch", "numpy")) -> None:
     """Median of interleaved repeats of neuroflow and himalaya at :data:`SIZES`."""
     import multiprocessing as mp
 
@@ -201,17 +201,17 @@ def compare_sizes(repeats: int, busy: bool) -> None:
     try:
         for n, p, t in SIZES:
             X, Y, splits, alphas = _problem(n, p, t)
-            times: dict[str, list[float]] = {"neuroflow": [], "himalaya torch": []}
-            times["himalaya numpy"] = []
+            times: dict[str, list[float]] = {"neuroflow": []}
+            times.update({f"himalaya {b}": [] for b in backends})
             for _ in range(repeats):
                 times["neuroflow"].append(
                     _timed(ridge_cv, X, Y, alphas=alphas, splits=splits, device="cpu")[1]
                 )
-                for backend in ("torch", "numpy"):
+                for backend in backends:
                     times[f"himalaya {backend}"].append(run_himalaya(X, Y, alphas, splits, backend))
             med = {k: float(np.median(v)) for k, v in times.items()}
             spread = {k: (min(v), max(v)) for k, v in times.items()}
-            best = min(("himalaya torch", "himalaya numpy"), key=med.get)
+            best = min((f"himalaya {b}" for b in backends), key=med.get)
             print(
                 f"{n} x {p} x {t}: "
                 + ", ".join(
@@ -232,9 +232,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", action="store_true", help="interleaved repeats, 3 sizes")
     parser.add_argument("--repeats", type=int, default=5, help="repeats per size (--sizes)")
     parser.add_argument("--busy", action="store_true", help="keep one core busy (--sizes)")
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=["torch", "numpy"],
+        choices=["torch", "numpy"],
+        help="himalaya backends compared (--sizes)",
+    )
     args = parser.parse_args(argv)
     if args.sizes:
-        compare_sizes(max(1, args.repeats), args.busy)
+        compare_sizes(max(1, args.repeats), args.busy, tuple(args.backends))
         return
     if args.small:
         n, p, t, n_sub, n_sub_mt = 600, 200, 2000, 10, 2000

@@ -6,7 +6,8 @@ per subject), then runs the workflow through ``snakemake`` on it: fMRI cleaning,
 three feature spaces (image statistics, MiniLM 384-d, a 1,024-d random-weight ViT),
 one ridge model per feature space with per-voxel penalties (13 candidates,
 leave-one-run-out), evaluation with 1,000 block permutations, FDR and max-statistic
-FWER over all voxels, brain maps, and the summary. EEG analyses are switched off.
+FWER over all voxels, brain maps, and the summary. EEG encoding, decoding and RSA are
+switched off (the demo's EEG recordings, 60 trials each, are still cleaned).
 
 Every job logs its wall time and its peak resident memory (the kernel's high-water
 mark, see ``neuroflow.workflow.runner.peak_rss_mib``); this script collects them per
@@ -16,6 +17,7 @@ profile's first-attempt memory request beside it.
     python bench/bench_whole_brain.py                 # full size (about an hour on 2 cores)
     python bench/bench_whole_brain.py --small         # 2 x 4 runs x 120 volumes, 40 x 48 x 39
     python bench/bench_whole_brain.py --cores 8 --workdir /scratch/nf-bench --keep
+    python bench/bench_whole_brain.py --report run.json   # print a saved --json record
 
 The dataset generation (a job of the demo rule) is reported on its own line: it is
 not part of a user's run.
@@ -149,7 +151,9 @@ def summarise(jobs: list[dict]) -> list[dict]:
     """Per stage kind: job count, total and largest wall time, largest peak memory."""
     by_kind: dict[str, list[dict]] = {}
     for job in jobs:
-        by_kind.setdefault(job["stage"].split("/")[0], []).append(job)
+        # one row per extractor (each has its own rule), one per kind otherwise
+        kind = job["stage"] if job["stage"].startswith("features/") else job["stage"].split("/")[0]
+        by_kind.setdefault(kind, []).append(job)
     rows = []
     for kind, group in by_kind.items():
         rows.append(
@@ -164,6 +168,26 @@ def summarise(jobs: list[dict]) -> list[dict]:
     return rows
 
 
+def print_report(result: dict) -> None:
+    """Print the figures of one run (the ``--json`` record)."""
+    jobs = result["jobs"]
+    generation = sum(j["wall_s"] for j in jobs if j["stage"].startswith("demo"))
+    rows = summarise([j for j in jobs if not j["stage"].startswith("demo")])
+    total, cores = result["total_s"], result["cores"]
+    print(f"\nsize: {result['size']}, in-mask voxels per subject: {result['n_voxels']}")
+    print(f"dataset generation (not part of a run): {generation:.0f} s")
+    print(f"workflow wall time on {cores} cores without generation: {total - generation:.0f} s")
+    requests = slurm_requests()
+    head = f"{'stage':<26}{'jobs':>5}{'sum s':>9}{'max s':>8}{'peak MiB':>10}  SLURM mem_mb"
+    print("\n" + head)
+    for row in rows:
+        req = requests.get(_rule(row["stage"]), requests["default"])
+        print(
+            f"{row['stage']:<26}{row['jobs']:>5}{row['sum_wall_s']:>9.0f}"
+            f"{row['max_wall_s']:>8.0f}{row['max_peak_mib']:>10}  {req}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="a quick reduced size")
@@ -176,7 +200,11 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--report", type=Path, default=None, help="print a --json record, no run")
     args = parser.parse_args()
+    if args.report is not None:
+        print_report(json.loads(args.report.read_text()))
+        return
     small = {"subjects": 2, "runs": 4, "volumes": 120, "grid": [40, 48, 39]}
     full = {"subjects": 4, "runs": 10, "volumes": 300, "grid": [80, 96, 78]}
     size = small if args.small else full
@@ -220,43 +248,23 @@ def main() -> None:
         sys.exit(f"snakemake failed ({proc.returncode}):\n{tail}")
 
     jobs = collect_jobs(workdir / "logs")
-    demo = [j for j in jobs if j["stage"].startswith("demo")]
-    rows = summarise([j for j in jobs if not j["stage"].startswith("demo")])
     n_voxels = None
-    summary_stores = sorted((workdir / "results").glob("preprocess_fmri/*/sub-*/*.zarr"))
-    if summary_stores:
+    stores = sorted((workdir / "results").glob("preprocess_fmri/*/sub-*/*.zarr"))
+    if stores:
         import xarray as xr
 
-        with xr.open_zarr(summary_stores[0]) as ds:
+        with xr.open_zarr(stores[0]) as ds:
             n_voxels = int(ds.sizes.get("voxel", 0))
-    generation = sum(j["wall_s"] for j in demo)
-    print(f"\nin-mask voxels per subject: {n_voxels}")
-    print(f"dataset generation (not part of a run): {generation:.0f} s")
-    print(f"workflow wall time on {args.cores} cores (with generation): {total:.0f} s")
-    print(f"workflow wall time without generation: {total - generation:.0f} s")
-    requests = slurm_requests()
-    print(f"\n{'stage':<18}{'jobs':>5}{'sum s':>9}{'max s':>8}{'peak MiB':>10}  SLURM mem_mb")
-    for row in rows:
-        req = requests.get(_RULES.get(row["stage"], ""), requests["default"])
-        print(
-            f"{row['stage']:<18}{row['jobs']:>5}{row['sum_wall_s']:>9.0f}{row['max_wall_s']:>8.0f}"
-            f"{row['max_peak_mib']:>10}  {req}"
-        )
+    result = {
+        "size": size,
+        "cores": args.cores,
+        "n_voxels": n_voxels,
+        "total_s": total,
+        "jobs": jobs,
+    }
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "size": size,
-                    "cores": args.cores,
-                    "n_voxels": n_voxels,
-                    "total_s": total,
-                    "generation_s": generation,
-                    "stages": rows,
-                    "jobs": jobs,
-                },
-                indent=1,
-            )
-        )
+        args.json.write_text(json.dumps(result, indent=1))
+    print_report(result)
     if args.workdir is None and not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -264,12 +272,20 @@ def main() -> None:
 #: Stage kind -> the rule whose SLURM request applies.
 _RULES = {
     "preprocess_fmri": "preprocess_fmri",
-    "features": "extract_features",
+    "preprocess_eeg": "preprocess_eeg",
     "align_features": "align_features",
     "encoding": "fit_encoding",
     "evaluation": "evaluate_encoding",
     "summary": "summarize_scores",
 }
+
+
+def _rule(stage: str) -> str:
+    """The rule of a summary row's stage (``features/<name>``: ``extract_features_<name>``)."""
+    if stage.startswith("features/"):
+        return "extract_features_" + stage.split("/", 1)[1]
+    return _RULES.get(stage, "")
+
 
 if __name__ == "__main__":
     main()

@@ -147,6 +147,10 @@ def _corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide((a * b).sum(axis=0), den, out=np.zeros(a.shape[1]), where=den > 0)
 
 
+#: Voxels per block of :func:`cleaned_ceilings` (the demo's grids fit in one).
+_CHUNK = 16384
+
+
 def cleaned_ceilings(
     *,
     signal: np.ndarray,
@@ -187,6 +191,21 @@ def cleaned_ceilings(
             f"`noise`, `nuisance` and `models` must have one entry per repeat (>= 1), got "
             f"{len(noise)}, {len(nuisance)} and {n_rep} instead."
         )
+    n_voxels = signal.shape[1]
+    if n_voxels > _CHUNK:
+        # per-voxel quantities: a chunk of voxels at a time keeps whole-brain grids in memory
+        parts = [
+            cleaned_ceilings(
+                signal=signal[:, cols],
+                noise=[e[:, cols] for e in noise],
+                nuisance=[x[:, cols] for x in nuisance],
+                models=models,
+                noise_sd=noise_sd,
+                ar_coef=ar_coef,
+            )
+            for cols in (slice(i, i + _CHUNK) for i in range(0, n_voxels, _CHUNK))
+        ]
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     n_volumes = signal.shape[0]
     corr = _ar1_correlation(n_volumes, ar_coef)
     cleaned = [m(signal) for m in models]

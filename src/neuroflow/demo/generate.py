@@ -408,6 +408,8 @@ def _generate(root: Path, cfg: dict[str, Any]) -> None:
             stimulus=np.array([images[i].stim_file for i in order]),
             **esim.truth,
         )
+        # before the next subject is simulated: one subject in memory at a time
+        del sim, esim
 
     write_json(
         gt / "dataset_description.json",
