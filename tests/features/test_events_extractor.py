@@ -84,7 +84,11 @@ def test_events_extractor_is_registered_with_one_fixed_layer():
     assert entry["events"]["name_column"] == "trial_type"
     with pytest.raises(ValueError, match=r"`layers` of 'events' must be \['events'\]"):
         fill_entry(
-            {"extractor": "events", "layers": [1.0], "events": {"categorical": ["stim_type"]}}
+            {
+                "extractor": "events",
+                "layers": [{"depth": 1.0}],
+                "events": {"categorical": ["stim_type"]},
+            }
         )
 
 

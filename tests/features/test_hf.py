@@ -36,7 +36,12 @@ def _vit_entry(**kw):
 
 def test_layer_fractions_pick_the_right_blocks(image_stimuli):
     folder, ids = image_stimuli
-    entry = fill_entry(_vit_entry(layers=[0.5, 0.75, 1.0, 0, -1], pooling="cls"))
+    entry = fill_entry(
+        _vit_entry(
+            layers=[{"depth": 0.5}, {"depth": 0.75}, {"depth": 1.0}, {"index": 0}, {"index": -1}],
+            pooling="cls",
+        )
+    )
     extractor = HFVisionExtractor(entry, "image")
     from neuroflow.features.stimuli import load_image
 
@@ -63,7 +68,7 @@ def test_vision_store_contents_and_seeded_random_weights(image_stimuli, tmp_path
         stimuli_dir=folder,
         stimulus_ids=ids,
         output=tmp_path / "a",
-        config=_vit_entry(layers=[1.0], pooling="patch_mean"),
+        config=_vit_entry(layers=[{"depth": 1.0}], pooling="patch_mean"),
         provenance=prov,
     )
     ds = open_dataset(out["depth-1"])
@@ -82,14 +87,14 @@ def test_vision_store_contents_and_seeded_random_weights(image_stimuli, tmp_path
         stimuli_dir=folder,
         stimulus_ids=ids,
         output=tmp_path / "b",
-        config=_vit_entry(layers=[1.0], pooling="patch_mean"),
+        config=_vit_entry(layers=[{"depth": 1.0}], pooling="patch_mean"),
         provenance=prov,
     )
     other = extract_features(
         stimuli_dir=folder,
         stimulus_ids=ids,
         output=tmp_path / "c",
-        config=_vit_entry(layers=[1.0], pooling="patch_mean", seed=1),
+        config=_vit_entry(layers=[{"depth": 1.0}], pooling="patch_mean", seed=1),
         provenance=prov,
     )
     a = ds["features"].values
@@ -112,7 +117,12 @@ def test_vision_from_saved_folder_with_processor(image_stimuli, tmp_path):
         stimuli_dir=folder,
         stimulus_ids=ids,
         output=tmp_path / "out",
-        config={"name": "v", "extractor": "hf_vision", "model": str(model_dir), "layers": [2]},
+        config={
+            "name": "v",
+            "extractor": "hf_vision",
+            "model": str(model_dir),
+            "layers": [{"index": 2}],
+        },
         provenance={},
     )
     ds = open_dataset(out["layer-2"])
@@ -126,7 +136,7 @@ def test_vision_on_videos_averages_sampled_frames(tmp_path, rng):
     folder.mkdir()
     for i, n_frames in enumerate((5, 9)):
         np.save(folder / f"v{i}.npy", rng.random((n_frames, 20, 24, 3)).astype(np.float32))
-    config = _vit_entry(layers=[1.0], frames_per_video=3)
+    config = _vit_entry(layers=[{"depth": 1.0}], frames_per_video=3)
     out = extract_features(
         stimuli_dir=folder,
         stimulus_ids=["v0.npy", "v1.npy"],
@@ -157,7 +167,7 @@ def test_bert_text_random(tmp_path):
             "weights": "random",
             "model_config": TINY_BERT,
             "tokenizer": tokenizer,
-            "layers": [0.5, 1.0],
+            "layers": [{"depth": 0.5}, {"depth": 1.0}],
             "batch_size": 3,
         },
         provenance={},
@@ -175,7 +185,7 @@ def test_causal_lm_context_window_changes_only_the_context(tmp_path):
             "weights": "random",
             "model_config": TINY_GPT2,
             "tokenizer": str(minilm_path()),
-            "layers": [1.0],
+            "layers": [{"depth": 1.0}],
             "pooling": "last",
             "context_words": 3,
         }
@@ -217,7 +227,7 @@ def test_wav2vec2_audio_random(tmp_path, rng):
             "extractor": "hf_audio",
             "weights": "random",
             "model_config": TINY_WAV2VEC2,
-            "layers": [0, 1.0],
+            "layers": [{"index": 0}, {"depth": 1.0}],
             "batch_size": 2,
         },
         provenance={},
@@ -236,7 +246,7 @@ def test_wav2vec2_audio_random(tmp_path, rng):
             "extractor": "hf_audio",
             "weights": "random",
             "model_config": TINY_WAV2VEC2,
-            "layers": [0, 1.0],
+            "layers": [{"index": 0}, {"depth": 1.0}],
         },
         provenance={},
     )
@@ -266,7 +276,11 @@ def test_missing_model_in_stage_is_a_clear_error(image_stimuli, tmp_path):
             stimuli_dir=folder,
             stimulus_ids=ids,
             output=tmp_path / "x",
-            config={"extractor": "hf_vision", "model": str(tmp_path / "nope"), "layers": [1]},
+            config={
+                "extractor": "hf_vision",
+                "model": str(tmp_path / "nope"),
+                "layers": [{"index": 1}],
+            },
             provenance={},
         )
     assert not (tmp_path / "x" / "layer-1.zarr").exists()
@@ -300,10 +314,10 @@ def test_half_precision_on_gpu(image_stimuli):
     folder, ids = image_stimuli
     from neuroflow.features.stimuli import load_image
 
-    entry = fill_entry(_vit_entry(layers=[1.0], device="cuda", dtype="float16"))
+    entry = fill_entry(_vit_entry(layers=[{"depth": 1.0}], device="cuda", dtype="float16"))
     extractor = HFVisionExtractor(entry, "image")
     feats = extractor.extract([load_image(folder / i) for i in ids[:2]])["depth-1"]
-    ref = HFVisionExtractor(fill_entry(_vit_entry(layers=[1.0], device="cpu")), "image")
+    ref = HFVisionExtractor(fill_entry(_vit_entry(layers=[{"depth": 1.0}], device="cpu")), "image")
     ref_feats = ref.extract([load_image(folder / i) for i in ids[:2]])["depth-1"]
     assert feats.dtype == np.float32
     np.testing.assert_allclose(feats, ref_feats, rtol=0.05, atol=0.05)

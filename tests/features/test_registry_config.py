@@ -69,26 +69,36 @@ def test_modality_mismatch_in_config_fails():
 
 def test_fill_entry_defaults_and_unknown_keys():
     entry = fill_entry({"extractor": "hf_vision", "model": "x", "reduction": {"method": "pca"}})
-    assert entry["layers"] == [1.0]
+    assert entry["layers"] == [{"depth": 1.0}]
     assert entry["reduction"] == {"method": "pca", "n_components": 64, "seed": 0}
     assert fill_entry({})["layers"] == ["embedding"]
     assert fill_entry({"extractor": "word_rate"})["layers"] == ["output"]
     with pytest.raises(ValueError, match=r"Unknown key 'features\.extractors\[\]\.colour'"):
         fill_entry({"extractor": "hf_vision", "colour": 1})
     with pytest.raises(ValueError, match="must be \\['output'\\]"):
-        fill_entry({"extractor": "word_rate", "layers": [3]})
+        fill_entry({"extractor": "word_rate", "layers": [{"index": 3}]})
     with pytest.raises(ValueError, match="`pooling` must be one of"):
         fill_entry({"pooling": "max"})
     with pytest.raises(ValueError, match="fraction of depth"):
-        fill_entry({"extractor": "hf_text", "layers": [1.5]})
+        fill_entry({"extractor": "hf_text", "layers": [{"depth": 1.5}]})
+    with pytest.raises(
+        ValueError, match=r"`layers` entry 1\.0 is ambiguous: write \{depth: 1\.0\}"
+    ):
+        fill_entry({"extractor": "hf_text", "layers": [1.0]})
+    with pytest.raises(ValueError, match="must name each layer once"):
+        fill_entry({"extractor": "hf_text", "layers": [{"depth": 1}, {"depth": 1.0}]})
 
 
 def test_layer_names_are_known_before_loading():
-    assert layer_name(0.5) == "depth-0.5"
-    assert layer_name(1.0) == "depth-1"
-    assert layer_name(3) == "layer-3"
-    assert layer_name(-1) == "layer-minus1"
-    assert layer_names({"extractor": "hf_text", "layers": [0, 0.75, "x"]}) == [
+    assert layer_name({"depth": 0.5}) == "depth-0.5"
+    assert layer_name({"depth": 1.0}) == "depth-1"
+    assert layer_name({"depth": 1}) == "depth-1"
+    assert layer_name({"index": 3}) == "layer-3"
+    assert layer_name({"index": -1}) == "layer-minus1"
+    with pytest.raises(ValueError, match="ambiguous"):
+        layer_name(3)
+    layers = [{"index": 0}, {"depth": 0.75}, "x"]
+    assert layer_names({"extractor": "hf_text", "layers": layers}) == [
         "layer-0",
         "depth-0.75",
         "x",

@@ -27,7 +27,11 @@ def minilm_stores(tmp_path_factory):
     captions = root / "captions.tsv"
     lines = ["stim_file\tcaption"] + [f"{k}\t{v}" for k, v in CAPTIONS.items()]
     captions.write_text("\n".join(lines) + "\n")
-    config = {"name": "minilm", "layers": ["embedding", 0.5, -1], "batch_size": 3}
+    config = {
+        "name": "minilm",
+        "layers": ["embedding", {"depth": 0.5}, {"index": -1}],
+        "batch_size": 3,
+    }
     out = extract_features(
         stimuli_dir=root,
         stimulus_ids=list(CAPTIONS),

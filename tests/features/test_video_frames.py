@@ -149,7 +149,7 @@ def test_vision_model_per_frame(tmp_path, rng):
         "weights": "random",
         "model_config": TINY_VIT,
         "model": None,
-        "layers": [1.0],
+        "layers": [{"depth": 1.0}],
         "device": "cpu",
         "frame_rate": 1.0,
         "batch_size": 3,  # batches span both clips

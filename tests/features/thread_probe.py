@@ -57,9 +57,14 @@ def _entries() -> list[dict]:
     entries = [
         {"name": "sum", "extractor": "threaded_sum", "batch_size": 3},
         {"name": "vit", "extractor": "hf_vision", "weights": "random", "model_config": VIT}
-        | {"layers": [0.5, 1.0], "pooling": "mean", "batch_size": 3, "device": "cpu"},
+        | {
+            "layers": [{"depth": 0.5}, {"depth": 1.0}],
+            "pooling": "mean",
+            "batch_size": 3,
+            "device": "cpu",
+        },
         {"name": "vit_pca", "extractor": "hf_vision", "weights": "random", "model_config": VIT}
-        | {"layers": [1.0], "batch_size": 4, "device": "cpu"}
+        | {"layers": [{"depth": 1.0}], "batch_size": 4, "device": "cpu"}
         | {"reduction": {"method": "pca", "n_components": 4}},
         {"name": "stats", "extractor": "image_statistics", "batch_size": 3},
     ]
@@ -71,9 +76,9 @@ def _entries() -> list[dict]:
     return [
         *entries,
         {"name": "minilm", "extractor": "sentence_transformer", "model": minilm}
-        | {"layers": ["embedding", 0.5], "batch_size": 3, "device": "cpu"},
+        | {"layers": ["embedding", {"depth": 0.5}], "batch_size": 3, "device": "cpu"},
         {"name": "bert", "extractor": "hf_text", "model": minilm, "tokenizer": minilm}
-        | {"layers": [2, 1.0], "batch_size": 4, "device": "cpu"},
+        | {"layers": [{"index": 2}, {"depth": 1.0}], "batch_size": 4, "device": "cpu"},
     ]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from neuroflow.config import merge_defaults
 from neuroflow.features.events import DEFAULT_EVENTS, events_spec
+from neuroflow.features.layers import layer_spec
 from neuroflow.features.registry import MODALITIES, check_modality, get_extractor
 
 __all__ = [
@@ -37,6 +38,10 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "seed": 0,
     "model_config": {},
     "tokenizer": None,
+    "builder": None,
+    "builder_kwargs": {},
+    "weights_file": None,
+    "torchscript": None,
     "layers": None,
     "pooling": "mean",
     "batch_size": 16,
@@ -49,6 +54,7 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "frames_per_video": 8,
     "frame_rate": None,
     "transforms": {"resize": None, "center_crop": None, "blur_sigma": 0.0},
+    "input": {"resize": None, "center_crop": None, "mean": None, "std": None},
     "gabor": {
         "size": [64, 64],
         "spatial_frequencies": [0, 2, 4, 8],
@@ -98,30 +104,30 @@ _CHOICES = {
 }
 
 
-def layer_name(spec: int | float | str) -> str:
+def layer_name(spec: str | Mapping[str, int | float]) -> str:
     """Deterministic name of a layer specification, used in output paths.
 
     Parameters
     ----------
-    spec : int | float | str
-        Block index (int; 0 is the embedding output, negative counts from the
-        end), fraction of depth (float), or a named layer (str).
+    spec : dict | str
+        ``{"index": i}`` (block index; 0 is the embedding output, negative
+        counts from the end), ``{"depth": f}`` (fraction of depth in [0, 1]) or
+        a named layer (str). Bare numbers are refused (see
+        :func:`neuroflow.features.layers.layer_spec`).
 
     Returns
     -------
     name : str
         ``"layer-<i>"`` (``"layer-minus<k>"`` for negative indices),
-        ``"depth-<f>"`` for fractions, or the string itself.
+        ``"depth-<f>"`` for fractions (``{depth: 1}`` and ``{depth: 1.0}`` are
+        both ``"depth-1"``), or the string itself.
     """
-    if isinstance(spec, bool):
-        raise TypeError(f"`layers` entries must be int, float or str, got {spec!r} instead.")
-    if isinstance(spec, int):
-        return f"layer-{spec}" if spec >= 0 else f"layer-minus{-spec}"
-    if isinstance(spec, float):
-        return f"depth-{spec:g}"
-    if isinstance(spec, str) and spec:
-        return spec
-    raise TypeError(f"`layers` entries must be int, float or str, got {spec!r} instead.")
+    kind, value = layer_spec(spec)
+    if kind == "index":
+        return f"layer-{value}" if int(value) >= 0 else f"layer-minus{-int(value)}"
+    if kind == "depth":
+        return f"depth-{value:g}"
+    return str(value)
 
 
 def layer_names(config: Mapping[str, Any]) -> list[str]:
@@ -135,10 +141,14 @@ def layer_names(config: Mapping[str, Any]) -> list[str]:
     Returns
     -------
     names : list of str
-        One name per entry of ``layers`` (see :func:`layer_name`).
+        One name per entry of ``layers`` (see :func:`layer_name`), or the names
+        the extractor derives from its model's structure (``torch_module``:
+        module names, globs, ``"all"``; see
+        :meth:`neuroflow.features.registry.Extractor.planned_layer_names`).
     """
     entry = fill_entry(config)
-    return [layer_name(spec) for spec in entry["layers"]]
+    planned = get_extractor(entry["extractor"]).cls.planned_layer_names(entry)
+    return planned if planned is not None else [layer_name(spec) for spec in entry["layers"]]
 
 
 def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,7 +167,10 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(config, Mapping):
         raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
     entry = merge_defaults(
-        DEFAULT_ENTRY, config, "features.extractors[]", opaque=("model_config", "levels")
+        DEFAULT_ENTRY,
+        config,
+        "features.extractors[]",
+        opaque=("model_config", "levels", "builder_kwargs"),
     )
     for key, choices in _CHOICES.items():
         if entry[key] not in choices:
@@ -170,8 +183,9 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
                 f"`modality` must be 'auto' or one of {MODALITIES}, got {modality!r} instead."
             )
         check_modality(info.name, modality, source="set in the configuration")
+    info.cls.check_entry(entry)
     if entry["layers"] is None:
-        entry["layers"] = list(info.cls.default_layers)
+        entry["layers"] = copy.deepcopy(list(info.cls.default_layers))
     fixed = info.cls.fixed_layers
     if fixed and list(entry["layers"]) != list(fixed):
         raise ValueError(
@@ -184,11 +198,6 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     names = [layer_name(spec) for spec in layers]
     if len(set(names)) != len(names):
         raise ValueError(f"`layers` must name each layer once, got {list(layers)} instead.")
-    for spec in layers:
-        if isinstance(spec, float) and not 0.0 <= spec <= 1.0:
-            raise ValueError(
-                f"A fraction of depth in `layers` must lie in [0, 1], got {spec} instead."
-            )
     if not isinstance(entry["batch_size"], int) or entry["batch_size"] < 1:
         raise ValueError(
             f"`batch_size` must be a positive int, got {entry['batch_size']!r} instead."
@@ -237,7 +246,12 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     entry["events"] = events_spec(entry["events"])
     if getattr(info.cls, "reads_events", False):
         _check_events_entry(entry)
-    if entry["weights"] == "random" and not entry["model_config"] and not entry["model"]:
+    if (
+        entry["weights"] == "random"
+        and entry["builder"] is None
+        and not entry["model_config"]
+        and not entry["model"]
+    ):
         raise ValueError(
             "`weights: random` needs `model_config` (a dict with `model_type`) or `model` "
             "(a folder with config.json), got neither."

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from neuroflow.features.layers import pool, resolve_layer
+from neuroflow.features.layers import layer_spec, pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
 
@@ -243,10 +243,10 @@ class _HFExtractor(Extractor):
         from transformers import AutoModel
 
         for spec in self.config["layers"]:
-            if isinstance(spec, (str, bool)):
+            if layer_spec(spec)[0] == "name":
                 raise ValueError(
-                    f"`layers` of {self.name!r} must be block indices (int) or fractions of depth "
-                    f"(float), got {spec!r} instead."
+                    f"`layers` of {self.name!r} must be block indices {{index: i}} or fractions of "
+                    f"depth {{depth: f}}, got {spec!r} instead."
                 )
         self.device = select_device(self.config["device"])
         self.dtype = select_dtype(self.config["dtype"], self.device)
@@ -401,21 +401,30 @@ class HFVisionExtractor(_HFExtractor):
     def extract(self, batch: Sequence[Any]) -> dict[str, np.ndarray]:
         if self.modality != "video":
             return self.extract_frames(list(batch))
-        frames, owner = [], []
-        for i, video in enumerate(batch):
-            assert isinstance(video, Video)
-            take = evenly_spaced(video.frames.shape[0], self.config["frames_per_video"])
-            frames.extend(video.frames[take])
-            owner.extend([i] * len(take))
-        per_frame = self.extract_frames(frames)
-        owner_a = np.asarray(owner)
-        counts = np.bincount(owner_a, minlength=len(batch))[:, None]
-        out = {}
-        for name, rows in per_frame.items():
-            sums = np.zeros((len(batch), rows.shape[1]), dtype=np.float64)
-            np.add.at(sums, owner_a, rows)
-            out[name] = (sums / counts).astype(np.float32)
-        return out
+        return _video_means(batch, self.config["frames_per_video"], self.extract_frames)
+
+
+def _video_means(
+    batch: Sequence[Any],
+    frames_per_video: int,
+    extract_frames: Callable[[Sequence[np.ndarray]], dict[str, np.ndarray]],
+) -> dict[str, np.ndarray]:
+    """Per-video mean of the features of ``frames_per_video`` evenly spaced frames."""
+    frames, owner = [], []
+    for i, video in enumerate(batch):
+        assert isinstance(video, Video)
+        take = evenly_spaced(video.frames.shape[0], frames_per_video)
+        frames.extend(video.frames[take])
+        owner.extend([i] * len(take))
+    per_frame = extract_frames(frames)
+    owner_a = np.asarray(owner)
+    counts = np.bincount(owner_a, minlength=len(batch))[:, None]
+    out = {}
+    for name, rows in per_frame.items():
+        sums = np.zeros((len(batch), rows.shape[1]), dtype=np.float64)
+        np.add.at(sums, owner_a, rows)
+        out[name] = (sums / counts).astype(np.float32)
+    return out
 
 
 def _is_causal(hf_config: Any) -> bool:

@@ -9,6 +9,11 @@ the layers it can return. The stage code only talks to extractors through the
     class MyModel(Extractor):
         def layer_names(self): ...
         def extract(self, batch): ...
+
+Class methods check an entry's own settings when the configuration is read
+(:meth:`Extractor.check_entry`) and, for extractors whose layers depend on the
+model's structure, name the layers before any weights load
+(:meth:`Extractor.planned_layer_names`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ _BUILTIN_MODULES = (
     "neuroflow.features.sentence",
     "neuroflow.features.baselines",
     "neuroflow.features.events",
+    "neuroflow.features.torch_module",
 )
 
 
@@ -93,7 +99,7 @@ class Extractor(ABC):
     #: Accepted modalities, set by :func:`register_extractor`.
     modalities: ClassVar[tuple[str, ...]] = ()
     #: Layers used when the entry leaves ``layers`` unset.
-    default_layers: ClassVar[tuple[int | float | str, ...]] = (1.0,)
+    default_layers: ClassVar[tuple[str | Mapping[str, int | float], ...]] = ({"depth": 1.0},)
     #: The only layers a weight-free extractor has (empty for models).
     fixed_layers: ClassVar[tuple[str, ...]] = ()
     #: Frame-level features need every frame of a clip (``extract_clip``).
@@ -103,6 +109,39 @@ class Extractor(ABC):
         check_modality(self.name, modality)
         self.config = dict(config)
         self.modality = modality
+
+    @classmethod
+    def check_entry(cls, entry: dict[str, Any]) -> None:
+        """Check, and complete, an entry's extractor-specific settings before any model loads.
+
+        Called by :func:`neuroflow.features.config.fill_entry` once the defaults
+        are filled and before ``layers: null`` takes :attr:`default_layers`, so
+        it may fill keys left null (e.g. from a named preset).
+
+        Parameters
+        ----------
+        entry : dict
+            The entry, defaults filled in; completed in place.
+        """
+        return None
+
+    @classmethod
+    def planned_layer_names(cls, entry: Mapping[str, Any]) -> list[str] | None:
+        """Layer names of an entry when the model, not ``layers`` alone, decides them.
+
+        Parameters
+        ----------
+        entry : dict
+            The entry, defaults filled in (see :func:`neuroflow.features.config.fill_entry`).
+
+        Returns
+        -------
+        names : list of str | None
+            What :meth:`layer_names` will return once the model is loaded; None
+            (the default) means one name per ``layers`` entry (see
+            :func:`neuroflow.features.config.layer_name`).
+        """
+        return None
 
     @abstractmethod
     def layer_names(self) -> list[str]:
@@ -138,7 +177,7 @@ class Extractor(ABC):
         """
         raise ValueError(
             f"Extractor {self.name!r} has no frame-level features; set `frame_rate: null` or "
-            "use hf_vision, image_statistics or motion_energy."
+            "use hf_vision, torch_module, image_statistics or motion_energy."
         )
 
     def extract_clip(

