@@ -173,13 +173,31 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
 
 def test_algonauts_like_parcel_time_series(tmp_path):
     facts = make_algonauts_like(tmp_path / "bids", seed=0)
+    # a real CNN (the packaged EfficientNet-Lite0 weights) read at two of its modules
+    cnn = {
+        "name": "cnn",
+        "extractor": "torch_module",
+        "model": "efficientnet-lite0",
+        "layers": ["_blocks.4", "_avg_pooling"],
+    }
     config = {
         "dataset": {"source": "timeseries", "bids_root": str(tmp_path / "bids")},
-        "features": {"extractors": [IMAGE_STATISTICS]},
-        "encoding": {"models": VISUAL},
+        "features": {"extractors": [IMAGE_STATISTICS, cnn]},
+        "encoding": {
+            "models": {**VISUAL, "cnn_mid": {"feature_spaces": ["cnn:blocks.4"]}},
+        },
         **SPEED,
     }
     run = run_shape(tmp_path / "run", config)
+    stores = open_stores(run, "features")
+    (mid,) = [ds for name, ds in stores.items() if name.endswith("/blocks.4.zarr")]
+    (last,) = [ds for name, ds in stores.items() if name.endswith("/avg-pooling.zarr")]
+    assert mid.sizes["feature"] == 40 and last.sizes["feature"] == 1280
+    for ds, module in ((mid, "_blocks.4"), (last, "_avg_pooling")):
+        described = ds.attrs["neuroflow"]["extra"]["features"]["describe"]
+        assert described["layers"][ds.attrs["layer"]]["module"] == module
+        assert len(ds.attrs["weights_sha256"]) == 64
+        assert np.isfinite(ds["features"].values).all()
     for ds in open_stores(run, "preprocess_fmri").values():
         assert ds.attrs["target_kind"] == "parcel" and ds.sizes["voxel"] == len(facts["parcels"])
     for ds in open_stores(run, "encoding").values():
@@ -189,9 +207,12 @@ def test_algonauts_like_parcel_time_series(tmp_path):
         assert ds.sizes["repeat"] == 2
     table = summary_table(run)
     rows = table[(table["subject"] == "group") & (table["statistic"] == "mean")]
-    rows = rows[rows["roi"] != "all"].set_index("roi")["mean_r"]
+    rows = rows[(rows["roi"] != "all") & (rows["model"] == "visual")].set_index("roi")["mean_r"]
     assert len(rows) == len(facts["parcels"])  # one row per parcel
     visual = rows[[p for p in rows.index if p in facts["planted"]["visual"]]]
     others = rows[[p for p in rows.index if p not in facts["planted"]["visual"]]]
     assert visual.min() > 0.3 and abs(others.mean()) < 0.1
+    cnn_rows = table[(table["model"] == "cnn_mid") & (table["statistic"] == "value")]
+    assert len(cnn_rows) == len(facts["subjects"]) * (len(facts["parcels"]) + 1)
+    assert np.isfinite(cnn_rows["mean_r"]).all()
     assert any("rsa_fmri: skipped, parcel time series" in n for n in summary_notes(run))
