@@ -27,19 +27,24 @@ DEFAULT_SCHEMA = "workflow/schemas/config.schema.yaml"
 
 
 # --------------------------------------------------------------------------- helpers
-def _load_plan(args: argparse.Namespace) -> Any:
-    """The plan of the config a run gets from the same --configfile / --config arguments."""
-    from neuroflow.workflow.plan import WorkflowPlan
+def _load_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The validated config a run gets from the same --configfile / --config arguments."""
     from neuroflow.workflow.runs import snakemake_config
 
-    config = snakemake_config(
+    return snakemake_config(
         args.configfile,
         args.config,
         base=DEFAULT_CONFIG,
         schema=args.schema,
         replace=args.replace_workflow_config,
     )
-    return WorkflowPlan(config)
+
+
+def _load_plan(args: argparse.Namespace) -> Any:
+    """The plan of the config a run gets from the same --configfile / --config arguments."""
+    from neuroflow.workflow.plan import WorkflowPlan
+
+    return WorkflowPlan(_load_config(args))
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -281,6 +286,24 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     print("\n".join(_plan_lines(plan)))
     print("Config OK: `snakemake -n` with the same arguments lists the jobs.")
     return 0
+
+
+# --------------------------------------------------------------------------- models
+def cmd_models(args: argparse.Namespace) -> int:
+    """List the models the config's extractors read, and whether each is on disk.
+
+    Exits 1 when one is missing, 0 when all are on disk (or none is needed).
+    """
+    from neuroflow.features.inventory import format_inventory, model_inventory
+
+    config = _load_config(args)
+    hashes = not args.no_hash
+    records = model_inventory(config["features"]["extractors"], hashes=hashes)
+    if args.json:
+        print(json.dumps([record.to_dict() for record in records], indent=2))
+    else:
+        print("\n".join(format_inventory(records, hashes=hashes)))
+    return 1 if any(record.status == "missing" for record in records) else 0
 
 
 # --------------------------------------------------------------------------- run
@@ -570,6 +593,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config_args(p)
     p.set_defaults(func=cmd_check_config)
+
+    p = sub.add_parser(
+        "models",
+        help="list the models the config needs and whether each is on disk",
+        description="List, for every entry of features.extractors, the model it reads (Hugging "
+        "Face or sentence-transformers folder, cached id or packaged model; torch_module "
+        "weights file, TorchScript file or preset), looked for exactly where feature "
+        "extraction will look, offline: where it was found, its size and the SHA-256 the "
+        "feature stores record (weights_sha256). For a missing model, the commands that fetch "
+        "it on a machine with internet access and how to point neuroflow at the result. "
+        "Weight-free extractors and `weights: random` entries need nothing. Exits 1 when a "
+        "model is missing, so a script can check before submitting jobs. The config is built "
+        f"as a run builds it: {DEFAULT_CONFIG}, then each --configfile, then the --config "
+        "overrides.",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    p.add_argument(
+        "--no-hash",
+        action="store_true",
+        help="skip the SHA-256 of the weights (reading every byte is slow for large models)",
+    )
+    add_config_args(p)
+    p.set_defaults(func=cmd_models)
 
     p = sub.add_parser(
         "run",

@@ -44,6 +44,7 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "torchscript": None,
     "layers": None,
     "pooling": "mean",
+    "normalize": True,
     "batch_size": 16,
     "device": "auto",
     "dtype": "auto",

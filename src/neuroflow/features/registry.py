@@ -46,6 +46,7 @@ _BUILTIN_MODULES = (
     "neuroflow.features.baselines",
     "neuroflow.features.events",
     "neuroflow.features.torch_module",
+    "neuroflow.features.clip",
 )
 
 
