@@ -124,18 +124,33 @@ def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
 def peak_rss_mib() -> float:
     """Peak resident set size of this process and its waited-for children, in MiB.
 
-    The kernel's own high-water mark (``getrusage``), so short peaks between
-    polls are counted; this is the figure to size a job's memory request on.
-    On platforms without :mod:`resource` (Windows) it is NaN.
+    The kernel's own high-water marks, so short peaks between polls are counted;
+    this is the figure to size a job's memory request on. On Linux the process's
+    own mark is ``VmHWM`` of ``/proc/self/status``, which starts afresh when the
+    job's interpreter is executed (``getrusage`` would also report the resident
+    size of the parent that forked it, e.g. Snakemake's); elsewhere ``getrusage``.
+    NaN on platforms without :mod:`resource` (Windows).
     """
     try:
         import resource
     except ImportError:  # pragma: no cover - Windows
         return float("nan")
-    # Linux reports KiB, macOS bytes
+    # getrusage reports KiB on Linux, bytes on macOS
     unit = 1.0 if sys.platform == "darwin" else 1024.0
-    peak = max(
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
-    )
-    return peak * unit / 2**20
+    own = _vm_hwm_bytes()
+    if own is None:
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * unit
+    return max(own, children) / 2**20
+
+
+def _vm_hwm_bytes() -> float | None:
+    """``VmHWM`` of ``/proc/self/status`` in bytes; None where there is none."""
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("VmHWM:"):
+            return float(line.split()[1]) * 1024.0  # kB
+    return None
