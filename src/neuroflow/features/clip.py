@@ -44,12 +44,10 @@ import numpy as np
 import torch
 
 from neuroflow.features.hf import (
-    _random_model,
     _resize_batch,
     _set_offline,
     _video_means,
-    hash_state_dict,
-    hash_weight_files,
+    load_model,
     resolve_model_dir,
     select_device,
     select_dtype,
@@ -119,21 +117,9 @@ class HFClipExtractor(Extractor):
         self.tower = "text" if modality == "text" else "vision"
         self.device = select_device(self.config["device"])
         self.dtype = select_dtype(self.config["dtype"], self.device)
-        self.folder: Path | None = None
-        if self.config["weights"] == "random":
-            model, hf_config = _random_model(self.config)
-            if self.config["model"] and not self.config["model_config"]:
-                self.folder = resolve_model_dir(self.config["model"])
-            self.model_id = f"random:{hf_config.model_type}"
-        else:
-            if not self.config["model"]:
-                raise ValueError("`model` must name a model for 'hf_clip', got none.")
-            from transformers import AutoModel
-
-            self.folder = resolve_model_dir(self.config["model"])
-            model = AutoModel.from_pretrained(self.folder, local_files_only=True)
-            hf_config = model.config
-            self.model_id = str(self.config["model"])
+        loaded = load_model(self.config, self.name)
+        model, hf_config = loaded.model, loaded.hf_config
+        self.folder, self.model_id = loaded.folder, loaded.model_id
         tower_config = getattr(hf_config, f"{self.tower}_config", None)
         if tower_config is None or not all(
             hasattr(model, f"get_{kind}_features") for kind in ("image", "text")
@@ -143,11 +129,7 @@ class HFClipExtractor(Extractor):
                 f"...), got {type(model).__name__} (model_type {hf_config.model_type!r}) instead; "
                 "use hf_vision or hf_text for a single tower."
             )
-        self.weights_sha256 = (
-            hash_weight_files(self.folder)
-            if self.config["weights"] == "pretrained"
-            else hash_state_dict(model)
-        )
+        self.weights_sha256 = loaded.weights_sha256
         self.hf_config = hf_config
         self.model_type = str(hf_config.model_type)
         self.n_blocks = int(tower_config.num_hidden_layers)

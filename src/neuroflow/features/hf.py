@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -235,13 +236,66 @@ def _random_model(config: Mapping[str, Any]) -> tuple[torch.nn.Module, Any]:
     return model, hf_config
 
 
+@dataclass
+class LoadedModel:
+    """A model loaded for an extractor entry (see :func:`load_model`)."""
+
+    model: torch.nn.Module
+    hf_config: Any
+    folder: Path | None
+    model_id: str
+    weights_sha256: str
+
+
+def load_model(config: Mapping[str, Any], name: str) -> LoadedModel:
+    """Load an entry's Hugging Face model offline, or build its random-weight control.
+
+    Parameters
+    ----------
+    config : dict
+        A filled extractor entry: ``weights`` (``"pretrained"`` or ``"random"``),
+        ``model`` (folder, cached id or packaged name), ``model_config`` and ``seed``.
+    name : str
+        The extractor's registry name, for messages.
+
+    Returns
+    -------
+    loaded : LoadedModel
+        The model (``AutoModel``, or built from its config with seeded random
+        weights), its config, the folder it came from (None for a random model
+        built from ``model_config``), an id for provenance (``random:<type>`` for
+        random weights) and the sha256 of the weight files (of the state dict for
+        random weights).
+    """
+    from transformers import AutoModel
+
+    folder: Path | None = None
+    if config["weights"] == "random":
+        model, hf_config = _random_model(config)
+        if config["model"] and not config["model_config"]:
+            folder = resolve_model_dir(config["model"])
+        model_id = f"random:{hf_config.model_type}"
+    else:
+        if not config["model"]:
+            raise ValueError(f"`model` must name a model for {name!r}, got none.")
+        folder = resolve_model_dir(config["model"])
+        model = AutoModel.from_pretrained(folder, local_files_only=True)
+        hf_config = model.config
+        model_id = str(config["model"])
+    digest = (
+        hash_weight_files(folder)
+        if config["weights"] == "pretrained" and folder is not None
+        else hash_state_dict(model)
+    )
+    return LoadedModel(model, hf_config, folder, model_id, digest)
+
+
 class _HFExtractor(Extractor):
     """Shared loading, device handling and layer bookkeeping."""
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         super().__init__(config, modality)
         _set_offline()
-        from transformers import AutoModel
 
         for spec in self.config["layers"]:
             if layer_spec(spec)[0] == "name":
@@ -251,24 +305,10 @@ class _HFExtractor(Extractor):
                 )
         self.device = select_device(self.config["device"])
         self.dtype = select_dtype(self.config["dtype"], self.device)
-        self.folder: Path | None = None
-        if self.config["weights"] == "random":
-            model, hf_config = _random_model(self.config)
-            if self.config["model"] and not self.config["model_config"]:
-                self.folder = resolve_model_dir(self.config["model"])
-            self.model_id = f"random:{hf_config.model_type}"
-        else:
-            if not self.config["model"]:
-                raise ValueError(f"`model` must name a model for {self.name!r}, got none.")
-            self.folder = resolve_model_dir(self.config["model"])
-            model = AutoModel.from_pretrained(self.folder, local_files_only=True)
-            hf_config = model.config
-            self.model_id = str(self.config["model"])
-        self.weights_sha256 = (
-            hash_weight_files(self.folder)
-            if self.config["weights"] == "pretrained"
-            else hash_state_dict(model)
-        )
+        loaded = load_model(self.config, self.name)
+        model, hf_config = loaded.model, loaded.hf_config
+        self.folder, self.model_id = loaded.folder, loaded.model_id
+        self.weights_sha256 = loaded.weights_sha256
         self.hf_config = hf_config
         self.model = self._submodel(model).to(self.device, self.dtype).eval()
         self.n_blocks: int | None = None
