@@ -44,10 +44,10 @@ import numpy as np
 import torch
 
 from neuroflow.features.hf import (
-    _resize_batch,
     _set_offline,
     _video_means,
     load_model,
+    pixel_values,
     resolve_model_dir,
     select_device,
     select_dtype,
@@ -203,18 +203,7 @@ class HFClipExtractor(Extractor):
         return [layer_name(spec) for spec in self.config["layers"]]
 
     def _pixels(self, images: Sequence[np.ndarray]) -> torch.Tensor:
-        if self.processor is not None:
-            out = self.processor(
-                images=list(images),
-                return_tensors="pt",
-                do_rescale=False,
-                input_data_format="channels_last",
-            )
-            return out["pixel_values"]
-        pixels = _resize_batch(images, self.image_size)
-        mean = torch.tensor(self.mean).view(1, 3, 1, 1)
-        std = torch.tensor(self.std).view(1, 3, 1, 1)
-        return (pixels - mean) / std
+        return pixel_values(images, self.processor, self.image_size, self.mean, self.std)
 
     def _tokens(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         return dict(

@@ -375,6 +375,42 @@ def _resize_batch(images: Sequence[np.ndarray], size: tuple[int, int]) -> torch.
     return torch.stack(out)
 
 
+def pixel_values(
+    images: Sequence[np.ndarray],
+    processor: Any,
+    size: tuple[int, int],
+    mean: Sequence[float],
+    std: Sequence[float],
+) -> torch.Tensor:
+    """Model input of a batch of RGB images in [0, 1].
+
+    Parameters
+    ----------
+    images : sequence of ndarray, shape (height, width, 3)
+        Float images in [0, 1].
+    processor : object | None
+        The model folder's image processor (used as is, without rescaling), or None.
+    size : tuple of int
+        ``(height, width)`` the images are resized to without a processor.
+    mean, std : sequence of float
+        Per-channel normalisation without a processor.
+
+    Returns
+    -------
+    pixels : torch.Tensor, shape (n_images, 3, height, width)
+    """
+    if processor is not None:
+        out = processor(
+            images=list(images),
+            return_tensors="pt",
+            do_rescale=False,
+            input_data_format="channels_last",
+        )
+        return out["pixel_values"]
+    pixels = _resize_batch(images, size)
+    return (pixels - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+
+
 @register_extractor("hf_vision", modalities=("image", "video"))
 class HFVisionExtractor(_HFExtractor):
     """Vision transformers and CNNs (ViT, DINOv2, CLIP's vision tower, ResNet, ...).
@@ -408,18 +444,7 @@ class HFVisionExtractor(_HFExtractor):
         return getattr(model, "vision_model", model)
 
     def _pixels(self, images: Sequence[np.ndarray]) -> torch.Tensor:
-        if self.processor is not None:
-            out = self.processor(
-                images=list(images),
-                return_tensors="pt",
-                do_rescale=False,
-                input_data_format="channels_last",
-            )
-            return out["pixel_values"]
-        pixels = _resize_batch(images, self.image_size)
-        mean = torch.tensor(_IMAGENET_MEAN).view(1, 3, 1, 1)
-        std = torch.tensor(_IMAGENET_STD).view(1, 3, 1, 1)
-        return (pixels - mean) / std
+        return pixel_values(images, self.processor, self.image_size, _IMAGENET_MEAN, _IMAGENET_STD)
 
     def _n_prefix(self, pixels: torch.Tensor, n_tokens: int) -> int:
         if not self.patch_size:
