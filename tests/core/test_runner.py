@@ -45,7 +45,9 @@ def test_failed_job_logs_the_error(tmp_path):
     assert "done in" not in text
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="getrusage is POSIX only")
+@pytest.mark.skipif(
+    sys.platform == "win32", reason="peak memory is not measured on Windows (no resource module)"
+)
 def test_peak_rss_counts_a_short_lived_allocation():
     # in a fresh process: this one's high-water mark is already set by earlier tests;
     # the fresh one must not report this (large) parent's resident size either

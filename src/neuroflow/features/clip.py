@@ -46,6 +46,7 @@ import torch
 from neuroflow.features.hf import (
     _set_offline,
     _video_means,
+    image_processor,
     load_model,
     pixel_values,
     resolve_model_dir,
@@ -181,16 +182,7 @@ class HFClipExtractor(Extractor):
             )
 
     def _load_image_processor(self, vision_config: Any) -> None:
-        self.processor = None
-        if self.folder is not None and (self.folder / "preprocessor_config.json").is_file():
-            from transformers import AutoImageProcessor
-
-            self.processor = AutoImageProcessor.from_pretrained(self.folder, local_files_only=True)
-        elif self.config["weights"] == "pretrained":
-            raise ValueError(
-                f"{self.folder}: the model folder has no preprocessor_config.json; save the image "
-                "processor with `processor.save_pretrained(folder)`."
-            )
+        self.processor = image_processor(self.folder, self.config["weights"])
         size = getattr(vision_config, "image_size", 224)
         self.image_size = (size, size) if isinstance(size, int) else tuple(size)
         self.patch_size = getattr(vision_config, "patch_size", None)

@@ -375,6 +375,26 @@ def _resize_batch(images: Sequence[np.ndarray], size: tuple[int, int]) -> torch.
     return torch.stack(out)
 
 
+def image_processor(folder: Path | None, weights: str) -> Any:
+    """The model folder's image processor; None for random weights without one.
+
+    Raises
+    ------
+    ValueError
+        For pretrained weights whose folder has no ``preprocessor_config.json``.
+    """
+    if folder is not None and (folder / "preprocessor_config.json").is_file():
+        from transformers import AutoImageProcessor
+
+        return AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+    if weights == "pretrained":
+        raise ValueError(
+            f"{folder}: the model folder has no preprocessor_config.json; save the image "
+            "processor with `processor.save_pretrained(folder)`."
+        )
+    return None
+
+
 def pixel_values(
     images: Sequence[np.ndarray],
     processor: Any,
@@ -425,16 +445,7 @@ class HFVisionExtractor(_HFExtractor):
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         super().__init__(config, modality)
-        self.processor = None
-        if self.folder is not None and (self.folder / "preprocessor_config.json").is_file():
-            from transformers import AutoImageProcessor
-
-            self.processor = AutoImageProcessor.from_pretrained(self.folder, local_files_only=True)
-        elif self.config["weights"] == "pretrained":
-            raise ValueError(
-                f"{self.folder}: the model folder has no preprocessor_config.json; save the image "
-                "processor with `processor.save_pretrained(folder)`."
-            )
+        self.processor = image_processor(self.folder, self.config["weights"])
         vision_cfg = getattr(self.hf_config, "vision_config", None) or self.hf_config
         size = getattr(vision_cfg, "image_size", 224)
         self.image_size = (size, size) if isinstance(size, int) else tuple(size)
