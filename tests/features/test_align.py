@@ -15,6 +15,7 @@ from neuroflow.features.align import (
     hrf_weights,
     lanczos_weights,
 )
+from neuroflow.features.config import fill_alignment
 
 
 def test_average_weights_by_overlap():
@@ -274,3 +275,38 @@ def test_hrf_model_names_are_the_single_trial_models():
     from neuroflow.preprocessing.fmri.single_trial import HRF_MODELS
 
     assert tuple(HRF_MODELS) == HRF_MODEL_NAMES
+
+
+def test_align_features_hrf_library_blocks(tmp_path):
+    fpath, bpath = _stores(tmp_path, ["a.png", "b.png", "c.png", "n/a", "a.png"])
+    config = {"method": "hrf", "hrf_model": ["glover", "spm + derivative"], "delays": [0, 2]}
+    ds = open_dataset(
+        align_features(
+            features=fpath, brain=bpath, output=tmp_path / "lib.zarr", config=config, provenance={}
+        )
+    )
+    assert ds.attrs["hrf_models"] == ["glover", "spm + derivative"]
+    # 2 features x (1 glover + 2 spm basis functions) x 2 delays
+    assert ds["features"].shape == (9, 12)
+    np.testing.assert_array_equal(ds["hrf_variant"], [0, 0, 1, 1, 1, 1] * 2)
+    np.testing.assert_array_equal(ds["hrf_basis"], [0, 0, 0, 0, 1, 1] * 2)
+    for index, model in enumerate(config["hrf_model"]):
+        alone = open_dataset(
+            align_features(
+                features=fpath,
+                brain=bpath,
+                output=tmp_path / f"{model}.zarr",
+                config={**config, "hrf_model": model},
+                provenance={},
+            )
+        )
+        assert alone.attrs["hrf_models"] == [model]
+        np.testing.assert_array_equal(alone["hrf_variant"], 0)
+        block = ds["features"].values[:, ds["hrf_variant"].values == index]
+        np.testing.assert_array_equal(block, alone["features"].values)
+
+
+@pytest.mark.parametrize("value", [[], ["spm", "spm"], ["glover", "spm2"], "spm2", {"spm": 1}])
+def test_hrf_library_must_name_distinct_known_models(value):
+    with pytest.raises(ValueError, match=r"`hrf_model` must be one of .* or a non-empty list"):
+        fill_alignment({"method": "hrf", "hrf_model": value})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,9 @@ class _Run:
     stimuli: Any = None
     nuisance: np.ndarray | None = None  # (n_times, n_nuisance), orthonormal columns
     sequence: tuple[str, ...] = ()  # stim_file of every event, in order
+    # for spaces aligned with an HRF library: the HRF models and each column's model index
+    libraries: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    variants: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _as_parcels(ds: xr.Dataset, path: Path) -> xr.Dataset:
@@ -164,7 +167,15 @@ def _load_brain(path: Path, target: str = "voxels") -> tuple[_Run, xr.Dataset]:
     return run, ds
 
 
-def _load_features(path: Path, run: _Run) -> tuple[np.ndarray, Any]:
+def _load_features(
+    path: Path, run: _Run
+) -> tuple[np.ndarray, Any, tuple[str, ...], np.ndarray | None]:
+    """Aligned features of one run: ``(X, stim_files, hrf_library, hrf_variant)``.
+
+    ``hrf_library`` names the HRF models the store was aligned with (empty when not
+    aligned by HRF) and ``hrf_variant`` gives the model index of every column when
+    there are several (else ``None``).
+    """
     ds = open_dataset(path)
     if "features" not in ds:
         raise ValueError(f"{path}: variable `features` is missing.")
@@ -181,7 +192,15 @@ def _load_features(path: Path, run: _Run) -> tuple[np.ndarray, Any]:
     X = np.asarray(ds["features"].values, dtype=np.float64)
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{path}: `features` holds non-finite values.")
-    return X, ds.attrs.get("stim_files")
+    library = tuple(str(m) for m in ds.attrs.get("hrf_models") or ())
+    if len(library) > 1:
+        if "hrf_variant" not in ds.coords:
+            raise ValueError(
+                f"{path}: attribute `hrf_models` lists {len(library)} HRF models but the "
+                "coordinate `hrf_variant` (feature) is missing."
+            )
+        return X, ds.attrs.get("stim_files"), library, np.asarray(ds["hrf_variant"].values, int)
+    return X, ds.attrs.get("stim_files"), library, None
 
 
 def _layer_of(path: Path) -> str:
@@ -334,6 +353,155 @@ def solver_options(cfg: Mapping[str, Any], splits: Sequence[Any], device: Any) -
     }
 
 
+def hrf_library(runs: Sequence[_Run], spaces: Sequence[str]) -> tuple[str, ...]:
+    """The HRF library the feature spaces were aligned with (empty without one).
+
+    Spaces aligned with a library must all use the same one; spaces aligned with one HRF
+    (or not by HRF) take part in every model of the library unchanged.
+    """
+    found: dict[str, tuple[str, ...]] = {}
+    for run in runs:
+        for space in spaces:
+            library = run.libraries.get(space, ())
+            if space in found and found[space] != library:
+                raise ValueError(
+                    f"{run.path}: the features of {space!r} must be aligned with the same "
+                    f"HRF models in every run, got {list(library)} instead of "
+                    f"{list(found[space])}."
+                )
+            found[space] = library
+    libraries = {lib for lib in found.values() if len(lib) > 1}
+    if len(libraries) > 1:
+        raise ValueError(
+            "Feature spaces of one encoding model must share their HRF library, got "
+            f"{ {s: list(lib) for s, lib in found.items() if len(lib) > 1} } instead."
+        )
+    return next(iter(libraries), ())
+
+
+def _variant(run: _Run, index: int) -> _Run:
+    """``run`` with the columns of HRF model ``index`` of every library-aligned space."""
+    if not run.variants:
+        return run
+    features = {
+        s: X[:, run.variants[s] == index] if s in run.variants else X
+        for s, X in run.features.items()
+    }
+    return replace(run, features=features)
+
+
+@dataclass
+class _Fit:
+    """What one fit leaves for the output store; arrays have a last axis of targets."""
+
+    cv_score: np.ndarray  # (n_targets,)
+    best_alpha: np.ndarray  # (n_targets,) or (n_spaces, n_targets)
+    y_pred: np.ndarray  # (n_test_times, n_targets)
+    parts: list[np.ndarray] | None  # per test sequence (n_spaces, n_times, n_targets)
+    n_train: int
+
+
+def _fit_and_predict(
+    train: Sequence[_Run],
+    test: Sequence[_Run],
+    groups_test: Sequence[Sequence[int]],
+    spaces: Sequence[str],
+    cfg: Mapping[str, Any],
+    tr: float,
+    model: str,
+    device: Any,
+) -> _Fit:
+    """Fit on ``train`` (penalties by cross-validation) and predict each test sequence."""
+    stats = _standardizer(train, spaces, bool(cfg["standardize"]))
+    delays = cfg["delays"]
+    filtered = bool(cfg["filter_design"])
+    Xs_train = [
+        np.concatenate(b)
+        for b in zip(*(_design(r, spaces, stats, delays, tr, filtered) for r in train), strict=True)
+    ]
+    Y_train = np.concatenate([r.bold for r in train])
+    y_mean = Y_train.mean(0)
+    Y_train = Y_train - y_mean
+    x_means = [X.mean(0) for X in Xs_train]
+    Xs_train = [X - m for X, m in zip(Xs_train, x_means, strict=True)]
+    splits = run_splits(_cv_groups(train), parse_cv(cfg["cv"]))
+    common = solver_options(cfg, splits, device)
+    if model == "ridge":
+        result = ridge_cv(np.concatenate(Xs_train, axis=1), Y_train, **common)
+    else:
+        band = cfg["banded"]
+        result = banded_ridge_cv(
+            Xs_train,
+            Y_train,
+            n_iter=int(band["n_iter"]),
+            concentration=band["concentration"],
+            random_state=int(band["random_state"]),
+            **common,
+        )
+    n_train = Y_train.shape[0]
+    del Xs_train, Y_train
+    preds, all_parts = [], []
+    for grp in groups_test:
+        # one prediction per repeat, each filtered like that repeat's BOLD; their mean
+        # is compared with the mean of the repeats
+        designs = [
+            [
+                X - m
+                for X, m in zip(
+                    _design(test[i], spaces, stats, delays, tr, filtered), x_means, strict=True
+                )
+            ]
+            for i in grp
+        ]
+        if model == "ridge":
+            pred = np.mean([result.predict(np.concatenate(Xs, 1)) for Xs in designs], axis=0)
+        else:
+            parts = np.mean([result.predict_split(Xs) for Xs in designs], axis=0)
+            all_parts.append(parts)
+            pred = parts.sum(0)
+        preds.append((pred + y_mean).astype(np.float32))
+    return _Fit(
+        cv_score=np.asarray(result.cv_score),
+        best_alpha=np.asarray(result.best_alpha),
+        y_pred=np.concatenate(preds, axis=0),
+        parts=all_parts if model != "ridge" else None,
+        n_train=n_train,
+    )
+
+
+def _choose_per_target(fits: Sequence[_Fit]) -> tuple[_Fit, np.ndarray]:
+    """Per target, the fit with the best cross-validated score.
+
+    Returns
+    -------
+    fit : _Fit
+        The chosen fit's values for every target (``fits[0]`` when there is one).
+    choice : ndarray of int, shape (n_targets,)
+        Index into ``fits`` per target.
+    """
+    scores = np.stack([np.nan_to_num(f.cv_score, nan=-np.inf) for f in fits])
+    choice = np.argmax(scores, axis=0)
+    if len(fits) == 1:
+        return fits[0], choice
+
+    def pick(arrays: Sequence[np.ndarray]) -> np.ndarray:
+        stacked = np.stack(arrays)  # (n_fits, ..., n_targets)
+        index = choice.reshape((1,) + (1,) * (stacked.ndim - 2) + choice.shape)
+        return np.take_along_axis(stacked, index, axis=0)[0]
+
+    parts = None
+    if fits[0].parts is not None:
+        parts = [pick([f.parts[g] for f in fits]) for g in range(len(fits[0].parts))]
+    fit = _Fit(
+        cv_score=pick([f.cv_score for f in fits]),
+        best_alpha=pick([f.best_alpha for f in fits]),
+        y_pred=pick([f.y_pred for f in fits]),
+        parts=parts,
+        n_train=fits[0].n_train,
+    )
+    return fit, choice
+
+
 def fit_encoding(
     *,
     brain: list[Path],
@@ -408,36 +576,6 @@ def fit_encoding(
         )
 
     _check_lags(cfg["delays"], runs)
-    stats = _standardizer(train, spaces, bool(cfg["standardize"]))
-    delays = cfg["delays"]
-    filtered = bool(cfg["filter_design"])
-    Xs_train = [
-        np.concatenate(b)
-        for b in zip(*(_design(r, spaces, stats, delays, tr, filtered) for r in train), strict=True)
-    ]
-    Y_train = np.concatenate([r.bold for r in train])
-    y_mean = Y_train.mean(0)
-    Y_train = Y_train - y_mean
-    x_means = [X.mean(0) for X in Xs_train]
-    Xs_train = [X - m for X, m in zip(Xs_train, x_means, strict=True)]
-    groups = _cv_groups(train)
-    splits = run_splits(groups, parse_cv(cfg["cv"]))
-
-    device = resolve_device(cfg["device"])
-    common = solver_options(cfg, splits, device)
-    if model == "ridge":
-        result = ridge_cv(np.concatenate(Xs_train, axis=1), Y_train, **common)
-    else:
-        band = cfg["banded"]
-        result = banded_ridge_cv(
-            Xs_train,
-            Y_train,
-            n_iter=int(band["n_iter"]),
-            concentration=band["concentration"],
-            random_state=int(band["random_state"]),
-            **common,
-        )
-
     groups_test = group_repeats(test)
     n_rep = {len(g) for g in groups_test}
     if len(n_rep) != 1:
@@ -445,40 +583,49 @@ def fit_encoding(
             "Test stimulus sequences must be repeated equally often, got "
             f"{[[test[i].key for i in g] for g in groups_test]}."
         )
-    preds, obs, times, split_parts = [], [], [], []
-    for grp in groups_test:
-        # one prediction per repeat, each filtered like that repeat's BOLD; their mean
-        # is compared with the mean of the repeats
-        designs = [
-            [
-                X - m
-                for X, m in zip(
-                    _design(test[i], spaces, stats, delays, tr, filtered), x_means, strict=True
-                )
-            ]
-            for i in grp
-        ]
-        parts = (
-            np.mean([result.predict_split(Xs) for Xs in designs], axis=0)
-            if model != "ridge"
-            else None
+    device = resolve_device(cfg["device"])
+    library = hrf_library(runs, spaces)
+    fits = [
+        _fit_and_predict(
+            [_variant(r, v) for r in train],
+            [_variant(r, v) for r in test],
+            groups_test,
+            spaces,
+            cfg,
+            tr,
+            model,
+            device,
         )
-        pred = (
-            parts.sum(0)
-            if parts is not None
-            else np.mean([result.predict(np.concatenate(Xs, 1)) for Xs in designs], axis=0)
-        ) + y_mean
-        preds.append(pred.astype(np.float32))
-        obs.append(np.stack([test[i].bold for i in grp]))
-        times.append(test[grp[0]].time)
-        if parts is not None:
-            split_parts.append((parts, [test[i].bold for i in grp]))
-    y_pred = np.concatenate(preds, axis=0)
-    y_test = np.concatenate(obs, axis=1)
+        for v in range(max(len(library), 1))
+    ]
+    fit, choice = _choose_per_target(fits)
+    if library:
+        logger.info(
+            "HRF library %s: targets per model %s.",
+            list(library),
+            np.bincount(choice, minlength=len(library)).tolist(),
+        )
+    y_pred = fit.y_pred
+    y_test = np.concatenate([np.stack([test[i].bold for i in grp]) for grp in groups_test], axis=1)
+    times = [test[grp[0]].time for grp in groups_test]
+    split_parts = (
+        [
+            (parts, [test[i].bold for i in grp])
+            for parts, grp in zip(fit.parts, groups_test, strict=True)
+        ]
+        if fit.parts is not None
+        else []
+    )
 
-    ds = _output_dataset(first, y_pred, y_test, np.concatenate(times), result, model, spaces)
+    ds = _output_dataset(first, y_pred, y_test, np.concatenate(times), fit, model, spaces)
     if model == "banded_ridge":
         ds["variance_split"] = _variance_split(split_parts, spaces)
+    if library:
+        ds["hrf_model"] = (
+            ("voxel",),
+            np.array(library, dtype=object)[choice],
+            {"long_name": "HRF model of the library chosen by cross-validation"},
+        )
     ds.attrs.update(
         subject=str(runs[0].entities["subject"]),
         feature_spaces=list(spaces),
@@ -489,13 +636,14 @@ def fit_encoding(
         tr=tr,
         affine=np.asarray(first.attrs.get("affine")).tolist(),
         mask_shape=list(first.attrs.get("mask_shape", [])),
-        n_train_samples=int(Y_train.shape[0]),
+        n_train_samples=int(fit.n_train),
+        hrf_models=list(library),
         train_runs=[r.key for r in train],
         test_runs=[r.key for r in test],
         repeat_runs=[[test[i].key for i in g] for g in groups_test],
         device=str(device),
         dtype=cfg["dtype"],
-        design_filtered=bool(filtered and all(r.nuisance is not None for r in runs)),
+        design_filtered=bool(cfg["filter_design"] and all(r.nuisance is not None for r in runs)),
         test_segments=[int(test[grp[0]].time.size) for grp in groups_test],
     )
     nuisance = _test_nuisance([test[grp[0]] for grp in groups_test])
@@ -544,7 +692,10 @@ def _load_all(
         else:
             _check_same_voxels(first, ds, brain[0], path)
         for s in spaces:
-            run.features[s], stim = _load_features(Path(features[s][i]), run)
+            run.features[s], stim, library, variant = _load_features(Path(features[s][i]), run)
+            run.libraries[s] = library
+            if variant is not None:
+                run.variants[s] = variant
             run.stimuli = run.stimuli if run.stimuli is not None else stim
         runs.append(run)
     subjects = {str(r.entities["subject"]) for r in runs}

@@ -5,7 +5,10 @@ run onto the run's TR grid. Each feature row is placed in time, then rows are
 averaged within each TR, Lanczos-resampled, or (``method: hrf``, for event-related
 designs) each event's boxcar, at its own onset and for its own duration, is
 convolved with a canonical HRF on a fine time grid and sampled at the volumes, as
-a GLM builds its regressors (:func:`hrf_weights`):
+a GLM builds its regressors (:func:`hrf_weights`). A list of HRF models
+(``hrf_model: [glover, spm]``) stores one block of columns per model, an HRF library
+as in GLMsingle (Prince et al., 2022): the encoder fits each and keeps, per voxel, the
+one that cross-validates best on the training runs. Rows are placed as follows:
 
 - a stimulus row (image, shot, caption) spans its event;
 - the frame rows of a video (``frame_rate`` set at extraction) each start at the
@@ -42,7 +45,7 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
-from neuroflow.features.config import fill_alignment
+from neuroflow.features.config import fill_alignment, hrf_models
 from neuroflow.features.events import event_feature_rows, event_ids, events_spec
 from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.events import events_from_store, stimulus_mask
@@ -649,10 +652,13 @@ def align_features(
     -------
     path : Path
         The store: ``features`` (time, feature) with the run's ``time``
-        coordinate, and per-column coordinates ``delay`` and
-        ``source_feature`` on ``feature`` (with ``event_regressor``, the last source
-        feature, index ``n_features``, is the event indicator). Attributes ``n_events`` (events
-        that contributed rows) and ``n_rows_placed`` (feature rows placed).
+        coordinate, and per-column coordinates ``delay``, ``source_feature``
+        (with ``event_regressor``, the last source feature, index ``n_features``, is
+        the event indicator), ``hrf_basis`` (canonical 0, derivatives 1, 2) and
+        ``hrf_variant`` (index into the attribute ``hrf_models``: a list of HRF
+        models makes one block of columns per model, alternatives the encoder
+        chooses among per voxel). Attributes ``n_events`` (events that contributed
+        rows) and ``n_rows_placed`` (feature rows placed).
     """
     cfg = fill_alignment(config)
     features, brain = Path(features), Path(brain)
@@ -677,16 +683,20 @@ def align_features(
             tr_reference=cfg["tr_reference"],
         )
     elif cfg["method"] == "hrf":
-        weights = hrf_weights(
-            times,
-            tr,
-            placed.onsets,
-            placed.durations,
-            hrf_model=cfg["hrf_model"],
-            oversampling=cfg["oversampling"],
-            slice_time_ref=cfg["slice_time_ref"],
-            tr_reference=cfg["tr_reference"],
-        )
+        models = hrf_models(cfg["hrf_model"])
+        weights = [
+            hrf_weights(
+                times,
+                tr,
+                placed.onsets,
+                placed.durations,
+                hrf_model=model,
+                oversampling=cfg["oversampling"],
+                slice_time_ref=cfg["slice_time_ref"],
+                tr_reference=cfg["tr_reference"],
+            )
+            for model in models
+        ]
     else:
         mid = placed.onsets + placed.durations / 2.0
         weights = lanczos_weights(
@@ -694,12 +704,19 @@ def align_features(
         )
     if cfg["event_regressor"]:
         rows = np.column_stack([rows, np.ones(len(rows), dtype=rows.dtype)])
-    # one block of columns per HRF basis function (canonical, then derivatives)
-    blocks = weights[None] if weights.ndim == 2 else weights
+    # one block of columns per HRF basis function (canonical, then derivatives), and
+    # per HRF model of a library
+    per_model = weights if isinstance(weights, list) else [weights]
+    blocks, basis, variant = [], [], []
+    for m, w in enumerate(per_model):
+        for b, block in enumerate(w[None] if w.ndim == 2 else w):
+            blocks.append(block)
+            basis.append(np.full(rows.shape[1], b))
+            variant.append(np.full(rows.shape[1], m))
     aligned = np.concatenate([w @ rows for w in blocks], axis=1).astype(np.float32)
-    basis = np.repeat(np.arange(len(blocks)), rows.shape[1])
     delayed, delay, source = delay_features(aligned, cfg["delays"])
-    basis = np.tile(basis, len(cfg["delays"]))
+    basis = np.tile(np.concatenate(basis), len(cfg["delays"]))
+    variant = np.tile(np.concatenate(variant), len(cfg["delays"]))
     source = source % rows.shape[1]
     source_attrs = {k: v for k, v in fds.attrs.items() if k != PROVENANCE_KEY}
     ds = xr.Dataset(
@@ -710,9 +727,11 @@ def align_features(
             "delay": ("feature", delay, {"units": "TR"}),
             "source_feature": ("feature", source),
             "hrf_basis": ("feature", basis),
+            "hrf_variant": ("feature", variant),
         },
         attrs={
             "tr": tr,
+            "hrf_models": hrf_models(cfg["hrf_model"]) if cfg["method"] == "hrf" else [],
             "alignment": dict(cfg),
             "n_events": placed.n_events,
             "n_rows_placed": int(placed.rows.size),

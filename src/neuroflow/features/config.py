@@ -24,6 +24,7 @@ __all__ = [
     "HRF_MODEL_NAMES",
     "fill_alignment",
     "fill_entry",
+    "hrf_models",
     "layer_name",
     "layer_names",
 ]
@@ -54,6 +55,8 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "transcript_column": "word",
     "frames_per_video": 8,
     "frame_rate": None,
+    "clip_frames": None,
+    "window_s": 2.0,
     "transforms": {"resize": None, "center_crop": None, "blur_sigma": 0.0},
     "input": {"resize": None, "center_crop": None, "mean": None, "std": None},
     "gabor": {
@@ -214,6 +217,7 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"`frame_rate` must be a positive number of Hz or None, got {rate!r} instead."
         )
+    _check_window(entry)
     column = entry["transcript_column"]
     if not isinstance(column, str) or not column.strip():
         raise ValueError(f"`transcript_column` must be a non-empty str, got {column!r} instead.")
@@ -228,10 +232,12 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
                 f"{entry['modality']!r} instead."
             )
         check_modality(info.name, "text", source="`text_source: transcript` gives text")
-    if rate is not None and entry["modality"] not in ("auto", "video"):
+    windowed_audio = entry["modality"] == "audio" and "audio" in info.cls.window_modalities
+    if rate is not None and entry["modality"] not in ("auto", "video") and not windowed_audio:
         raise ValueError(
-            "`frame_rate` applies to video stimuli; `modality` must be 'auto' or 'video' with "
-            f"it, got {entry['modality']!r} instead."
+            "`frame_rate` applies to video stimuli (and to audio stimuli for extractors that read "
+            "windows of sound, e.g. hf_audio); `modality` must be 'auto' or 'video' with it, got "
+            f"{entry['modality']!r} instead."
         )
     method = entry["reduction"]["method"]
     if method not in ("none", "pca", "random_projection"):
@@ -260,6 +266,26 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def _check_window(entry: Mapping[str, Any]) -> None:
+    """Check ``clip_frames`` and ``window_s`` (windowed rows of hf_video and hf_audio)."""
+    frames = entry["clip_frames"]
+    bad_frames = isinstance(frames, bool) or not isinstance(frames, int) or frames < 1
+    if frames is not None and bad_frames:
+        raise ValueError(
+            f"`clip_frames` must be a positive int (frames per window) or None (the model's own "
+            f"clip length), got {frames!r} instead."
+        )
+    window = entry["window_s"]
+    if (
+        isinstance(window, bool)
+        or not isinstance(window, int | float)
+        or not 0 < float(window) < float("inf")
+    ):
+        raise ValueError(
+            f"`window_s` must be a positive number of seconds, got {window!r} instead."
+        )
+
+
 def _check_events_entry(entry: Mapping[str, Any]) -> None:
     """Settings an ``extractor: events`` entry needs (it reads events tables, not files)."""
     spec = entry["events"]
@@ -282,6 +308,34 @@ def _check_events_entry(entry: Mapping[str, Any]) -> None:
         )
 
 
+def hrf_models(value: Any) -> list[str]:
+    """The HRF models of ``features.alignment.hrf_model`` as a list.
+
+    Parameters
+    ----------
+    value : str | list of str
+        One model of :data:`HRF_MODEL_NAMES`, or a list of distinct ones: a library of
+        alternatives from which the encoder picks one per voxel by cross-validation.
+
+    Returns
+    -------
+    models : list of str
+        ``[value]`` for one model, else a copy of the list.
+    """
+    models = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(models, list | tuple)
+        or not models
+        or len(set(map(str, models))) != len(models)
+        or any(m not in HRF_MODEL_NAMES for m in models)
+    ):
+        raise ValueError(
+            f"`hrf_model` must be one of {HRF_MODEL_NAMES} or a non-empty list of distinct "
+            f"ones, got {value!r} instead."
+        )
+    return list(models)
+
+
 def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:
     """Fill the alignment settings' missing keys with defaults and check them.
 
@@ -301,13 +355,13 @@ def fill_alignment(config: Mapping[str, Any]) -> dict[str, Any]:
     choices = {
         "method": ("average", "lanczos", "hrf"),
         "aggregation": ("mean", "sum"),
-        "hrf_model": HRF_MODEL_NAMES,
         "tr_reference": ("start", "center"),
         "missing": ("error", "skip"),
     }
     for key, allowed in choices.items():
         if cfg[key] not in allowed:
             raise ValueError(f"`{key}` must be one of {allowed}, got {cfg[key]!r} instead.")
+    hrf_models(cfg["hrf_model"])
     delays = cfg["delays"]
     if (
         not isinstance(delays, list | tuple)
