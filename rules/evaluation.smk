@@ -68,10 +68,17 @@ if PLAN.has_summary:
                 caption="../workflow/report/warnings.rst",
                 category="Warnings",
             ),
+            layer_sweep=report(
+                str(PLAN.summary_dir() / "layer_sweep.tsv"),
+                caption="../workflow/report/layer_sweep.rst",
+                category="Scores",
+            ),
         params:
             **stage_params("summary", config["evaluation"]),
             notes=lambda wc: list(PLAN.scope.notes),
             plan_warnings=lambda wc: list(PLAN.warnings),
+            layer_sweeps=PLAN.layer_sweeps(),
+            layer_order=PLAN.layer_order(),
         log:
             log_path("summary", V["summary"]),
         localrule: True

@@ -13,6 +13,9 @@ run_job(
     notes=list(snakemake.params.notes),
     warnings_tsv=snakemake.output.warnings,
     plan_warnings=list(snakemake.params.plan_warnings),
+    layer_sweeps=list(snakemake.params.layer_sweeps),
+    layer_order=dict(snakemake.params.layer_order),
+    layer_sweep_tsv=snakemake.output.layer_sweep,
     table=snakemake.output.table,
     plots_dir=snakemake.output.plots,
 )

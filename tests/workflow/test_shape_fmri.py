@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import nibabel as nib
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from dataset_shapes import make_algonauts_like, make_fmri_movie, make_nsd_like
@@ -122,12 +123,21 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
                     "extractor": "image_statistics",
                     "transforms": {"blur_sigma": 2.0},
                 },
+                # a real CNN at an early and a late block: RSA, identification and a
+                # trial-encoding layer sweep compare its layers
+                {
+                    "name": "cnn",
+                    "extractor": "torch_module",
+                    "model": "efficientnet-lite0",
+                    "layers": ["_blocks.1", "_blocks.10"],
+                },
             ]
         },
         "encoding": {
             "models": {
                 "visual": {"feature_spaces": ["image_statistics"]},
                 "visual_blur": {"feature_spaces": ["image_statistics_blur"]},
+                "cnn": {"feature_spaces": ["cnn"], "layer_sweep": True},
             }
         },
         "rsa": {"comparisons": ["spearman"]},
@@ -158,7 +168,8 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
     rsa = table[table["analysis"] == "rsa"]
     assert {"image_statistics", "image_statistics_blur"} <= set(rsa["model"])
     (store,) = open_stores(run, "rsa").values()
-    assert list(store["model"].values) == ["image_statistics", "image_statistics_blur"]
+    models = [str(m) for m in store["model"].values]
+    assert models[:2] == ["image_statistics", "image_statistics_blur"] and "cnn" in models
     early = rsa[(rsa["roi"] == "early_visual") & (rsa["statistic"] == "value")]
     other = rsa[(rsa["roi"] == "other") & (rsa["statistic"] == "value")]
     assert early["value"].mean() > other["value"].mean()
@@ -169,6 +180,35 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
         early_row, other_row = ident.loc[(subject, "early_visual")], ident.loc[(subject, "other")]
         assert early_row["value"] > early_row["chance"] and early_row["p_value"] < 0.05
         assert other_row["p_value"] > 0.05
+    _check_analysis_sweeps(run, facts)
+
+
+def _check_analysis_sweeps(run, facts):
+    """The CNN's two layers: a trial-encoding sweep and RSA/identification layer tables."""
+    (path,) = (run / "results" / "summary").glob("*/layer_sweep.tsv")
+    sweep = pd.read_csv(path, sep="\t", dtype={"subject": str})
+    assert set(sweep["extractor"]) == {"cnn"}
+    stages = set(sweep["stage"])
+    assert {"trial_evaluation", "rsa", "identification_fmri"} <= stages, stages
+    n_subjects = len(facts["subjects"])
+    for stage, rows in sweep.groupby("stage"):
+        layers = rows[rows["layer"] != "selected"]
+        assert set(layers["layer"]) == {"blocks.1", "blocks.10"}, stage
+        assert set(layers["depth"]) == {0.0, 1.0}, stage
+        per_subject = layers[layers["subject"] != "group"]
+        assert per_subject["subject"].nunique() == n_subjects
+        # one layer chosen per subject, ROI and metric: on the training stimuli for the
+        # encoder, on the other subjects for RSA and identification
+        chosen = per_subject.groupby(["subject", "roi", "metric"])["best"].sum()
+        assert (chosen == 1).all(), stage
+        selected = rows[rows["layer"] == "selected"]
+        assert len(selected) and np.isfinite(selected["score"]).all(), stage
+    encoder = sweep[(sweep["stage"] == "trial_evaluation") & (sweep["layer"] != "selected")]
+    assert set(encoder["selected_on"]) == {"cross-validation on the training stimuli"}
+    assert set(sweep[sweep["stage"] == "rsa"]["selected_on"]) == {"the other subjects"}
+    plots = {p.name for p in (run / "results" / "summary").glob("*/plots/layer_sweep_*.png")}
+    assert "layer_sweep_cnn_trial_evaluation_r.png" in plots
+    assert "layer_sweep_cnn_rsa_spearman.png" in plots, plots
 
 
 def test_algonauts_like_parcel_time_series(tmp_path):
@@ -184,7 +224,8 @@ def test_algonauts_like_parcel_time_series(tmp_path):
         "dataset": {"source": "timeseries", "bids_root": str(tmp_path / "bids")},
         "features": {"extractors": [IMAGE_STATISTICS, cnn]},
         "encoding": {
-            "models": {**VISUAL, "cnn_mid": {"feature_spaces": ["cnn:blocks.4"]}},
+            # one model per layer of the CNN, and the best layer per parcel on training runs
+            "models": {**VISUAL, "cnn": {"feature_spaces": ["cnn"], "layer_sweep": True}},
         },
         **SPEED,
     }
@@ -212,7 +253,36 @@ def test_algonauts_like_parcel_time_series(tmp_path):
     visual = rows[[p for p in rows.index if p in facts["planted"]["visual"]]]
     others = rows[[p for p in rows.index if p not in facts["planted"]["visual"]]]
     assert visual.min() > 0.3 and abs(others.mean()) < 0.1
-    cnn_rows = table[(table["model"] == "cnn_mid") & (table["statistic"] == "value")]
-    assert len(cnn_rows) == len(facts["subjects"]) * (len(facts["parcels"]) + 1)
-    assert np.isfinite(cnn_rows["mean_r"]).all()
+    n_rows = len(facts["subjects"]) * (len(facts["parcels"]) + 1)
+    for model in ("cnn__blocks_4", "cnn__avg_pooling"):
+        cnn_rows = table[(table["model"] == model) & (table["statistic"] == "value")]
+        assert len(cnn_rows) == n_rows, model
+        assert np.isfinite(cnn_rows["mean_r"]).all()
+    _check_layer_sweep(run, facts)
     assert any("rsa_fmri: skipped, parcel time series" in n for n in summary_notes(run))
+
+
+def _check_layer_sweep(run, facts):
+    """The sweep's layer x parcel table: both layers, one chosen per parcel by training CV."""
+    (path,) = (run / "results" / "summary").glob("*/layer_sweep.tsv")
+    table = pd.read_csv(path, sep="\t", dtype={"subject": str})
+    assert set(table["stage"]) == {"evaluation"} and set(table["sweep"]) == {"cnn"}
+    sweep = table[table["layer"] != "selected"]
+    assert set(sweep["layer"]) == {"blocks.4", "avg-pooling"}
+    assert set(sweep["depth"]) == {0.0, 1.0}
+    subjects = [s for s in sweep["subject"].unique() if s != "group"]
+    assert len(subjects) == len(facts["subjects"])
+    per_roi = sweep.groupby(["subject", "roi"])
+    assert len(per_roi) == (len(subjects) + 1) * (len(facts["parcels"]) + 1)
+    for _, rows in per_roi:
+        assert len(rows) == 2 and rows["best"].sum() == 1
+        # the chosen layer is the one with the better training score, whatever its test r
+        chosen = rows[rows["best"]].iloc[0]
+        assert chosen["selection_score"] == rows["selection_score"].max()
+    assert np.isfinite(sweep["score"]).all() and np.isfinite(sweep["selection_score"]).all()
+    # per parcel, the group's score at each subject's own chosen layer
+    selected = table[table["layer"] == "selected"]
+    assert len(selected) == len(facts["parcels"]) + 1
+    assert (selected["subject"] == "group").all() and np.isfinite(selected["score"]).all()
+    (plot,) = (run / "results" / "summary").glob("*/plots/layer_sweep_cnn.png")
+    assert plot.stat().st_size > 0

@@ -349,6 +349,46 @@ def _write_warnings(
     os.replace(tmp, path)
 
 
+def _write_layer_sweeps(
+    scores: Sequence[str | os.PathLike],
+    summary: pd.DataFrame,
+    sweeps: Sequence[Mapping[str, Any]],
+    layer_order: Mapping[str, Sequence[str]],
+    path: Path,
+    plots_dir: Path | None,
+    formats: Sequence[str] = ("png",),
+) -> None:
+    """Write the layer × ROI table of every sweep (atomically) and their depth plots."""
+    from neuroflow.evaluation.layer_sweep import (
+        LAYER_SWEEP_COLUMNS,
+        analysis_sweep_table,
+        encoding_sweep_table,
+        plot_layer_sweep,
+        stage_of,
+    )
+    from neuroflow.evaluation.plotting import save_figure
+
+    # stores of other models are skipped by the table (opening a store reads no arrays)
+    stores = [(stage_of(score), str(score), open_dataset(score)) for score in scores]
+    parts = [encoding_sweep_table(stores, sweeps), analysis_sweep_table(summary, layer_order)]
+    parts = [part for part in parts if not part.empty]
+    table = (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=list(LAYER_SWEEP_COLUMNS))
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    table.to_csv(tmp, sep="\t", index=False, na_rep="n/a", float_format="%.6g")
+    os.replace(tmp, path)
+    if plots_dir is None or table.empty:
+        return
+    for (stage, sweep, metric), _ in table.groupby(["stage", "sweep", "metric"], sort=True):
+        suffix = "" if stage == "evaluation" else f"_{stage}_{metric}"
+        fig = plot_layer_sweep(table, stage=stage, sweep=sweep, metric=metric)
+        save_figure(fig, plots_dir / f"layer_sweep_{sweep}{suffix}", formats)
+
+
 def summarize_all(
     *,
     scores: Sequence[str | os.PathLike],
@@ -362,6 +402,9 @@ def summarize_all(
     notes: Sequence[str] = (),
     warnings_tsv: str | os.PathLike | None = None,
     plan_warnings: Sequence[str] = (),
+    layer_sweeps: Sequence[Mapping[str, Any]] = (),
+    layer_order: Mapping[str, Sequence[str]] | None = None,
+    layer_sweep_tsv: str | os.PathLike | None = None,
 ) -> Path:
     """Summarise encoding scores, decoding, RSA and TRFs into one table and figures.
 
@@ -395,6 +438,17 @@ def summarize_all(
         (followed through their provenance ``inputs``). None writes no table.
     plan_warnings : list of str
         Warnings about the dataset raised when the workflow was planned.
+    layer_sweeps : list of dict
+        Layer models of the layer sweeps (see
+        :meth:`neuroflow.workflow.plan.WorkflowPlan.layer_sweeps`).
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order: RSA and decoding rows of an
+        extractor with several layers form a sweep.
+    layer_sweep_tsv : path-like | None
+        Layer × ROI table of the sweeps to write (see
+        :mod:`neuroflow.evaluation.layer_sweep`; only the header when there is no
+        sweep), with one figure per sweep, stage and metric
+        (``layer_sweep_<sweep>[_<stage>_<metric>].png``). None writes no table.
 
     Returns
     -------
@@ -461,6 +515,17 @@ def summarize_all(
         merged.to_csv(table, sep="\t", index=False, na_rep="n/a")
     if not scores:
         write_dataset(_table_dataset(merged), table.with_suffix(".zarr"), provenance=record)
+    if layer_sweep_tsv is not None:
+        formats = list((config.get("plots") or {}).get("formats") or ["png"])
+        _write_layer_sweeps(
+            scores,
+            merged,
+            layer_sweeps,
+            layer_order or {},
+            Path(layer_sweep_tsv),
+            plots_dir if plots_enabled else None,
+            formats,
+        )
     if warnings_tsv is not None:
         _write_warnings([*scores, *decoding, *rsa, *trf], plan_warnings, Path(warnings_tsv), record)
     logger.info(

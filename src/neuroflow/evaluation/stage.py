@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 #: Bumped when the meaning of the stage's outputs changes.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: Defaults of the ``evaluation`` config section (mirrors the JSON Schema).
 DEFAULT_CONFIG: dict[str, Any] = {
     "metrics": ["r_per_repeat"],
@@ -262,7 +262,9 @@ def evaluate_model(
         ``r``, ``r2`` (against the repeat mean), ``noise_ceiling_r`` (ceiling on
         r), ``noise_ceiling_r2`` (explainable variance fraction),
         ``r_normalized`` (r / ceiling), ``r2_normalized`` (R² / explainable
-        fraction), ``p_value`` (permutation, +1 corrected), ``p_fdr`` and
+        fraction), ``cv_score`` (the model's cross-validated score on the
+        training data, when the input has one), ``p_value`` (permutation, +1
+        corrected), ``p_fdr`` and
         ``significant`` (FDR); optional ``r_per_repeat`` / ``r2_per_repeat`` on
         (repeat, voxel). Attributes are copied from the input and record the
         test settings.
@@ -330,6 +332,13 @@ def evaluate_model(
         variables["p_fwer"] = (
             inference.p_fwer,
             {**one, "method": "max-statistic", "family": cfg["fwer"]["family"]},
+        )
+    if "cv_score" in ds and ds["cv_score"].dims == (target_dim,):
+        # the training runs' cross-validated score: what may choose among models
+        # (a layer of a sweep) without looking at the test set
+        variables["cv_score"] = (
+            np.asarray(ds["cv_score"].values, dtype=np.float64),
+            {**one, "long_name": "cross-validated score on the training data"},
         )
     clusters = inference.clusters if inference is not None else None
     if clusters is not None:

@@ -2,10 +2,15 @@
 
 Rows are stimuli, sampled video frames (``frame_rate`` set: ids
 ``<stim_file>#t=<s>``, coordinates ``source_stimulus``, ``frame_time`` and
-``frame_duration``) or transcript words (``text_source: transcript``: ids
-``<stim_file>#w=<i>``, coordinates ``source_stimulus``, ``word_index``,
-``word``, ``word_onset``, ``word_duration`` and ``word_event``); see
-:mod:`neuroflow.features.stimuli`.
+``frame_duration``), windows before sampled times of a video or a sound
+(``frame_rate`` set with ``hf_video`` or ``hf_audio``: the same ids and
+coordinates; see :mod:`neuroflow.features.windows`) or transcript words
+(``text_source: transcript``: ids ``<stim_file>#w=<i>``, coordinates
+``source_stimulus``, ``word_index``, ``word``, ``word_onset``,
+``word_duration`` and ``word_event``); see :mod:`neuroflow.features.stimuli`.
+A video read by an audio extractor (``modality: audio``) is heard from the WAV
+file of the same name next to it (see
+:func:`neuroflow.features.stimuli.soundtrack_files`).
 
 Stimulus files are found under the stimuli folder even when a ``stim_file`` is
 not there as written (one recursive listing per extraction, see
@@ -49,6 +54,7 @@ from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.events import EVENTS_LAYER, read_event_features
 from neuroflow.features.registry import Extractor, check_modality, get_extractor
 from neuroflow.features.stimuli import (
+    audio_info,
     content_groups,
     first_row_naming,
     frame_id,
@@ -62,11 +68,17 @@ from neuroflow.features.stimuli import (
     read_stimulus_ids,
     read_transcript,
     resolve_stimulus_files,
+    soundtrack_files,
     stimulus_texts,
     transcript_texts,
     video_info,
 )
 from neuroflow.features.threads import fixed_threads
+from neuroflow.features.windows import (
+    iter_audio_windows,
+    iter_frame_windows,
+    window_frame_indices,
+)
 from neuroflow.io.files import check_image
 
 __all__ = ["extract_features", "output_paths"]
@@ -311,7 +323,7 @@ def _finalize(path: Path, attrs: Mapping[str, Any], var_attrs: Mapping[str, Any]
 
 @dataclass(frozen=True)
 class _Clip:
-    """One video sampled at ``frame_rate``."""
+    """One video (or sound: ``n_frames`` samples at ``fps`` Hz) sampled at ``frame_rate``."""
 
     stim: str
     path: Path
@@ -338,8 +350,12 @@ def _plan_clips(
     canonical: Mapping[str, str],
     rate: float,
     fps: float,
+    modality: str = "video",
 ) -> list[_Clip]:
-    """Sampling plan of every clip; a clip identical to an earlier one copies its plan."""
+    """Sampling plan of every clip; a clip identical to an earlier one copies its plan.
+
+    Sounds (``modality`` audio) are planned like videos whose frames are samples.
+    """
     planned: dict[str, _Clip] = {}
     clips = []
     for stim in ids:
@@ -348,7 +364,7 @@ def _plan_clips(
             clips.append(replace(planned[first], stim=stim))
             continue
         path = files[stim]
-        n_frames, clip_fps = video_info(path, fps=fps)
+        n_frames, clip_fps = audio_info(path) if modality == "audio" else video_info(path, fps=fps)
         times = frame_times(n_frames, clip_fps, rate)
         durations = np.minimum(1.0 / rate, n_frames / clip_fps - times)
         indices = frame_indices(times, clip_fps, n_frames)
@@ -445,13 +461,31 @@ def _word_layout(words: Any) -> _Layout:
     return _Layout(words["stimulus"].tolist(), coords, sources, "word")
 
 
-def _check_frame_support(name: str) -> None:
+def _check_frame_support(name: str, modality: str) -> None:
     cls = get_extractor(name).cls
+    if modality in cls.window_modalities:
+        return
+    if modality not in ("video", "audio"):
+        raise ValueError(
+            f"`frame_rate` applies to video stimuli (and to audio stimuli with hf_audio), got "
+            f"{modality} stimuli instead; set `frame_rate: null`."
+        )
+    if modality == "audio":
+        raise ValueError(
+            f"Extractor {name!r} has no windowed audio features; set `frame_rate: null` or use "
+            "hf_audio."
+        )
     if not cls.needs_all_frames and cls.extract_frames is Extractor.extract_frames:
         raise ValueError(
             f"Extractor {name!r} has no frame-level features; set `frame_rate: null` or use "
-            "hf_vision, image_statistics or motion_energy."
+            "hf_vision, hf_video, image_statistics or motion_energy."
         )
+
+
+def _stimulus_files(stims: Sequence[str], stimuli_dir: Any, modality: str) -> dict[str, Path]:
+    """The file each stimulus is read from; a video read as audio is heard from its WAV file."""
+    files = resolve_stimulus_files(stims, stimuli_dir)
+    return soundtrack_files(files) if modality == "audio" else files
 
 
 def extract_features(
@@ -508,7 +542,9 @@ def extract_features(
         ``extractor``, ``model``, ``layer``, ``layer_index``, ``pooling``,
         ``weights``, ``seed``, ``weights_sha256``, ``dtype``, ``modality``,
         ``transforms``, ``reduction``, ``row_unit`` (``"stimulus"``,
-        ``"frame"`` or ``"word"``), ``frame_rate``, ``text_source``,
+        ``"frame"`` or ``"word"``), ``frame_rate``, ``window_s`` and
+        ``clip_frames`` (windowed rows of hf_video and hf_audio, else None),
+        ``text_source``,
         ``transcript_column`` and the provenance under ``"neuroflow"``. Frame
         rows (``frame_rate`` set; id ``<stim_file>#t=<s>``) carry coordinates
         ``source_stimulus``, ``frame_time`` (s from the clip's start) and
@@ -557,16 +593,16 @@ def extract_features(
         modality = _choose_modality(entry, stims, bool(caption_map), _tables(stimulus_ids))
         layout = _Layout(stims)
         if entry["frame_rate"] is not None:
-            if modality != "video":
-                raise ValueError(
-                    f"`frame_rate` applies to video stimuli, got {modality} stimuli instead; set "
-                    "`frame_rate: null`."
-                )
-            _check_frame_support(entry["extractor"])
-            files = resolve_stimulus_files(stims, stimuli_dir)
+            _check_frame_support(entry["extractor"], modality)
+            files = _stimulus_files(stims, stimuli_dir, modality)
             canonical = content_groups(files)
             clips = _plan_clips(
-                stims, files, canonical, float(entry["frame_rate"]), float(entry["gabor"]["fps"])
+                stims,
+                files,
+                canonical,
+                float(entry["frame_rate"]),
+                float(entry["gabor"]["fps"]),
+                modality,
             )
             layout = _frame_layout(clips, canonical)
             unique_rows = _source_rows(layout.coords["canonical_stimulus"][0])
@@ -579,7 +615,7 @@ def extract_features(
                 context_words=entry["context_words"],
             )
         else:
-            files = resolve_stimulus_files(stims, stimuli_dir)
+            files = _stimulus_files(stims, stimuli_dir, modality)
             canonical = content_groups(files)
             if modality == "image":
                 _check_images(files, canonical)
@@ -609,6 +645,8 @@ def extract_features(
         writers = {name: _RowWriter(targets[name], ids, dtype, layout.coords) for name in names}
         if modality == "text":
             blocks = _text_blocks(extractor, texts, entry["batch_size"])
+        elif clips and modality in extractor.window_modalities:
+            blocks = _window_blocks(extractor, clips, entry, modality)
         elif clips:
             blocks = _frame_blocks(extractor, clips, entry)
         else:
@@ -706,6 +744,46 @@ def _frame_blocks(
         yield extractor.extract_frames(batch)
 
 
+def _clip_windows(
+    extractor: Any, clip: _Clip, entry: Mapping[str, Any], modality: str
+) -> Iterator[Any]:
+    """The windows before the sampled times of one clip (see :mod:`neuroflow.features.windows`)."""
+    window_s = float(entry["window_s"])
+    if modality == "audio":
+        return iter_audio_windows(
+            clip.path, clip.times, window_s=window_s, sfreq=clip.fps, n_samples=clip.n_frames
+        )
+    indices = window_frame_indices(
+        clip.times,
+        window_s=window_s,
+        n_frames=extractor.window_length(),
+        fps=clip.fps,
+        n_video_frames=clip.n_frames,
+    )
+    return iter_frame_windows(
+        clip.path, indices, transforms=entry["transforms"], prepare=extractor.prepare_frame
+    )
+
+
+def _window_blocks(
+    extractor: Any, clips: Sequence[_Clip], entry: Mapping[str, Any], modality: str
+) -> Iterator[dict[str, np.ndarray]]:
+    """Features of the windows before the sampled times, in batches of ``batch_size`` windows.
+
+    Windows are read clip by clip as they are needed, so memory holds one batch of
+    windows (and, for videos, the decoded frames those windows share).
+    """
+    batch: list[Any] = []
+    for clip in clips:
+        for window in _clip_windows(extractor, clip, entry, modality):
+            batch.append(window)
+            if len(batch) == entry["batch_size"]:
+                yield extractor.extract_windows(batch)
+                batch = []
+    if batch:
+        yield extractor.extract_windows(batch)
+
+
 def _text_blocks(
     extractor: Any, texts: Sequence[tuple[str, str]], batch_size: int
 ) -> Iterator[dict[str, np.ndarray]]:
@@ -785,6 +863,8 @@ def _store_attrs(
         "context_words": entry["context_words"] if modality == "text" else None,
         "row_unit": unit,
         "frame_rate": entry["frame_rate"] if unit == "frame" else None,
+        "window_s": info.get("window_s"),
+        "clip_frames": info.get("clip_frames"),
         "text_source": entry["text_source"] if modality == "text" else None,
         "transcript_column": entry["transcript_column"] if unit == "word" else None,
         "transforms": dict(entry["transforms"]) if modality in ("image", "video") else None,

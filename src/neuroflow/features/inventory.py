@@ -54,7 +54,14 @@ WEIGHT_FREE = (
     "word_rate",
 )
 #: Extractors whose ``model`` is a Hugging Face folder, cached id or packaged name.
-HF_EXTRACTORS = ("hf_audio", "hf_clip", "hf_text", "hf_vision", "sentence_transformer")
+HF_EXTRACTORS = (
+    "hf_audio",
+    "hf_clip",
+    "hf_text",
+    "hf_video",
+    "hf_vision",
+    "sentence_transformer",
+)
 #: Those of them that read a ``tokenizer`` folder when one is set.
 _TOKENIZED = ("hf_clip", "hf_text")
 #: Folder (relative to the working folder) the suggested download commands fill.

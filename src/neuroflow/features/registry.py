@@ -47,6 +47,7 @@ _BUILTIN_MODULES = (
     "neuroflow.features.events",
     "neuroflow.features.torch_module",
     "neuroflow.features.clip",
+    "neuroflow.features.video",
 )
 
 
@@ -93,6 +94,13 @@ class Extractor(ABC):
     extractors with ``needs_all_frames`` (temporal filters such as motion
     energy), through ``extract_clip`` (every frame of one clip, rows at the
     sampled frames). Extractors that support neither cannot sample frames.
+
+    Extractors whose rows at sampled times read the preceding ``window_s``
+    seconds of the stimulus list the modalities they do it for in
+    ``window_modalities`` and implement ``extract_windows`` (see
+    :mod:`neuroflow.features.windows`): a batch of clips of ``window_length()``
+    frames, each frame passed once through ``prepare_frame``, or a batch of
+    audio windows.
     """
 
     #: Registry name, set by :func:`register_extractor`.
@@ -105,6 +113,8 @@ class Extractor(ABC):
     fixed_layers: ClassVar[tuple[str, ...]] = ()
     #: Frame-level features need every frame of a clip (``extract_clip``).
     needs_all_frames: ClassVar[bool] = False
+    #: Modalities whose rows at ``frame_rate`` read a window of the stimulus (``extract_windows``).
+    window_modalities: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         check_modality(self.name, modality)
@@ -201,6 +211,53 @@ class Extractor(ABC):
             One array per layer name.
         """
         raise ValueError(f"Extractor {self.name!r} has no clip-level frame features.")
+
+    def window_length(self) -> int:
+        """Frames per video window (``extract_windows`` on videos).
+
+        Returns
+        -------
+        n_frames : int
+            Frames of each clip given to :meth:`extract_windows`.
+        """
+        raise ValueError(f"Extractor {self.name!r} has no windowed video features.")
+
+    def prepare_frame(self, frame: np.ndarray) -> np.ndarray:
+        """Model input of one video frame of a window, computed once per decoded frame.
+
+        Parameters
+        ----------
+        frame : ndarray, shape (H, W, 3)
+            Float32 RGB in [0, 1], transformed.
+
+        Returns
+        -------
+        prepared : ndarray
+            What :meth:`extract_windows` receives for this frame (the frame itself
+            unless overridden).
+        """
+        return frame
+
+    def extract_windows(self, windows: Sequence[Any]) -> dict[str, np.ndarray]:
+        """Features of a batch of windows, one row each.
+
+        Parameters
+        ----------
+        windows : list
+            Video windows: ndarray, shape (window_length(), ...), the prepared
+            frames (see :meth:`prepare_frame`) in time order. Audio windows:
+            :class:`neuroflow.features.stimuli.Audio` of ``window_s`` seconds
+            ending at each row's time.
+
+        Returns
+        -------
+        features : dict of str to ndarray, shape (n_windows, n_features)
+            One array per layer name.
+        """
+        raise ValueError(
+            f"Extractor {self.name!r} has no windowed features; set `frame_rate: null` or use "
+            "hf_video (videos) or hf_audio (audio)."
+        )
 
     def describe(self) -> dict[str, Any]:
         """Facts for provenance and store attributes (model id, weights, layers).

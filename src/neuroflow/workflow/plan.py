@@ -23,7 +23,7 @@ Layout of ``results/``::
     align_features/<extractor>-<v>/sub-XX/<key>_<layer>.zarr
     encoding/<model>-<v>/sub-XX_encoding.zarr
     evaluation/<model>-<v>/sub-XX_scores.zarr
-    summary/<v>/scores.tsv, scores.zarr, plots/, warnings.tsv
+    summary/<v>/scores.tsv, scores.zarr, plots/, warnings.tsv, layer_sweep.tsv
     single_trial/<v>/sub-XX/sub-XX_desc-singletrial_betas.zarr   (estimated or imported)
     trial_encoding/<model>-<v>/sub-XX_encoding.zarr
     trial_evaluation/<model>-<v>/sub-XX_scores.zarr
@@ -51,6 +51,7 @@ from neuroflow.workflow.design import (
     read_design,
     table_identity,
 )
+from neuroflow.workflow.sweeps import SweepLayer, expand_layer_sweeps
 from neuroflow.workflow.versions import (
     PlanScope,
     compute_versions,
@@ -96,9 +97,11 @@ class WorkflowPlan:
     _eeg_by_key: dict[str, EegRecording] = field(init=False, repr=False)
     _test_runs: dict[str, list[str]] = field(init=False, repr=False)
     warnings: tuple[str, ...] = field(init=False, default=())
+    sweeps: dict[str, list[SweepLayer]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_config(self.config)
+        self.config, self.sweeps = expand_layer_sweeps(self.config, self.extractor_layers)
         self.results = Path(self.config["results_dir"])
         self._data_key, self._data_version = data_version(self.config)
         self.fmri_runs, self.eeg_recordings, self.betas_sessions = self._index()
@@ -537,6 +540,20 @@ class WorkflowPlan:
                 f"its layers are {layers}."
             )
         return name, layer
+
+    def layer_sweeps(self) -> list[dict[str, Any]]:
+        """Layer models of the sweeps whose models run (see :mod:`.sweeps`), as records."""
+        running = set(self.scope.models) | set(self.scope.trial_models)
+        return [
+            layer.as_dict()
+            for layers in self.sweeps.values()
+            for layer in layers
+            if layer.model in running
+        ]
+
+    def layer_order(self) -> dict[str, list[str]]:
+        """Layer names of every extractor that runs, in extraction order."""
+        return {name: self.extractor_layers(name) for name in self.scope.extractors}
 
     def encoding_models(self) -> list[str]:
         """Names of the encoding models that run."""

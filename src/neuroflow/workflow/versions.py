@@ -42,10 +42,10 @@ FORMAT_VERSIONS: dict[str, int] = {
     "preprocess_fmri": 2,
     "preprocess_eeg": 2,
     "features": 3,
-    "align_features": 1,
-    "encoding": 4,
-    "evaluation": 3,
-    "summary": 4,
+    "align_features": 2,
+    "encoding": 5,
+    "evaluation": 4,
+    "summary": 5,
     "single_trial": 2,
     "eeg_encoding": 4,
     "eeg_evaluation": 1,
@@ -54,7 +54,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "decoding_fmri": 1,
     "rsa": 3,
     "trial_encoding": 3,
-    "trial_evaluation": 1,
+    "trial_evaluation": 2,
 }
 
 #: Stage name -> upstream stages, in execution order.

@@ -1,0 +1,412 @@
+"""Layer × ROI tables of layer sweeps, with each ROI's layer chosen without the test data.
+
+Two kinds of sweep share one tidy table (:data:`LAYER_SWEEP_COLUMNS`):
+
+- **Encoding sweeps** (``encoding.models.<name>.layer_sweep``, see
+  :mod:`neuroflow.workflow.sweeps`): one encoding model per layer. ``score`` is the mean
+  test-set r over an ROI's targets and ``selection_score`` the mean cross-validated
+  score on the training data (``cv_score``, the score that chose each target's
+  penalty). The best layer of an ROI is the one with the highest ``selection_score``:
+  chosen without looking at the test set, so its test r is an unbiased estimate of what
+  a layer chosen this way achieves (choosing by test r reports the maximum of noisy
+  estimates).
+- **Analysis sweeps**: RSA and decoding compare the brain with every layer of an
+  extractor (their default). They fit nothing on training folds, so a subject's layer is
+  chosen on the *other* subjects (leave one subject out): ``selection_score`` is the
+  mean score of the other subjects at that layer. With one subject no layer is chosen.
+
+Per sweep, stage and ROI a row with ``layer == "selected"`` gives the mean over
+subjects of the score at each subject's chosen layer: the figure to quote for "the
+best layer". :func:`plot_layer_sweep` draws the group's score against the relative
+depth of the layer per ROI, the layers chosen for the group marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from matplotlib.figure import Figure
+
+from neuroflow.encoding.trials import TRIAL_MODEL_SUFFIX
+from neuroflow.evaluation.plotting import _new_figure
+from neuroflow.evaluation.summary import ALL_ROI, GROUP_SUBJECT
+
+__all__ = [
+    "LAYER_SWEEP_COLUMNS",
+    "SELECTED_LAYER",
+    "analysis_sweep_table",
+    "choose_best_layers",
+    "encoding_sweep_table",
+    "plot_layer_sweep",
+    "stage_of",
+]
+
+#: Columns of the layer-sweep table.
+LAYER_SWEEP_COLUMNS = (
+    "stage",
+    "sweep",
+    "extractor",
+    "layer",
+    "position",
+    "depth",
+    "subject",
+    "roi",
+    "metric",
+    "n_targets",
+    "n_subjects",
+    "score",
+    "selection_score",
+    "selected_on",
+    "best",
+)
+#: ``layer`` of the rows giving the score at each subject's chosen layer.
+SELECTED_LAYER = "selected"
+#: Analyses of the summary table whose scores are compared across layers; metrics
+#: where lower is better (ranks) or that are not scores (latencies) are left out.
+_ANALYSES = ("rsa", "rsa_eeg", "identification_fmri")
+_ANALYSIS_PREFIXES = ("identification_",)
+_NOT_SCORES = ("rank", "latency", "onset", "p_value")
+
+_KEYS = ["stage", "sweep", "metric", "subject", "roi"]
+
+
+def _roi_means(ds: xr.Dataset, path: str) -> list[dict]:
+    """Mean test r and training cv score per ROI (and over all targets) of one store."""
+    if "r" not in ds or "roi" not in ds.coords:
+        raise ValueError(f"{path}: a score store needs variable `r` and coordinate `roi`.")
+    if "cv_score" not in ds:
+        raise ValueError(
+            f"{path}: variable `cv_score` is missing; a layer sweep chooses its best layer by "
+            "the training data's cross-validated score (rerun the evaluation)."
+        )
+    r = np.asarray(ds["r"].values, dtype=float)
+    cv = np.asarray(ds["cv_score"].values, dtype=float)
+    roi = np.array([str(v) for v in ds["roi"].values], dtype=object)
+    rows = []
+    for label in [*sorted(set(roi.tolist()) - {""}), ALL_ROI]:
+        sel = np.ones(r.shape, bool) if label == ALL_ROI else roi == label
+        rows.append(
+            {
+                "roi": label,
+                "n_targets": int(sel.sum()),
+                "score": float(np.nanmean(r[sel])) if np.isfinite(r[sel]).any() else np.nan,
+                "selection_score": (
+                    float(np.nanmean(cv[sel])) if np.isfinite(cv[sel]).any() else np.nan
+                ),
+            }
+        )
+    return rows
+
+
+def choose_best_layers(table: pd.DataFrame) -> pd.Series:
+    """Flag, per stage × sweep × metric × subject × ROI, the layer of highest selection score.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Rows with columns ``stage``, ``sweep``, ``metric``, ``subject``, ``roi``,
+        ``position`` and ``selection_score``.
+
+    Returns
+    -------
+    best : pandas.Series of bool
+        Aligned with ``table``; ties go to the earlier layer; groups whose selection
+        scores are all NaN have no best layer.
+    """
+    best = pd.Series(False, index=table.index)
+    for _, part in table.groupby(_KEYS, sort=False, dropna=False):
+        scores = part["selection_score"].astype(float)
+        if not np.isfinite(scores).any():
+            continue
+        order = part.assign(_s=scores.fillna(-np.inf)).sort_values(
+            ["_s", "position"], ascending=[False, True]
+        )
+        best[order.index[0]] = True
+    return best
+
+
+def _group_rows(subjects: pd.DataFrame, group_selection: bool) -> pd.DataFrame:
+    """Across-subject rows: mean score per layer, and the score at the chosen layers.
+
+    ``group_selection``: the group's own layer is chosen on the mean selection score
+    (encoding: training cross-validation); else (leave-one-subject-out selection) the
+    group rows carry no selection score.
+    """
+    keys = [*_KEYS[:3], "extractor", "layer", "position", "depth", "roi", "selected_on"]
+    layers = (
+        subjects.groupby(keys, sort=False, dropna=False)
+        .agg(
+            n_targets=("n_targets", "mean"),
+            n_subjects=("subject", "nunique"),
+            score=("score", "mean"),
+            selection_score=("selection_score", "mean"),
+        )
+        .reset_index()
+        .assign(subject=GROUP_SUBJECT)
+    )
+    if not group_selection:
+        layers["selection_score"] = np.nan
+    chosen = subjects[subjects["best"]]
+    selected = (
+        chosen.groupby([*_KEYS[:3], "extractor", "roi", "selected_on"], sort=False, dropna=False)
+        .agg(
+            n_targets=("n_targets", "mean"),
+            n_subjects=("subject", "nunique"),
+            score=("score", "mean"),
+        )
+        .reset_index()
+        .assign(
+            subject=GROUP_SUBJECT,
+            layer=SELECTED_LAYER,
+            position=np.nan,
+            depth=np.nan,
+            selection_score=np.nan,
+        )
+    )
+    return pd.concat([layers, selected], ignore_index=True)
+
+
+def _finish(subjects: pd.DataFrame, group_selection: bool) -> pd.DataFrame:
+    """Flag per-subject best layers, add the group rows, order the table."""
+    if subjects.empty:
+        return pd.DataFrame(columns=list(LAYER_SWEEP_COLUMNS))
+    subjects = subjects.reset_index(drop=True)
+    subjects["best"] = choose_best_layers(subjects)
+    group = _group_rows(subjects, group_selection)
+    group["best"] = False
+    if group_selection:
+        per_layer = group["layer"] != SELECTED_LAYER
+        group.loc[per_layer, "best"] = choose_best_layers(group[per_layer])
+    table = pd.concat([subjects, group], ignore_index=True)
+    table["_sel"] = table["layer"] == SELECTED_LAYER
+    table = table.sort_values(
+        ["stage", "sweep", "metric", "subject", "roi", "_sel", "position"], kind="stable"
+    ).reset_index(drop=True)
+    table["best"] = table["best"].astype(bool)
+    return table[list(LAYER_SWEEP_COLUMNS)]
+
+
+def encoding_sweep_table(
+    stores: Sequence[tuple[str, str, xr.Dataset]], sweeps: Sequence[Mapping]
+) -> pd.DataFrame:
+    """Layer × ROI scores of the encoding sweeps, per subject and across subjects.
+
+    Parameters
+    ----------
+    stores : sequence of (stage, path, Dataset)
+        Score stores (``evaluation`` or ``trial_evaluation``) with variables ``r`` and
+        ``cv_score`` on the target dim, coordinate ``roi`` and attributes ``model`` and
+        ``subject``; stores of models outside ``sweeps`` are ignored.
+    sweeps : sequence of dict
+        One record per layer model (:meth:`neuroflow.workflow.sweeps.SweepLayer.as_dict`):
+        ``sweep``, ``model``, ``extractor``, ``layer``, ``position``, ``depth``.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Columns :data:`LAYER_SWEEP_COLUMNS` (``metric`` is ``"r"``). Per-subject rows,
+        then group rows (``subject == "group"``: means over subjects; the group's best
+        layer is chosen on the mean training score), and per ROI the
+        :data:`SELECTED_LAYER` row.
+    """
+    by_model = {str(s["model"]): dict(s) for s in sweeps}
+    rows = []
+    for stage, path, ds in stores:
+        record = by_model.get(_sweep_model(str(ds.attrs.get("model")), stage))
+        if record is None:
+            continue
+        unit = "stimuli" if stage.startswith("trial") else "runs"
+        for row in _roi_means(ds, path):
+            rows.append(
+                {
+                    "stage": stage,
+                    **{k: record[k] for k in ("sweep", "extractor", "layer", "position", "depth")},
+                    "subject": str(ds.attrs.get("subject")),
+                    "metric": "r",
+                    "n_subjects": 1,
+                    "selected_on": f"cross-validation on the training {unit}",
+                    **row,
+                }
+            )
+    return _finish(pd.DataFrame(rows), group_selection=True)
+
+
+def _sweep_model(name: str, stage: str) -> str:
+    """The configured model behind a store's model name (single-trial models: ``<m>_trials``)."""
+    if stage.startswith("trial") and name.endswith(TRIAL_MODEL_SUFFIX):
+        return name[: -len(TRIAL_MODEL_SUFFIX)]
+    return name
+
+
+def _space_label(row: Any) -> str:
+    """``"<extractor>:<layer>"`` of a summary row (RSA rows keep it in ``layer``)."""
+    for value in (row.layer, row.feature_space):
+        if isinstance(value, str) and ":" in value:
+            return value
+    return str(row.feature_space)
+
+
+def _is_swept_analysis(analysis: str, metric: str) -> bool:
+    known = analysis in _ANALYSES or analysis.startswith(_ANALYSIS_PREFIXES)
+    return known and not any(word in metric for word in _NOT_SCORES)
+
+
+def analysis_sweep_table(
+    summary: pd.DataFrame, layer_order: Mapping[str, Sequence[str]]
+) -> pd.DataFrame:
+    """Layer × ROI scores of RSA and decoding, each subject's layer chosen on the others.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        The summary table (``scores.tsv``): rows with ``analysis``, ``metric``,
+        ``value``, ``subject``, ``feature_space`` and ``layer`` (one of them
+        ``"<extractor>:<layer>"``; else ``feature_space`` names an extractor, taken at
+        its last layer), ``roi`` and ``statistic``.
+    layer_order : dict of str to list of str
+        Extractor -> its layer store names in extraction order. Extractors with fewer
+        than two layers among an analysis's rows form no sweep.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Columns :data:`LAYER_SWEEP_COLUMNS` (``stage`` is the analysis, ``sweep`` the
+        extractor). A subject's ``selection_score`` at a layer is the mean score of
+        the other subjects there (NaN with one subject: no layer is chosen).
+    """
+    needed = {"analysis", "metric", "value", "subject", "feature_space", "layer", "roi"}
+    needed.add("statistic")
+    if summary.empty or not needed <= set(summary.columns):
+        return pd.DataFrame(columns=list(LAYER_SWEEP_COLUMNS))
+    rows = summary[
+        (summary["statistic"] == "value")
+        & (summary["subject"].astype(str) != GROUP_SUBJECT)
+        & pd.to_numeric(summary["value"], errors="coerce").notna()
+    ]
+    records = []
+    for row in rows.itertuples(index=False):
+        analysis, metric = str(row.analysis), str(row.metric)
+        if not _is_swept_analysis(analysis, metric):
+            continue
+        extractor, _, layer = _space_label(row).partition(":")
+        order = list(layer_order.get(extractor, ()))
+        layer = layer or (order[-1] if order else "")
+        if layer not in order:
+            continue
+        roi = "" if pd.isna(row.roi) else str(row.roi)
+        records.append(
+            {
+                "stage": analysis,
+                "sweep": extractor,
+                "extractor": extractor,
+                "layer": layer,
+                "position": order.index(layer),
+                "subject": str(row.subject),
+                "roi": roi,
+                "metric": metric,
+                "n_targets": np.nan,
+                "n_subjects": 1,
+                "score": float(row.value),
+                "selected_on": "the other subjects",
+            }
+        )
+    table = pd.DataFrame(records)
+    if table.empty:
+        return pd.DataFrame(columns=list(LAYER_SWEEP_COLUMNS))
+    n_layers = table.groupby(["stage", "sweep", "metric"])["layer"].transform("nunique")
+    table = table[n_layers >= 2].copy()
+    if table.empty:
+        return pd.DataFrame(columns=list(LAYER_SWEEP_COLUMNS))
+    # relative depth among the layers the analysis compared
+    ranks = table.groupby(["stage", "sweep", "metric"])["position"].rank(method="dense") - 1
+    span = ranks.groupby([table["stage"], table["sweep"], table["metric"]]).transform("max")
+    table["depth"] = (ranks / span.where(span > 0, 1)).astype(float)
+    table["selection_score"] = _leave_one_subject_out_means(table)
+    return _finish(table, group_selection=False)
+
+
+def _leave_one_subject_out_means(table: pd.DataFrame) -> pd.Series:
+    """Mean score of the other subjects at the same layer (NaN when there are none)."""
+    keys = ["stage", "sweep", "metric", "roi", "layer"]
+    grouped = table.groupby(keys, sort=False, dropna=False)["score"]
+    total, count = grouped.transform("sum"), grouped.transform("count")
+    others = count - 1
+    return ((total - table["score"]) / others.where(others > 0)).astype(float)
+
+
+def plot_layer_sweep(
+    table: pd.DataFrame, *, stage: str, sweep: str, metric: str, max_rois: int = 8
+) -> Figure:
+    """The group's score against relative layer depth, one line per ROI.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A layer-sweep table (:data:`LAYER_SWEEP_COLUMNS`).
+    stage, sweep, metric : str
+        Which sweep to draw.
+    max_rois : int
+        Most ROIs drawn (parcellations have hundreds): ``all`` and the ROIs whose
+        best layer scores highest; the table has every ROI.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        Filled circles mark the group's chosen layer (encoding sweeps); a dashed line
+        per ROI gives the mean score at each subject's chosen layer.
+    """
+    part = table[
+        (table["stage"] == stage)
+        & (table["sweep"] == sweep)
+        & (table["metric"] == metric)
+        & (table["subject"] == GROUP_SUBJECT)
+    ]
+    if part.empty:
+        raise ValueError(
+            f"No group rows for sweep {sweep!r} of stage {stage!r} and metric {metric!r} "
+            "in `table`."
+        )
+    rois = sorted(part["roi"].unique().tolist())
+    shown = _shown_rois(part, rois, max_rois)
+    fig = _new_figure((7.0, 3.8))
+    ax = fig.add_subplot()
+    for roi, rows in part[part["roi"].isin(shown)].groupby("roi", sort=True):
+        layers = rows[rows["layer"] != SELECTED_LAYER].sort_values("depth")
+        label = str(roi) or "(whole)"
+        (line,) = ax.plot(layers["depth"], layers["score"], "-o", ms=3, mfc="white", label=label)
+        chosen = layers[layers["best"].astype(bool)]
+        ax.plot(chosen["depth"], chosen["score"], "o", ms=7, color=line.get_color())
+        selected = rows[rows["layer"] == SELECTED_LAYER]["score"]
+        if len(selected) and np.isfinite(selected.iloc[0]):
+            ax.axhline(selected.iloc[0], color=line.get_color(), ls="--", lw=0.8)
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set_xlabel("relative depth of the layer (0: first compared layer, 1: last)")
+    ax.set_ylabel(f"{metric} (mean over subjects)")
+    selected_on = str(part["selected_on"].iloc[0])
+    title = f"{sweep} ({stage}); layers chosen on {selected_on}"
+    if len(shown) < len(rois):
+        title += f"\n{len(shown)} of {len(rois)} ROIs: the best-scoring ones and 'all'"
+    ax.set_title(title, fontsize="small")
+    ax.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def _shown_rois(part: pd.DataFrame, rois: list[str], max_rois: int) -> list[str]:
+    """At most ``max_rois`` ROIs: ``all`` and those with the highest best-layer score."""
+    if len(rois) <= max_rois:
+        return rois
+    layers = part[part["layer"] != SELECTED_LAYER]
+    peak = layers.groupby("roi")["score"].max().drop(ALL_ROI, errors="ignore")
+    top = peak.sort_values(ascending=False, kind="stable").index[: max_rois - 1].tolist()
+    return sorted([*top, *([ALL_ROI] if ALL_ROI in rois else [])])
+
+
+def stage_of(path: str | Path) -> str:
+    """Stage folder of a score store: ``results/<stage>/<model>-<v>/sub-XX_scores.zarr``."""
+    return Path(path).parent.parent.name

@@ -1,0 +1,232 @@
+"""The layer × ROI table of a sweep chooses each ROI's layer on training data only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from neuroflow.evaluation.layer_sweep import (
+    LAYER_SWEEP_COLUMNS,
+    SELECTED_LAYER,
+    analysis_sweep_table,
+    choose_best_layers,
+    encoding_sweep_table,
+    plot_layer_sweep,
+    stage_of,
+)
+
+LAYERS = ["blocks.0", "blocks.4", "avg-pooling"]
+SWEEP = [
+    {
+        "sweep": "cnn",
+        "model": f"cnn__{i}",
+        "extractor": "effnet",
+        "layer": layer,
+        "position": i,
+        "depth": i / 2,
+    }
+    for i, layer in enumerate(LAYERS)
+]
+ROI = np.array(["early"] * 5 + ["late"] * 7 + [""] * 3, dtype=object)
+
+
+def _store(model, subject, r_by_roi, cv_by_roi, rng):
+    r = np.zeros(ROI.size)
+    cv = np.zeros(ROI.size)
+    for roi, value in r_by_roi.items():
+        r[roi == ROI] = value + 0.01 * rng.standard_normal((roi == ROI).sum())
+    for roi, value in cv_by_roi.items():
+        cv[roi == ROI] = value
+    return xr.Dataset(
+        {"r": ("voxel", r), "cv_score": ("voxel", cv)},
+        coords={"roi": ("voxel", ROI)},
+        attrs={"model": model, "subject": subject},
+    )
+
+
+@pytest.fixture
+def stores(rng):
+    out = []
+    # test r peaks at blocks.4 for `early` and at the last layer for `late`; the training
+    # cross-validation agrees for `late` but prefers blocks.0 for `early` in subject 02
+    late_cv = [0.0, 0.1, 0.4]
+    early_cv = {"01": [0.1, 0.3, 0.2], "02": [0.5, 0.3, 0.2]}
+    cv = {
+        subject: [{"early": e, "late": x} for e, x in zip(values, late_cv, strict=True)]
+        for subject, values in early_cv.items()
+    }
+    test = [{"early": 0.2, "late": 0.05}, {"early": 0.4, "late": 0.1}, {"early": 0.3, "late": 0.5}]
+    for subject in ("01", "02"):
+        for layer, model in enumerate(s["model"] for s in SWEEP):
+            ds = _store(model, subject, test[layer], cv[subject][layer], rng)
+            out.append(("evaluation", f"results/evaluation/{model}-0123456789/sub-{subject}", ds))
+    other = _store("visual", "01", {"early": 0.9}, {"early": 0.9}, rng)
+    out.append(("evaluation", "results/evaluation/visual-0123456789/sub-01", other))
+    return out
+
+
+def _best(table, subject, roi, stage="evaluation"):
+    rows = table[(table["stage"] == stage) & (table["subject"] == subject) & (table["roi"] == roi)]
+    best = rows[rows["best"]]
+    assert len(best) == 1
+    return best.iloc[0]
+
+
+def test_best_layer_follows_the_training_score_not_the_test_score(stores):
+    table = encoding_sweep_table(stores, SWEEP)
+    assert tuple(table.columns) == LAYER_SWEEP_COLUMNS
+    assert set(table["subject"]) == {"01", "02", "group"}  # the other model is ignored
+    assert set(table["metric"]) == {"r"}
+    # (2 subjects + group) x 3 layers x ROIs early, late and all, + 3 `selected` rows
+    assert len(table) == 3 * 3 * 3 + 3
+    assert _best(table, "01", "early")["layer"] == "blocks.4"
+    assert _best(table, "02", "early")["layer"] == "blocks.0"  # not the test-best layer
+    assert _best(table, "02", "late")["layer"] == "avg-pooling"
+    group = _best(table, "group", "early")
+    # training means 0.3, 0.3, 0.2: a tie goes to the earlier layer
+    assert group["layer"] == "blocks.0" and group["n_subjects"] == 2
+    np.testing.assert_allclose(group["selection_score"], 0.3)
+    late = table[
+        (table["subject"] == "group") & (table["roi"] == "late") & (table["layer"] != "selected")
+    ]
+    np.testing.assert_allclose(late["score"], [0.05, 0.1, 0.5], atol=0.01)
+    np.testing.assert_allclose(late["depth"], [0.0, 0.5, 1.0])
+    # the honest "best layer" figure: the mean test r at each subject's own choice
+    selected = table[(table["layer"] == SELECTED_LAYER) & (table["roi"] == "early")].iloc[0]
+    np.testing.assert_allclose(selected["score"], (0.4 + 0.2) / 2, atol=0.01)
+    assert selected["subject"] == "group" and selected["n_subjects"] == 2
+    n = table[(table["subject"] == "01") & (table["roi"] == "all")]["n_targets"]
+    assert (n == ROI.size).all()
+    assert set(table["selected_on"]) == {"cross-validation on the training runs"}
+
+
+def _summary(values):
+    """Summary-table rows of an RSA analysis: values[subject][layer] per ROI."""
+    rows = []
+    for subject, per_layer in values.items():
+        for layer, score in per_layer.items():
+            label = f"cnn:{layer}" if layer != "last" else "cnn"
+            for roi, shift in (("V1", 0.0), ("IT", 0.1)):
+                # RSA rows name the extractor and keep "<extractor>:<layer>" in `layer`;
+                # identification rows keep it in `feature_space`
+                common = {"subject": subject, "roi": roi, "statistic": "value"}
+                rows.append(
+                    {
+                        **common,
+                        "analysis": "rsa",
+                        "metric": "spearman",
+                        "value": score + shift,
+                        "feature_space": "cnn",
+                        "layer": label,
+                    }
+                )
+                rows.append(
+                    {
+                        **common,
+                        "analysis": "identification_fmri",
+                        "metric": "top1",
+                        "value": 2 * score + shift,
+                        "feature_space": label,
+                        "layer": "",
+                    }
+                )
+    # rows that form no sweep: a one-layer extractor, a rank metric, group rows
+    rows.append({**rows[0], "feature_space": "minilm", "layer": "minilm"})
+    rows.append({**rows[0], "metric": "mean_rank"})
+    rows.append({**rows[0], "subject": "group", "statistic": "mean"})
+    return pd.DataFrame(rows)
+
+
+def test_analysis_layers_are_chosen_on_the_other_subjects():
+    order = {"cnn": ["a", "b", "c", "last"], "minilm": ["embedding"]}
+    values = {
+        "01": {"a": 0.1, "b": 0.5, "last": 0.2},
+        "02": {"a": 0.2, "b": 0.1, "last": 0.3},
+        "03": {"a": 0.3, "b": 0.4, "last": 0.1},
+    }
+    both = analysis_sweep_table(_summary(values), order)
+    assert set(both["stage"]) == {"rsa", "identification_fmri"}
+    assert set(both["extractor"]) == {"cnn"}
+    ident = both[(both["stage"] == "identification_fmri") & (both["layer"] != SELECTED_LAYER)]
+    assert set(ident["metric"]) == {"top1"} and len(ident) == 3 * 2 * (3 + 1)
+    table = both[both["stage"] == "rsa"]
+    assert set(table["metric"]) == {"spearman"}
+    # depth among the compared layers (c was not compared)
+    v1 = table[(table["subject"] == "01") & (table["roi"] == "V1")]
+    assert v1["layer"].tolist() == ["a", "b", "last"]
+    np.testing.assert_allclose(v1["depth"], [0.0, 0.5, 1.0])
+    # subject 01's selection: the mean of 02 and 03 per layer (0.25, 0.25, 0.2)
+    np.testing.assert_allclose(v1["selection_score"], [0.25, 0.25, 0.2])
+    assert _best(table, "01", "V1", "rsa")["layer"] == "a"
+    assert _best(table, "02", "V1", "rsa")["layer"] == "b"  # (0.1 + 0.3) / 2 = 0.2 vs 0.45
+    selected = table[(table["layer"] == SELECTED_LAYER) & (table["roi"] == "V1")].iloc[0]
+    # each subject's score at the layer the others chose: 01 a, 02 b, 03 b
+    np.testing.assert_allclose(selected["score"], (0.1 + 0.1 + 0.4) / 3)
+    group = table[(table["subject"] == "group") & (table["layer"] != SELECTED_LAYER)]
+    assert not group["best"].any() and group["selection_score"].isna().all()
+    assert set(table["selected_on"]) == {"the other subjects"}
+
+
+def test_one_subject_chooses_no_analysis_layer():
+    table = analysis_sweep_table(_summary({"01": {"a": 0.1, "b": 0.5}}), {"cnn": ["a", "b"]})
+    table = table[table["stage"] == "rsa"]
+    assert len(table) == 2 * 2 + 2 * 2  # subject and group rows, no `selected` rows
+    assert not table["best"].any()
+    assert analysis_sweep_table(pd.DataFrame(), {"cnn": ["a"]}).empty
+
+
+def test_single_trial_models_join_their_sweep(stores):
+    trial = [
+        ("trial_evaluation", path, ds.assign_attrs(model=f"{ds.attrs['model']}_trials"))
+        for stage, path, ds in stores
+        if ds.attrs["model"].startswith("cnn")
+    ]
+    table = encoding_sweep_table(trial, SWEEP)
+    assert set(table["stage"]) == {"trial_evaluation"}
+    assert set(table["selected_on"]) == {"cross-validation on the training stimuli"}
+    assert _best(table, "02", "early", "trial_evaluation")["layer"] == "blocks.0"
+    # a run-based store whose model merely ends like a trial model is not renamed
+    odd = [("evaluation", path, ds) for _, path, ds in trial]
+    assert encoding_sweep_table(odd, SWEEP).empty
+
+
+def test_ties_and_missing_scores():
+    table = pd.DataFrame(
+        {
+            "stage": "evaluation",
+            "sweep": "s",
+            "metric": "r",
+            "subject": "01",
+            "roi": ["a", "a", "b", "b"],
+            "position": [0, 1, 0, 1],
+            "selection_score": [0.2, 0.2, np.nan, np.nan],
+        }
+    )
+    assert choose_best_layers(table).tolist() == [True, False, False, False]
+
+
+def test_a_score_store_without_cv_score_is_an_error(stores):
+    stage, path, ds = stores[0]
+    with pytest.raises(ValueError, match=r"sub-01: variable `cv_score` is missing"):
+        encoding_sweep_table([(stage, path, ds.drop_vars("cv_score"))], SWEEP)
+    assert encoding_sweep_table([], SWEEP).empty
+
+
+def test_depth_plot_marks_the_chosen_layers(stores):
+    table = encoding_sweep_table(stores, SWEEP)
+    fig = plot_layer_sweep(table, stage="evaluation", sweep="cnn", metric="r")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["all", "early", "late"]
+    markers = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    chosen = [line for line in markers if len(line.get_xdata()) == 1]
+    assert len(chosen) == 3  # one chosen layer per ROI
+    with pytest.raises(ValueError, match=r"No group rows for sweep 'x'"):
+        plot_layer_sweep(table, stage="evaluation", sweep="x", metric="r")
+
+
+def test_stage_of_a_score_store():
+    assert stage_of("results/trial_evaluation/m-0123456789/sub-01_scores.zarr") == (
+        "trial_evaluation"
+    )
