@@ -1219,12 +1219,12 @@ def resample_audio(audio: Audio, sfreq: float) -> np.ndarray:
     samples : ndarray, shape (n_samples_out,)
         Float32 waveform at ``sfreq``.
     """
+    if audio.sfreq == sfreq:
+        return audio.samples  # before the imports: scipy.signal alone costs ~0.6 s
     from fractions import Fraction
 
     from scipy.signal import resample_poly
 
-    if audio.sfreq == sfreq:
-        return audio.samples
     ratio = Fraction(round(sfreq), round(audio.sfreq)).limit_denominator(1000)
     out = resample_poly(audio.samples, ratio.numerator, ratio.denominator)
     return out.astype(np.float32)
