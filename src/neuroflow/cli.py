@@ -24,9 +24,32 @@ __all__ = ["main"]
 
 DEFAULT_CONFIG = "config/config.yaml"
 DEFAULT_SCHEMA = "workflow/schemas/config.schema.yaml"
+#: The repository this package was installed from (editable installs), where the
+#: Snakefile finds its schema whatever the working folder (``snakemake -d``).
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------- helpers
+def schema_path(path: str | os.PathLike) -> Path:
+    """The config schema: ``path`` if it exists, else the same path in the repository.
+
+    Parameters
+    ----------
+    path : path-like
+        ``--schema``, relative to the working folder or absolute.
+
+    Returns
+    -------
+    schema : Path
+        ``path``, or ``REPOSITORY / path`` when a relative ``path`` is missing from
+        the working folder but present there (commands run from a run's folder).
+    """
+    path = Path(path)
+    if not path.exists() and not path.is_absolute() and (REPOSITORY / path).is_file():
+        return REPOSITORY / path
+    return path
+
+
 def _load_config(args: argparse.Namespace) -> dict[str, Any]:
     """The validated config a run gets from the same --configfile / --config arguments."""
     from neuroflow.workflow.runs import snakemake_config
@@ -35,7 +58,7 @@ def _load_config(args: argparse.Namespace) -> dict[str, Any]:
         args.configfile,
         args.config,
         base=DEFAULT_CONFIG,
-        schema=args.schema,
+        schema=schema_path(args.schema),
         replace=args.replace_workflow_config,
     )
 
@@ -533,7 +556,7 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     elif output.exists() and not output.is_dir():
         print(f"neuroflow: {output} exists and is not a folder.", file=sys.stderr)
         return 2
-    schema = load_schema(args.schema)
+    schema = load_schema(schema_path(args.schema))
     config = validate_config(fill_defaults({}, schema), schema)
     if args.seed is not None:
         config["demo"]["seed"] = args.seed

@@ -73,6 +73,17 @@ def test_model_folder_is_present_with_size_and_sha256(tmp_path, tiny_vit, capsys
     assert out.rstrip().endswith("All 1 needed model(s) on disk.")
 
 
+def test_runs_from_a_folder_outside_the_repository(tmp_path, tiny_vit, monkeypatch, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    config = _config(run, f"{{name: tiny, extractor: hf_vision, model: '{tiny_vit}'}}")
+    monkeypatch.chdir(run)  # as after `snakemake -d run`: no config/ or workflow/ here
+    status, (record,) = _records(capsys, "--configfile", config)
+    assert status == 0 and record["status"] == "present"
+    assert main(["models", "--configfile", config, "--schema", "missing.yaml"]) == 2
+    assert "Config schema missing.yaml does not exist" in capsys.readouterr().err
+
+
 def test_no_hash_leaves_sha256_null(tmp_path, tiny_vit, capsys):
     config = _config(tmp_path, f"{{name: tiny, extractor: hf_vision, model: '{tiny_vit}'}}")
     status, (record,) = _records(capsys, "--configfile", config, "--no-hash")

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import copy
-import json
 import re
-import string
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from features_helpers import TINY_VIT
+from features_helpers import (
+    TINY_VIT,
+    build_model,
+    save_clip_tokenizer,
+    save_tiny_clip,
+    tiny_clip,
+    tiny_siglip,
+)
 
 from neuroflow.artifacts import open_dataset
 from neuroflow.features.clip import PROJECTION, HFClipExtractor
@@ -30,109 +35,17 @@ CAPTIONS = {
 }
 
 
-def _tokenizer(folder: Path):
-    """A byte-pair CLIP tokenizer over a tiny vocabulary, saved in ``folder``."""
-    from transformers import CLIPTokenizer
-
-    chars = list(string.ascii_lowercase + string.digits + ".,!?'-")
-    vocab = {c: i for i, c in enumerate(chars)}
-    vocab.update({c + "</w>": len(chars) + i for i, c in enumerate(chars)})
-    merges = ["t h", "th e</w>", "c a", "ca t</w>", "d o", "do g</w>"]
-    for merge in merges:
-        vocab.setdefault(merge.replace(" ", ""), len(vocab))
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.json").write_text(json.dumps(vocab))
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
-    tokenizer = CLIPTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
-    tokenizer.save_pretrained(folder)
-    return tokenizer
-
-
-def _tiny_clip(tokenizer) -> dict:
-    """Configuration of a tiny CLIP: 2 text blocks, 3 vision blocks, 16-d projection."""
-    return {
-        "model_type": "clip",
-        "projection_dim": 16,
-        "text_config": {
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "max_position_embeddings": 24,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        },
-        "vision_config": {
-            "hidden_size": 32,
-            "num_hidden_layers": 3,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "image_size": 32,
-            "patch_size": 8,
-        },
-    }
-
-
-def _tiny_siglip(tokenizer) -> dict:
-    """Configuration of a tiny SigLIP (both towers 32-d, captions padded to 12 tokens)."""
-    return {
-        "model_type": "siglip",
-        "text_config": {
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "max_position_embeddings": 12,
-            "bos_token_id": tokenizer.bos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-        },
-        "vision_config": {
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "image_size": 32,
-            "patch_size": 8,
-        },
-    }
-
-
-def _build(spec: dict, seed: int = 0) -> torch.nn.Module:
-    from transformers import AutoConfig, AutoModel
-
-    spec = copy.deepcopy(spec)
-    config = AutoConfig.for_model(spec.pop("model_type"), **spec)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return AutoModel.from_config(config).eval()
-
-
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("clip-tokenizer")
-    _tokenizer(folder)
+    save_clip_tokenizer(folder)
     return folder
 
 
 @pytest.fixture(scope="module")
-def clip_dir(tmp_path_factory, tokenizer_dir) -> Path:
+def clip_dir(tmp_path_factory) -> Path:
     """A tiny CLIP saved as a model folder (weights, image processor, tokenizer)."""
-    from transformers import AutoTokenizer, CLIPImageProcessor
-
-    folder = tmp_path_factory.mktemp("tiny-clip")
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-    _build(_tiny_clip(tokenizer), seed=3).save_pretrained(folder)
-    CLIPImageProcessor(
-        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
-    ).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_clip(tmp_path_factory.mktemp("tiny-clip"))
 
 
 def _load(folder: Path):
@@ -261,7 +174,7 @@ def test_images_and_captions_share_the_projection_space(clip_dir, image_stimuli)
 def test_random_weights_raw_projection_and_patch_pooling(tokenizer_dir, rng):
     from transformers import AutoTokenizer
 
-    spec = _tiny_clip(AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True))
+    spec = tiny_clip(AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True))
     entry = fill_entry(
         {
             "extractor": "hf_clip",
@@ -275,7 +188,7 @@ def test_random_weights_raw_projection_and_patch_pooling(tokenizer_dir, rng):
         }
     )
     extractor = HFClipExtractor(entry, "image")
-    reference = _build(spec, seed=5)
+    reference = build_model(spec, seed=5)
     state = extractor.model.state_dict()
     for key, value in reference.state_dict().items():
         torch.testing.assert_close(state[key], value, rtol=0, atol=0)
@@ -305,7 +218,7 @@ def test_videos_average_the_frame_projections(tokenizer_dir, tmp_path, rng):
     folder.mkdir()
     for i, n_frames in enumerate((5, 9)):
         np.save(folder / f"v{i}.npy", rng.random((n_frames, 20, 24, 3)).astype(np.float32))
-    spec = _tiny_clip(AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True))
+    spec = tiny_clip(AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True))
     config = {
         "name": "clip",
         "extractor": "hf_clip",
@@ -347,7 +260,7 @@ def test_siglip_images_and_captions(tokenizer_dir, rng):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-    spec = _tiny_siglip(tokenizer)
+    spec = tiny_siglip(tokenizer)
     entry = fill_entry(
         {
             "extractor": "hf_clip",
@@ -358,7 +271,7 @@ def test_siglip_images_and_captions(tokenizer_dir, rng):
             "device": "cpu",
         }
     )
-    reference = _build(spec)
+    reference = build_model(spec)
     texts = list(CAPTIONS.values())
     text_feats = HFClipExtractor(entry, "text").extract([("", t) for t in texts])
     enc = tokenizer(
@@ -436,7 +349,7 @@ def test_model_and_tokenizer_must_fit(tokenizer_dir):
             fill_entry({"extractor": "hf_clip", "weights": "random", "model_config": TINY_VIT}),
             "image",
         )
-    spec = _tiny_clip(AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True))
+    spec = tiny_clip(AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True))
     entry = {"extractor": "hf_clip", "weights": "random", "model_config": spec, "device": "cpu"}
     with pytest.raises(ValueError, match="`tokenizer` must name a tokenizer"):
         HFClipExtractor(fill_entry(entry), "text")
