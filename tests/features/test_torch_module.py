@@ -279,6 +279,7 @@ def test_describe_records_builder_weights_and_hash(weights_file):
     assert info["model"] == TINY and info["weights"] == "pretrained" and info["seed"] is None
     assert info["layers"]["head"]["module"] == "head"
     assert info["compute_dtype"] == "float32" and info["device"] == "cpu"
+    assert info["memory_format"] == "channels_last"  # a convolutional network
 
 
 def test_random_weights_are_seeded(weights_file, rng):

@@ -701,6 +701,9 @@ class TorchModuleExtractor(Extractor):
         self.n_leaves = len(leaves)
         self.layers = select_layers(self.config["layers"], names, leaves)
         self.model = model.to(self.device, self.dtype).eval()
+        # Convolutions run on channels-last batches at up to twice the speed of
+        # channels-first ones on CPU (oneDNN) and with tensor cores on GPU.
+        self.channels_last = any(isinstance(m, torch.nn.Conv2d) for m in self.model.modules())
         modules = dict(self.model.named_modules())
         self._outputs: dict[str, torch.Tensor] = {}
         self._calls: dict[str, int] = {}
@@ -733,8 +736,11 @@ class TorchModuleExtractor(Extractor):
             One float32 tensor per layer name.
         """
         self._outputs, self._calls = {}, {}
+        pixels = pixels.to(self.device, self.dtype)
+        if self.channels_last and pixels.ndim == 4:
+            pixels = pixels.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
-            result = self.model(pixels.to(self.device, self.dtype))
+            result = self.model(pixels)
             for layer in self.layers:
                 if _is_output(layer.module):
                     item = _output_item(result, layer.module)
@@ -816,5 +822,6 @@ class TorchModuleExtractor(Extractor):
             "pooling": self.config["pooling"],
             "device": str(self.device),
             "compute_dtype": str(self.dtype).removeprefix("torch."),
+            "memory_format": "channels_last" if self.channels_last else "contiguous",
             "layers": layers,
         }
