@@ -4,7 +4,9 @@ import re
 import sys
 
 from neuroflow.workflow.lock import hold_results_lock
+from neuroflow.workflow.methods import methods_rst
 from neuroflow.workflow.plan import WorkflowPlan
+from neuroflow.workflow.report_layout import figure_entry
 from neuroflow.workflow.runs import run_record, write_run_record
 
 PLAN = WorkflowPlan(config)

@@ -18,4 +18,8 @@ run_job(
     layer_sweep_tsv=snakemake.output.layer_sweep,
     table=snakemake.output.table,
     plots_dir=snakemake.output.plots,
+    run_config=dict(snakemake.config),
+    run_config_yaml=snakemake.output.run_config,
+    methods=snakemake.params.methods,
+    methods_rst=snakemake.output.methods,
 )

@@ -389,6 +389,14 @@ def _write_layer_sweeps(
         save_figure(fig, plots_dir / f"layer_sweep_{sweep}{suffix}", formats)
 
 
+def _write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a partial file never takes its name)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def summarize_all(
     *,
     scores: Sequence[str | os.PathLike],
@@ -405,6 +413,10 @@ def summarize_all(
     layer_sweeps: Sequence[Mapping[str, Any]] = (),
     layer_order: Mapping[str, Sequence[str]] | None = None,
     layer_sweep_tsv: str | os.PathLike | None = None,
+    run_config: Mapping[str, Any] | None = None,
+    run_config_yaml: str | os.PathLike | None = None,
+    methods: str | None = None,
+    methods_rst: str | os.PathLike | None = None,
 ) -> Path:
     """Summarise encoding scores, decoding, RSA and TRFs into one table and figures.
 
@@ -449,6 +461,15 @@ def summarize_all(
         :mod:`neuroflow.evaluation.layer_sweep`; only the header when there is no
         sweep), with one figure per sweep, stage and metric
         (``layer_sweep_<sweep>[_<stage>_<metric>].png``). None writes no table.
+    run_config : dict | None
+        The validated config of the whole run, written to ``run_config_yaml``.
+    run_config_yaml : path-like | None
+        Where to write ``run_config`` (YAML); None writes nothing.
+    methods : str | None
+        Methods paragraph of the run (see :func:`neuroflow.workflow.methods.methods_rst`),
+        written to ``methods_rst``.
+    methods_rst : path-like | None
+        Where to write ``methods`` (reStructuredText); None writes nothing.
 
     Returns
     -------
@@ -528,6 +549,12 @@ def summarize_all(
         )
     if warnings_tsv is not None:
         _write_warnings([*scores, *decoding, *rsa, *trf], plan_warnings, Path(warnings_tsv), record)
+    if run_config_yaml is not None:
+        import yaml
+
+        _write_text(Path(run_config_yaml), yaml.safe_dump(dict(run_config or {}), sort_keys=False))
+    if methods_rst is not None:
+        _write_text(Path(methods_rst), methods or "")
     logger.info(
         "Summary of %d score stores, %d decoding, %d RSA and %d TRF stores written to %s.",
         len(scores),

@@ -51,6 +51,7 @@ from neuroflow.workflow.design import (
     read_design,
     table_identity,
 )
+from neuroflow.workflow.methods import RunFacts
 from neuroflow.workflow.sweeps import SweepLayer, expand_layer_sweeps
 from neuroflow.workflow.versions import (
     PlanScope,
@@ -554,6 +555,18 @@ class WorkflowPlan:
     def layer_order(self) -> dict[str, list[str]]:
         """Layer names of every extractor that runs, in extraction order."""
         return {name: self.extractor_layers(name) for name in self.scope.extractors}
+
+    def run_facts(self) -> RunFacts:
+        """What the run does, for its methods paragraph (see :mod:`.methods`)."""
+        return RunFacts(
+            n_fmri_subjects=len(self.encoding_subjects),
+            n_eeg_subjects=len(self.eeg_subjects),
+            encoding_models=tuple(self.encoding_models()),
+            eeg_models=tuple(self.eeg_models()),
+            decoding=self.decoding_enabled,
+            rsa=tuple(self.rsa_modalities),
+            extractors=tuple(self.extractors),
+        )
 
     def encoding_models(self) -> list[str]:
         """Names of the encoding models that run."""

@@ -1,0 +1,371 @@
+"""A methods paragraph for the report, written from the run's config and plan.
+
+:func:`methods_rst` says what was done to the data in the words of a methods
+section (preprocessing, features, models, statistics), with the settings the run
+used and the citations of the methods and tools behind each step, so that a reader
+of the report can check a run (and a writer can start from it). Only the analyses
+the run performs are described.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["REFERENCES", "RunFacts", "methods_rst"]
+
+#: Citations by key, as they appear in the reference list.
+REFERENCES: dict[str, str] = {
+    "nilearn": (
+        "Abraham A, Pedregosa F, Eickenberg M, et al. (2014). Machine learning for "
+        "neuroimaging with scikit-learn. Frontiers in Neuroinformatics 8:14."
+    ),
+    "mne": (
+        "Gramfort A, Luessi M, Larson E, et al. (2013). MEG and EEG data analysis with "
+        "MNE-Python. Frontiers in Neuroscience 7:267."
+    ),
+    "mne_bids": (
+        "Appelhoff S, Sanderson M, Brooks TL, et al. (2019). MNE-BIDS: Organizing "
+        "electrophysiological data into the BIDS format and facilitating their analysis. "
+        "Journal of Open Source Software 4(44):1896."
+    ),
+    "iclabel": (
+        "Pion-Tonachini L, Kreutz-Delgado K, Makeig S (2019). ICLabel: An automated "
+        "electroencephalographic independent component classifier, dataset, and website. "
+        "NeuroImage 198:181-197."
+    ),
+    "glover": (
+        "Glover GH (1999). Deconvolution of impulse response in event-related BOLD fMRI. "
+        "NeuroImage 9(4):416-429."
+    ),
+    "spm_hrf": (
+        "Friston KJ, Fletcher P, Josephs O, et al. (1998). Event-related fMRI: "
+        "characterizing differential responses. NeuroImage 7(1):30-40."
+    ),
+    "himalaya": (
+        "Dupré la Tour T, Eickenberg M, Nunez-Elizalde AO, Gallant JL (2022). "
+        "Feature-space selection with banded ridge regression. NeuroImage 264:119728."
+    ),
+    "sklearn": (
+        "Pedregosa F, Varoquaux G, Gramfort A, et al. (2011). Scikit-learn: Machine "
+        "learning in Python. Journal of Machine Learning Research 12:2825-2830."
+    ),
+    "bh": (
+        "Benjamini Y, Hochberg Y (1995). Controlling the false discovery rate: a practical "
+        "and powerful approach to multiple testing. Journal of the Royal Statistical "
+        "Society B 57(1):289-300."
+    ),
+    "by": (
+        "Benjamini Y, Yekutieli D (2001). The control of the false discovery rate in "
+        "multiple testing under dependency. Annals of Statistics 29(4):1165-1188."
+    ),
+    "westfall_young": (
+        "Westfall PH, Young SS (1993). Resampling-Based Multiple Testing. Wiley, New York."
+    ),
+    "nichols_holmes": (
+        "Nichols TE, Holmes AP (2002). Nonparametric permutation tests for functional "
+        "neuroimaging: a primer with examples. Human Brain Mapping 15(1):1-25."
+    ),
+    "knijnenburg": (
+        "Knijnenburg TA, Wessels LFA, Reinders MJT, Shmulevich I (2009). Fewer "
+        "permutations, more accurate P-values. Bioinformatics 25(12):i161-i168."
+    ),
+    "schoppe": (
+        "Schoppe O, Harper NS, Willmore BDB, King AJ, Schnupp JWH (2016). Measuring the "
+        "performance of neural models. Frontiers in Computational Neuroscience 10:10."
+    ),
+    "nsd": (
+        "Allen EJ, St-Yves G, Wu Y, et al. (2022). A massive 7T fMRI dataset to bridge "
+        "cognitive neuroscience and artificial intelligence. Nature Neuroscience "
+        "25:116-126."
+    ),
+    "rsa": (
+        "Kriegeskorte N, Mur M, Bandettini P (2008). Representational similarity "
+        "analysis - connecting the branches of systems neuroscience. Frontiers in "
+        "Systems Neuroscience 2:4."
+    ),
+    "rsatoolbox": (
+        "Nili H, Wingfield C, Walther A, et al. (2014). A toolbox for representational "
+        "similarity analysis. PLoS Computational Biology 10(4):e1003553."
+    ),
+    "crossnobis": (
+        "Walther A, Nili H, Ejaz N, et al. (2016). Reliability of dissimilarity measures "
+        "for multi-voxel pattern analysis. NeuroImage 137:188-200."
+    ),
+    "king_dehaene": (
+        "King J-R, Dehaene S (2014). Characterizing the dynamics of mental "
+        "representations: the temporal generalization method. Trends in Cognitive "
+        "Sciences 18(4):203-210."
+    ),
+    "maris": (
+        "Maris E, Oostenveld R (2007). Nonparametric statistical testing of EEG- and "
+        "MEG-data. Journal of Neuroscience Methods 164(1):177-190."
+    ),
+    "ledoit_wolf": (
+        "Ledoit O, Wolf M (2004). A well-conditioned estimator for large-dimensional "
+        "covariance matrices. Journal of Multivariate Analysis 88(2):365-411."
+    ),
+    "infonce": (
+        "van den Oord A, Li Y, Vinyals O (2018). Representation learning with "
+        "contrastive predictive coding. arXiv:1807.03748."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the plan decided the run does (see :class:`neuroflow.workflow.plan.WorkflowPlan`).
+
+    Attributes
+    ----------
+    n_fmri_subjects, n_eeg_subjects : int
+        Subjects with fMRI runs and with EEG recordings.
+    encoding_models : sequence of str
+        fMRI encoding models fitted.
+    eeg_models : sequence of str
+        EEG encoding models fitted.
+    decoding : bool
+        Whether EEG decoding runs.
+    rsa : sequence of str
+        Modalities of the RSA (``"eeg"``, ``"fmri"``).
+    extractors : sequence of dict
+        The extractor entries that run (``name``, ``extractor``, ``model``).
+    """
+
+    n_fmri_subjects: int = 0
+    n_eeg_subjects: int = 0
+    encoding_models: Sequence[str] = ()
+    eeg_models: Sequence[str] = ()
+    decoding: bool = False
+    rsa: Sequence[str] = ()
+    extractors: Sequence[Mapping[str, Any]] = ()
+
+
+def _cite(keys: list[str], *names: str) -> str:
+    """Record the citations ``names`` and return their in-text markers ``[n]``."""
+    for name in names:
+        if name not in keys:
+            keys.append(name)
+    return "[" + ", ".join(str(keys.index(n) + 1) for n in names) + "]"
+
+
+def _fmri_preprocessing(config: Mapping[str, Any], keys: list[str]) -> str:
+    cfg = config["preprocess_fmri"]
+    high_pass = cfg["high_pass"]
+    parts = [
+        f"BOLD runs were cleaned with nilearn {_cite(keys, 'nilearn')}: polynomial "
+        f"detrending of order {cfg['detrend_order']}"
+    ]
+    if high_pass.get("filter") not in (None, "none"):
+        parts.append(f"a {high_pass['filter']} high-pass filter at {high_pass['cutoff_hz']} Hz")
+    if cfg["low_pass_hz"]:
+        parts.append(f"a {cfg['low_pass_hz']} Hz low-pass filter")
+    strategy = cfg["confounds"]["strategy"]
+    if strategy:
+        shown = strategy if isinstance(strategy, str) else ", ".join(map(str, strategy))
+        parts.append(f"regression of the confounds ({shown})")
+    if cfg["smoothing_fwhm"]:
+        parts.append(f"{cfg['smoothing_fwhm']} mm FWHM smoothing")
+    return ", ".join(parts) + "."
+
+
+def _eeg_preprocessing(config: Mapping[str, Any], keys: list[str]) -> str:
+    cfg = config["preprocess_eeg"]
+    band = f"{cfg['l_freq']}-{cfg['h_freq']} Hz"
+    text = (
+        f"EEG recordings were read from BIDS with MNE-BIDS {_cite(keys, 'mne_bids')} and "
+        f"processed with MNE-Python {_cite(keys, 'mne')}: band-pass filtered at {band}"
+    )
+    if cfg["notch_freq"]:
+        text += ", line noise notched"
+    bads = [
+        label
+        for key, label in (
+            ("find_flat_channels", "flat"),
+            ("find_noisy_channels", "noisy"),
+            ("find_uncorrelated_channels", "uncorrelated"),
+        )
+        if cfg[key]
+    ]
+    if bads:
+        text += f", {', '.join(bads)} channels marked bad"
+        if cfg["interpolate_bads"]:
+            text += " and interpolated"
+    text += (
+        f", re-referenced ({cfg['eeg_reference']}); ICA ({cfg['ica_algorithm']}) "
+        "removed components labelled as artefacts by ICLabel "
+        f"{_cite(keys, 'iclabel')} or correlated with EOG channels; epochs spanned "
+        f"{cfg['epochs_tmin']} to {cfg['epochs_tmax']} s around each event."
+    )
+    return text
+
+
+def _features(config: Mapping[str, Any], facts: RunFacts) -> str:
+    from neuroflow.features.inventory import WEIGHT_FREE
+
+    if not facts.extractors:
+        return ""
+    names = []
+    for entry in facts.extractors:
+        described = entry["extractor"]
+        if entry["extractor"] not in WEIGHT_FREE and entry.get("model"):
+            described += f", {entry['model']}"
+            if entry.get("weights") == "random":
+                described += ", random weights"
+        names.append(f"{entry['name']} ({described})")
+    text = "Stimulus features were extracted offline by " + "; ".join(names)
+    if facts.encoding_models:
+        method = config["features"]["alignment"]["method"]
+        text += f", and aligned to each fMRI run's TR grid ({method})"
+    return text + "."
+
+
+def _cv_text(cv: Any) -> str:
+    """``leave-one-run-out`` or ``grouped k-fold`` from ``encoding.cv``."""
+    if isinstance(cv, Mapping) and "grouped_kfold" in cv:
+        return f"grouped {cv['grouped_kfold']}-fold"
+    return str(cv)
+
+
+def _encoding(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
+    cfg = config["encoding"]
+    delays = cfg["delays"]
+    if delays["method"] == "hrf":
+        hrf = delays["hrf_model"]
+        cite = _cite(keys, "spm_hrf" if hrf == "spm" else "glover")
+        lag = f"convolved with the {hrf} haemodynamic response function {cite}"
+    elif delays["method"] == "fir":
+        lag = f"delayed by {delays['lags']} TRs (finite impulse response)"
+    else:
+        lag = "without delays"
+    alphas = cfg["alphas"]
+    return (
+        f"Encoding models ({', '.join(facts.encoding_models)}) mapped the features, "
+        f"{lag}, to every voxel with ridge regression (banded ridge for several feature "
+        f"spaces {_cite(keys, 'himalaya')}); the penalty of each target was chosen among "
+        f"{alphas['num']} values from 1e{alphas['start']:g} to 1e{alphas['stop']:g} by "
+        f"{_cv_text(cfg['cv'])} cross-validation on the "
+        f"training runs ({cfg['scoring']}), and each model was scored by the Pearson "
+        "correlation between predicted and measured responses on held-out runs never used "
+        "in fitting."
+    )
+
+
+def _evaluation(config: Mapping[str, Any], keys: list[str]) -> str:
+    cfg = config["evaluation"]
+    perm = cfg["permutation"]
+    text = (
+        f"Significance came from {perm['n_permutations']} {perm['method']} permutations of "
+        f"the held-out predictions {_cite(keys, 'nichols_holmes')}"
+    )
+    if perm["tail"] == "gpd":
+        text += f", with a generalized Pareto tail {_cite(keys, 'knijnenburg')} for p-values "
+        text += "below the permutation resolution"
+    elif perm["tail"] == "gaussian":
+        text += ", with a Gaussian approximation of the Fisher-z null for p-values below "
+        text += "the permutation resolution"
+    fdr = cfg["fdr"]
+    text += (
+        f"; the false discovery rate was controlled at q = {fdr['alpha']} "
+        f"{_cite(keys, fdr['method'])}"
+    )
+    if cfg["fwer"]["enabled"]:
+        text += (
+            f" and the family-wise error at {cfg['fwer']['alpha']} by the maximum statistic "
+            f"over {cfg['fwer']['family']} {_cite(keys, 'westfall_young')}"
+        )
+    ceiling = cfg["noise_ceiling"]
+    if ceiling["method"] == "split_half":
+        text += (
+            f". Noise ceilings were Spearman-Brown corrected split-half reliabilities "
+            f"{_cite(keys, 'schoppe')}"
+        )
+    elif ceiling["method"] == "ncsnr":
+        text += f". Noise ceilings came from the noise-ceiling SNR {_cite(keys, 'nsd')}"
+    if ceiling["method"] != "none":
+        text += (
+            f"; scores were normalised by the ceiling only where it exceeded "
+            f"r = {ceiling['min_ceiling_r']}"
+        )
+    return text + "."
+
+
+def _decoding(config: Mapping[str, Any], keys: list[str]) -> str:
+    cfg = config["decoding"]
+    parts = []
+    if cfg["classification"]["enabled"]:
+        parts.append(
+            f"time-resolved classification ({cfg['classification']['classifier']}, shrinkage "
+            f"covariance {_cite(keys, 'ledoit_wolf')}) with temporal generalisation "
+            f"{_cite(keys, 'king_dehaene')}"
+        )
+    if cfg["features"]["enabled"]:
+        parts.append("ridge decoding of the features' principal components over time")
+    if cfg["identification"]["enabled"]:
+        decoders = "ridge"
+        if cfg["contrastive"]["enabled"]:
+            decoders += f" and contrastive (InfoNCE {_cite(keys, 'infonce')})"
+        parts.append(f"identification of held-out stimuli with {decoders} decoders")
+    if not parts:
+        return ""
+    return (
+        "EEG decoding comprised "
+        + "; ".join(parts)
+        + f", in grouped {cfg['n_splits']}-fold cross-validation; time courses were tested "
+        f"with cluster-based permutation tests {_cite(keys, 'maris')} at alpha = "
+        f"{cfg['cluster_alpha']}."
+    )
+
+
+def _rsa(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
+    cfg = config["rsa"]
+    text = (
+        f"Representational similarity analysis {_cite(keys, 'rsa')} compared brain and "
+        f"model dissimilarity matrices with rsatoolbox {_cite(keys, 'rsatoolbox')} "
+        f"({', '.join(cfg['comparisons'])})"
+    )
+    if "fmri" in facts.rsa and cfg["fmri_rdm"] == "crossnobis":
+        text += f"; fMRI matrices were crossnobis distances {_cite(keys, 'crossnobis')}"
+    return text + "."
+
+
+def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> str:
+    """A methods paragraph with numbered citations, as reStructuredText.
+
+    Parameters
+    ----------
+    config : dict
+        The validated config of the run.
+    facts : RunFacts
+        What the run does.
+
+    Returns
+    -------
+    text : str
+        Paragraphs for the analyses the run performs, then the references cited.
+    """
+    keys: list[str] = []
+    paragraphs = []
+    if facts.n_fmri_subjects:
+        paragraphs.append(_fmri_preprocessing(config, keys))
+    if facts.n_eeg_subjects:
+        paragraphs.append(_eeg_preprocessing(config, keys))
+    paragraphs.append(_features(config, facts))
+    if facts.encoding_models:
+        paragraphs.append(_encoding(config, facts, keys))
+    if facts.eeg_models:
+        paragraphs.append(
+            f"EEG encoding models ({', '.join(facts.eeg_models)}) predicted each channel "
+            "and latency from the stimulus features with ridge regression, scored on "
+            "held-out stimuli."
+        )
+    if facts.encoding_models or facts.eeg_models:
+        paragraphs.append(_evaluation(config, keys))
+    if facts.decoding:
+        paragraphs.append(_decoding(config, keys))
+    if facts.rsa:
+        paragraphs.append(_rsa(config, facts, keys))
+    body = "\n\n".join(p for p in paragraphs if p)
+    references = "\n".join(f"{i}. {REFERENCES[key]}" for i, key in enumerate(keys, 1))
+    return f"{body}\n\n**References**\n\n{references}\n" if keys else body + "\n"

@@ -1,0 +1,144 @@
+"""Where each summary figure goes in the Snakemake report, and under which labels.
+
+The summary job writes every figure into one folder (``results/summary/<v>/plots``);
+the report lists each file under a category (fMRI encoding, EEG encoding, decoding,
+RSA, layer sweeps) and a subcategory, with labels (subject, model, layer, metric, ...)
+that the report shows as the columns of a table, so that results read as a table
+rather than as paths. :func:`figure_entry` reads all of it from the file name, which
+the summary builds from the same parts (see :mod:`neuroflow.evaluation.stage` and
+:mod:`neuroflow.evaluation.report`). The caption of each kind of figure is in
+``workflow/report/figures.rst``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["CATEGORIES", "FigureEntry", "figure_entry"]
+
+#: Report categories, in the order a reader meets them.
+CATEGORIES = (
+    "fMRI encoding",
+    "EEG encoding",
+    "Decoding",
+    "RSA",
+    "Layer sweeps",
+    "Tables",
+    "Methods",
+    "Warnings",
+    "Other figures",
+)
+
+_METRICS = {"r": "r", "r_normalized": "noise-normalised r"}
+_SCORE_MAP = re.compile(
+    r"^sub-(?P<subject>[^_]+)_model-(?P<model>.+?)_fs-(?P<fs>.+?)"
+    r"(?:_layer-(?P<layer>.+?))?_(?P<metric>r|r_normalized)$"
+)
+_DECODING = {
+    "decoding_features_timecourse": ("EEG time courses", "feature PCs", "r"),
+    "decoding_classification_timecourse": (
+        "EEG time courses",
+        "classification",
+        "balanced accuracy",
+    ),
+    "decoding_generalization": (
+        "EEG temporal generalisation",
+        "classification",
+        "balanced accuracy",
+    ),
+}
+_RSA = re.compile(r"^rsa_(?P<modality>eeg|fmri)_(?P<kind>cross_temporal|roi_alignment)$")
+_TRF = re.compile(r"^trf_(?P<model>.+)_power$")
+_SWEEP = re.compile(
+    r"^layer_sweep_(?P<sweep>.+?)"
+    r"(?:_(?P<stage>rsa_eeg|rsa|identification_[a-z]+)_(?P<metric>.+))?$"
+)
+
+
+@dataclass(frozen=True)
+class FigureEntry:
+    """Report placement of one summary figure.
+
+    Attributes
+    ----------
+    kind : str
+        ``roi_scores``, ``score_map``, ``decoding``, ``rsa``, ``trf``,
+        ``layer_sweep`` or ``other``: which caption the figure gets.
+    category, subcategory : str
+        Report category and subcategory.
+    labels : dict of str to str
+        Label columns of the report's table; every figure of one subcategory has
+        the same keys.
+    """
+
+    kind: str
+    category: str
+    subcategory: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def figure_entry(name: str) -> FigureEntry:
+    """The report placement of the summary figure ``<name>.<ext>``.
+
+    Parameters
+    ----------
+    name : str
+        File name without its extension, e.g. ``"roi_mean_r"`` or
+        ``"sub-01_model-visual_fs-image-statistics_layer-output_r"``.
+
+    Returns
+    -------
+    entry : FigureEntry
+        Kind, category, subcategory and labels; names the summary does not write
+        go to ``"Other figures"`` labelled with the name itself.
+    """
+    if name.startswith("roi_"):
+        metric = name.removeprefix("roi_").removeprefix("mean_")
+        return FigureEntry(
+            "roi_scores",
+            "fMRI encoding",
+            "Scores per ROI",
+            {"metric": f"mean {_METRICS.get(metric, metric)}"},
+        )
+    match = _SCORE_MAP.match(name)
+    if match:
+        return FigureEntry(
+            "score_map",
+            "fMRI encoding",
+            "Score maps",
+            {
+                "subject": match["subject"],
+                "model": match["model"],
+                "feature space": match["fs"],
+                "layer": match["layer"] or "",
+                "metric": _METRICS[match["metric"]],
+            },
+        )
+    if name in _DECODING:
+        subcategory, analysis, metric = _DECODING[name]
+        return FigureEntry(
+            "decoding", "Decoding", subcategory, {"analysis": analysis, "metric": metric}
+        )
+    match = _RSA.match(name)
+    if match:
+        modality = match["modality"].upper() if match["modality"] == "eeg" else "fMRI"
+        figure = (
+            "cross-temporal RSA" if match["kind"] == "cross_temporal" else "ROI x ROI alignment"
+        )
+        return FigureEntry("rsa", "RSA", modality, {"figure": figure})
+    match = _TRF.match(name)
+    if match:
+        return FigureEntry(
+            "trf", "EEG encoding", "Temporal response functions", {"model": match["model"]}
+        )
+    match = _SWEEP.match(name)
+    if match:
+        stage = match["stage"] or "encoding"
+        return FigureEntry(
+            "layer_sweep",
+            "Layer sweeps",
+            match["sweep"],
+            {"analysis": stage, "metric": match["metric"] or "mean r"},
+        )
+    return FigureEntry("other", "Other figures", "Other", {"figure": name})

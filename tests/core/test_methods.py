@@ -1,0 +1,71 @@
+"""The report's methods paragraph, written from the config and what the run does."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+
+from neuroflow.config import load_schema, validate_config
+from neuroflow.workflow.methods import REFERENCES, RunFacts, methods_rst
+
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    return validate_config({}, load_schema(SCHEMA))
+
+
+def _cited(text: str) -> tuple[set[int], list[str]]:
+    body, _, refs = text.partition("**References**")
+    markers = {int(n) for group in re.findall(r"\[([\d, ]+)\]", body) for n in group.split(",")}
+    return markers, [line for line in refs.strip().splitlines() if line]
+
+
+FMRI_EEG = RunFacts(
+    n_fmri_subjects=2,
+    n_eeg_subjects=2,
+    encoding_models=("visual", "semantic"),
+    eeg_models=("visual",),
+    decoding=True,
+    rsa=("eeg", "fmri"),
+    extractors=(
+        {"name": "minilm", "extractor": "sentence_transformer", "model": "all-MiniLM-L6-v2"},
+    ),
+)
+
+
+def test_every_marker_has_its_reference_and_no_other(config):
+    text = methods_rst(config, FMRI_EEG)
+    markers, refs = _cited(text)
+    assert markers == set(range(1, len(refs) + 1))
+    assert refs[0].startswith("1. Abraham A")  # nilearn, cited first
+    assert any("Gramfort A" in r for r in refs) and any("Nili H" in r for r in refs)
+    assert "visual, semantic" in text and "minilm (sentence_transformer, all-MiniLM-L6-v2)" in text
+    assert f"q = {config['evaluation']['fdr']['alpha']}" in text
+
+
+def test_only_the_analyses_that_run_are_described(config):
+    eeg_only = RunFacts(n_eeg_subjects=1, decoding=True, rsa=("eeg",))
+    text = methods_rst(config, eeg_only)
+    assert "BOLD" not in text and "Encoding models" not in text and "crossnobis" not in text
+    assert "EEG recordings were read" in text and "EEG decoding comprised" in text
+    _, refs = _cited(text)
+    assert not any("Abraham A" in r for r in refs)
+
+
+def test_settings_choose_the_citations(config):
+    cfg = copy.deepcopy(config)
+    cfg["evaluation"]["fdr"]["method"] = "by"
+    cfg["evaluation"]["permutation"]["tail"] = "gpd"
+    cfg["encoding"]["delays"]["hrf_model"] = "spm"
+    cfg["evaluation"]["noise_ceiling"]["method"] = "ncsnr"
+    _, refs = _cited(methods_rst(cfg, FMRI_EEG))
+    joined = "\n".join(refs)
+    for key in ("by", "knijnenburg", "spm_hrf", "nsd"):
+        assert REFERENCES[key] in joined, key
+    for key in ("bh", "glover", "schoppe"):
+        assert REFERENCES[key] not in joined, key

@@ -1,0 +1,79 @@
+"""The Snakemake report of a finished run: categories, labels, captions and methods."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from workflow_helpers import snakemake
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+
+def _report_data(html: str) -> tuple[dict, dict]:
+    """The report's ``results`` (path -> entry) and ``categories`` (category -> ...)."""
+    data = {}
+    for line in html.splitlines():
+        for name in ("results", "categories"):
+            prefix = f"var {name} = {{"
+            if line.strip().startswith(prefix):
+                data[name] = json.loads(line.strip()[len(prefix) - 1 :].rstrip(";"))
+    return data["results"], data["categories"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory, tiny_run: Path) -> tuple[dict, dict]:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    snakemake(tiny_run, "--report", str(out))
+    return _report_data(out.read_text())
+
+
+def _entries(results: dict, categories: dict, category: str) -> dict[str, dict]:
+    """Report entries of one category, by file name."""
+    paths = [p for sub in categories.get(category, {}).values() for p in sub]
+    return {Path(p).name: results[p] for p in paths}
+
+
+def test_results_are_grouped_by_analysis(report):
+    _, categories = report
+    assert {"fMRI encoding", "Decoding", "RSA", "Tables", "Methods", "Warnings"} <= set(
+        categories
+    ), sorted(categories)
+    assert "Other figures" not in categories  # every figure the summary writes is placed
+    encoding = categories["fMRI encoding"]
+    assert {"Scores per ROI", "Score maps"} <= set(encoding)
+    assert set(categories["RSA"]) == {"EEG", "fMRI"}
+
+
+def test_each_figure_has_its_own_caption_and_labels(report):
+    results, categories = report
+    fmri = _entries(results, categories, "fMRI encoding")
+    assert "Encoding accuracy per ROI" in fmri["roi_mean_r.png"]["caption"]
+    assert "noise ceiling" in fmri["roi_mean_r_normalized.png"]["caption"]
+    maps = {name: e for name, e in fmri.items() if name.startswith("sub-")}
+    assert maps
+    for entry in maps.values():
+        assert "glass brain" in entry["caption"] and "q = 0.05" in entry["caption"]
+        assert entry["labels"]["subject"] == "01"
+        assert entry["labels"]["model"] in {"visual", "semantic"}
+    decoding = _entries(results, categories, "Decoding")
+    assert "balanced accuracy" in decoding["decoding_classification_timecourse.png"]["caption"]
+    assert "Pearson r between decoded" in decoding["decoding_features_timecourse.png"]["caption"]
+    rsa = _entries(results, categories, "RSA")
+    assert "Time-resolved RSA" in rsa["rsa_eeg_cross_temporal.png"]["caption"]
+    captions = {e["caption"] for e in [*fmri.values(), *decoding.values(), *rsa.values()]}
+    assert len(captions) >= 6  # no caption shared by unlike figures
+
+
+def test_methods_and_config_of_the_run(report, tiny_run):
+    results, categories = report
+    (entry,) = _entries(results, categories, "Methods").values()
+    assert entry["labels"] == {"file": "config of the run"}
+    caption = entry["caption"]
+    for text in ("BOLD runs were cleaned with nilearn", "MNE-Python", "References", "Gramfort A"):
+        assert text in caption, text
+    (methods,) = (tiny_run / "results" / "summary").glob("*/methods.rst")
+    assert "Representational similarity analysis" in methods.read_text()
+    tables = _entries(results, categories, "Tables")
+    assert {"scores.tsv", "layer_sweep.tsv"} <= set(tables)
