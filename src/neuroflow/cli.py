@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from neuroflow import __version__
 from neuroflow.artifacts import PARTIAL_MARKER, PROVENANCE_KEY, read_provenance
+from neuroflow.workflow.defaults import REPOSITORY
 
 if TYPE_CHECKING:
     from neuroflow.workflow.runs import RunRecord
@@ -24,9 +25,6 @@ __all__ = ["main"]
 
 DEFAULT_CONFIG = "config/config.yaml"
 DEFAULT_SCHEMA = "workflow/schemas/config.schema.yaml"
-#: The repository this package was installed from (editable installs), where the
-#: Snakefile finds its schema whatever the working folder (``snakemake -d``).
-REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------- helpers

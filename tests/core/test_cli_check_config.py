@@ -19,7 +19,9 @@ def _in_repo(monkeypatch):
 def test_default_config_reports_the_plan(capsys):
     assert main(["check-config"]) == 0
     out = capsys.readouterr().out
-    assert "encoding models: joint, semantic, visual" in out
+    layers = ("blocks_2", "blocks_4", "blocks_7", "blocks_10", "blocks_14", "avg_pooling")
+    sweep = ", ".join(f"efficientnet__{layer}" for layer in layers)
+    assert f"encoding models: {sweep}, joint, semantic, visual" in out
     assert "sub-01 held-out runs: sub-01_task-movie_run-4, sub-01_task-movie_run-5" in out
     assert out.rstrip().endswith("lists the jobs.")
 
@@ -46,7 +48,9 @@ def test_replace_workflow_config_keeps_only_the_users_models(tmp_path, capsys):
     mine = tmp_path / "my.yaml"
     mine.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]}\n")
     assert main(["check-config", "--configfile", str(mine)]) == 0
-    assert "encoding models: joint, mine, semantic, visual" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "encoding models: efficientnet__blocks_2, " in out  # the default's layer sweep
+    assert "efficientnet__avg_pooling, joint, mine, semantic, visual\n" in out
     args = ["check-config", "--configfile", str(mine), "--replace-workflow-config"]
     assert main(args) == 0
     assert "encoding models: mine\n" in capsys.readouterr().out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -48,8 +49,11 @@ def test_demo_plans_every_analysis(defaults):
     plan = WorkflowPlan(defaults)
     assert plan.notes == ()
     assert plan.rsa_modalities == ["eeg", "fmri"] and plan.decoding_enabled
-    assert plan.encoding_models() == ["visual", "semantic", "joint"]
-    assert plan.eeg_models() == ["visual", "semantic", "joint"]
+    layers = plan.extractor_layers("efficientnet")
+    sweep = [f"efficientnet__{re.sub(r'[^A-Za-z0-9]+', '_', layer)}" for layer in layers]
+    assert len(sweep) == 6  # the default's layer sweep: one model per block
+    assert plan.encoding_models() == ["visual", "semantic", "joint", *sweep]
+    assert plan.eeg_models() == ["visual", "semantic", "joint", *sweep]
     # the repeated test movie is held out, per subject
     assert plan.test_runs_of("01") == ["sub-01_task-movie_run-4", "sub-01_task-movie_run-5"]
     assert plan.encoding_config("visual", "02")["split"]["test_runs"] == [
@@ -92,7 +96,7 @@ def test_settings_naming_nothing_fail_before_any_job(defaults, section, values, 
 def test_fmri_only_movie_without_repeats_or_atlas(defaults, movie):
     plan = WorkflowPlan(_bids(defaults, movie))
     assert plan.eeg_recordings == [] and not plan.decoding_enabled
-    assert plan.encoding_models() == ["visual", "semantic", "joint"]
+    assert plan.encoding_models()[:3] == ["visual", "semantic", "joint"]
     assert plan.test_runs_of("01") == ["sub-01_task-movie_run-3"]  # the last run
     (note,) = plan.notes
     assert note.startswith("rsa_fmri: skipped, the voxels have no ROI labels")

@@ -19,6 +19,11 @@ def default_config() -> dict:
     return validate_config({}, schema)
 
 
+def _models(config: dict) -> list[str]:
+    """Encoding models of ``config``, layer sweeps expanded (one model per layer)."""
+    return [k.split("/", 1)[1] for k in stage_versions(config) if k.startswith("encoding/")]
+
+
 def _changed(before: dict, after: dict) -> set[str]:
     a, b = stage_versions(before), stage_versions(after)
     assert a.keys() == b.keys()
@@ -32,9 +37,11 @@ def test_same_config_same_versions(default_config: dict) -> None:
 def test_encoding_change_reaches_only_encoding_and_downstream(default_config: dict) -> None:
     changed = copy.deepcopy(default_config)
     changed["encoding"]["alphas"]["num"] = 7
+    models = _models(default_config)
+    assert "efficientnet__blocks_2" in models  # the default's layer sweep, expanded
     assert _changed(default_config, changed) == {
-        *(f"encoding/{m}" for m in default_config["encoding"]["models"]),
-        *(f"evaluation/{m}" for m in default_config["encoding"]["models"]),
+        *(f"encoding/{m}" for m in models),
+        *(f"evaluation/{m}" for m in models),
         "summary",
     }
 
@@ -199,7 +206,7 @@ def test_stage_modules_agree_with_format_versions(stage: str, module: str) -> No
 
 
 def test_trf_settings_reach_only_trf_models(default_config: dict) -> None:
-    models = list(default_config["encoding"]["models"])
+    models = _models(default_config)
     assert not [k for k in stage_versions(default_config) if k.startswith("eeg_trf/")]
     on = copy.deepcopy(default_config)
     on["eeg_encoding"]["trf"]["enabled"] = True

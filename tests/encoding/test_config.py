@@ -41,6 +41,8 @@ def test_schema_is_strict_and_matches_defaults():
     # One model's settings = the shared settings + that model's entry.
     per_model = {k: v for k, v in defaults.items() if k != "models"}
     for entry in defaults["models"].values():
+        # a sweep's layer models drop `layer_sweep` (see neuroflow.workflow.sweeps)
+        entry = {k: v for k, v in entry.items() if k != "layer_sweep"}
         assert set(entry) == {"feature_spaces", "model"}
         assert {**per_model, **entry}.keys() == DEFAULT_CONFIG.keys()
     validator = Draft202012Validator(schema)

@@ -458,8 +458,9 @@ def test_config_with_a_torch_module_entry_validates(tmp_path, weights_file):
     overlay = {"features": {"extractors": [*base["features"]["extractors"], *entries]}}
     config = validate_config(deep_update(base, overlay), schema)
     filled = [e for e in config["features"]["extractors"] if e["extractor"] == "torch_module"]
-    assert [e["builder_kwargs"] for e in filled] == [{}, {"width": 3}]
-    assert layer_names(filled[1])[-2:] == ["features.3", "output"]
+    assert [e["name"] for e in filled] == ["efficientnet", "effnet", "tiny"]  # + the default's
+    assert [e["builder_kwargs"] for e in filled[1:]] == [{}, {"width": 3}]
+    assert layer_names(filled[2])[-2:] == ["features.3", "output"]
     typo = {**entries[1], "builder_kwarg": {"width": 3}}
     with pytest.raises(ConfigError, match=r"builder_kwarg'.*Did you mean 'builder_kwargs'"):
         validate_config(deep_update(base, {"features": {"extractors": [typo]}}), schema)

@@ -415,7 +415,7 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         Subject -> keys of its held-out runs (subjects with run-based encoding only).
     """
     cfg = plan.config
-    notes: list[str] = []
+    notes: list[str] = list(plan.config_notes)
     extractors = _runnable_extractors(plan, notes)
     check_stimulus_files(plan, extractors)
     configured = [e["name"] for e in cfg["features"]["extractors"]]

@@ -45,6 +45,7 @@ from typing import Any
 
 from neuroflow.io.records import BetasSession, EegRecording, FmriRun
 from neuroflow.workflow.checks import config_errors
+from neuroflow.workflow.defaults import drop_orphan_defaults
 from neuroflow.workflow.design import (
     DesignFacts,
     demo_design,
@@ -99,8 +100,11 @@ class WorkflowPlan:
     _test_runs: dict[str, list[str]] = field(init=False, repr=False)
     warnings: tuple[str, ...] = field(init=False, default=())
     sweeps: dict[str, list[SweepLayer]] = field(init=False, default_factory=dict)
+    config_notes: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
+        self.config, notes = drop_orphan_defaults(self.config)
+        self.config_notes = tuple(notes)
         _check_config(self.config)
         self.config, self.sweeps = expand_layer_sweeps(self.config, self.extractor_layers)
         self.results = Path(self.config["results_dir"])
