@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-from workflow_helpers import REPO, SNAKEMAKE
+from workflow_helpers import DEFAULT_SWEEP_MODELS, REPO, SNAKEMAKE
 
 pytestmark = [pytest.mark.workflow]
 
@@ -31,6 +31,6 @@ def test_a_user_file_extends_the_default_models_unless_it_replaces_the_config(tm
     mine = tmp_path / "mine.yaml"
     mine.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]}\n")
     merged = _planned_models(tmp_path, "--configfile", str(mine))
-    assert merged == {"visual", "semantic", "joint", "mine"}
+    assert merged == {"visual", "semantic", "joint", "mine", *DEFAULT_SWEEP_MODELS}
     replaced = _planned_models(tmp_path, "--configfile", str(mine), "--replace-workflow-config")
     assert replaced == {"mine"}

@@ -21,6 +21,7 @@ import pytest
 import xarray as xr
 from dataset_shapes import make_algonauts_like, make_fmri_movie, make_nsd_like
 from shape_helpers import open_stores, run_shape, summary_notes, summary_table
+from workflow_helpers import DEFAULT_SWEEP_MODELS
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
@@ -48,7 +49,7 @@ def test_movie_without_repeats_runs_with_defaults(movie):
     assert any(n.startswith("rsa_fmri: skipped, the voxels have no ROI labels") for n in notes)
     table = summary_table(run)
     encoding = table[table["analysis"] == "encoding"]
-    assert set(encoding["model"]) == {"visual", "semantic", "joint"}
+    assert set(encoding["model"]) == {"visual", "semantic", "joint", *DEFAULT_SWEEP_MODELS}
     assert set(encoding["roi"]) == {"all"}  # no atlas: voxel-level scores only
     for name, ds in open_stores(run, "evaluation").items():
         subject = ds.attrs["subject"]

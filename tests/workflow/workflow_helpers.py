@@ -12,6 +12,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
+#: Models of the default config's EfficientNet layer sweep (one per block).
+DEFAULT_SWEEP_MODELS = frozenset(
+    f"efficientnet__{block}"
+    for block in ("blocks_2", "blocks_4", "blocks_7", "blocks_10", "blocks_14", "avg_pooling")
+)
+
 #: A small but complete configuration: every stage runs, in well under a minute.
 TINY_CONFIG: dict = {
     "demo": {
