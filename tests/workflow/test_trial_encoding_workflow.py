@@ -26,7 +26,8 @@ def test_trial_versions_and_paths() -> None:
     off = validate_config({}, schema)
     assert not [k for k in stage_versions(off) if k.startswith("trial_")]
     on = validate_config({"single_trial": {"enabled": True}}, schema)
-    models = list(on["encoding"]["models"])
+    # layer sweeps expanded: one model per layer
+    models = [k.split("/", 1)[1] for k in stage_versions(on) if k.startswith("encoding/")]
     trial_keys = {f"trial_{s}/{m}" for s in ("encoding", "evaluation") for m in models}
     # single trials add their betas, the trial models and the identification from betas
     assert _versions_changed(off, on) == {"single_trial", *trial_keys, "decoding_fmri", "summary"}
