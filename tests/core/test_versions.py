@@ -218,11 +218,13 @@ def test_trf_settings_reach_only_trf_models(default_config: dict) -> None:
     changed = copy.deepcopy(on)
     changed["eeg_encoding"]["trf"]["tmax"] = 0.5
     assert _changed(on, changed) == {*(f"eeg_trf/{m}" for m in models), "summary"}
-    # epochs-only settings leave the TRFs alone; shared solver settings reach both
+    # epochs-only settings leave the TRFs alone (the summary gathers the EEG scores);
+    # shared solver settings reach both
     changed = copy.deepcopy(on)
     changed["eeg_encoding"]["decim"] = 2
     assert _changed(on, changed) == {
-        *(f"eeg_{s}/{m}" for s in ("encoding", "evaluation") for m in models)
+        *(f"eeg_{s}/{m}" for s in ("encoding", "evaluation") for m in models),
+        "summary",
     }
     changed = copy.deepcopy(on)
     changed["eeg_encoding"]["alphas"]["num"] = 5

@@ -316,10 +316,12 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
             {**config["rsa"], **design},
             {brain: versions[brain], **space_versions("rsa"), **pooled},
         )
+    # Every analysis the summary gathers or describes (its methods paragraph names the
+    # EEG encoding models too), so that changing one gives the summary a new version.
     evaluation_inputs = {
         k: v
         for k, v in versions.items()
-        if k.startswith(("evaluation/", "trial_evaluation/", "eeg_trf/", "rsa/"))
+        if k.startswith(("evaluation/", "trial_evaluation/", "eeg_evaluation/", "eeg_trf/", "rsa/"))
         or k in ("decoding", "decoding_fmri")
     }
     versions["summary"] = _v(
