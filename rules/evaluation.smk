@@ -50,6 +50,7 @@ if PLAN.has_summary:
             decoding=[str(p) for p in PLAN.decoding_stores()],
             rsa=[str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities],
             trf=[str(p) for p in PLAN.all_trf_stores()],
+            eeg_scores=[str(p) for p in PLAN.all_eeg_scores_stores()],
         output:
             table=report(
                 str(PLAN.summary_dir() / "scores.tsv"),

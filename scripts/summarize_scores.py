@@ -1,4 +1,5 @@
-"""Summarise encoding scores, decoding, RSA and TRFs into one table, a store and plots."""
+"""Summarise encoding scores (fMRI and EEG), decoding, RSA and TRFs into one table, a store
+and plots."""
 
 from neuroflow.evaluation.report import summarize_all
 from neuroflow.workflow.runner import run_job
@@ -10,6 +11,7 @@ run_job(
     decoding=list(snakemake.input.decoding),
     rsa=list(snakemake.input.rsa),
     trf=list(snakemake.input.trf),
+    eeg_scores=list(snakemake.input.eeg_scores),
     notes=list(snakemake.params.notes),
     warnings_tsv=snakemake.output.warnings,
     plan_warnings=list(snakemake.params.plan_warnings),

@@ -54,6 +54,13 @@ from neuroflow.workflow.report_layout import CATEGORIES, figure_entry
         ("rsa_eeg_cross_temporal", "rsa", "RSA", "EEG", {"figure": "cross-temporal RSA"}),
         ("rsa_fmri_roi_alignment", "rsa", "RSA", "fMRI", {"figure": "ROI x ROI alignment"}),
         (
+            "eeg_encoding_efficientnet__blocks_7_r",
+            "eeg_encoding",
+            "EEG encoding",
+            "Time courses",
+            {"model": "efficientnet__blocks_7"},
+        ),
+        (
             "trf_words_power",
             "trf",
             "EEG encoding",

@@ -106,57 +106,43 @@ def save_clip_tokenizer(folder: Path):
     return tokenizer
 
 
+def _tiny_towers(tokenizer, *, max_positions: int, vision_layers: int) -> dict:
+    """Text and vision tower configurations of a tiny dual encoder (both 32-d)."""
+    return {
+        "text_config": {
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "intermediate_size": 37,
+            "max_position_embeddings": max_positions,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
+        "vision_config": {
+            "hidden_size": 32,
+            "num_hidden_layers": vision_layers,
+            "num_attention_heads": 2,
+            "intermediate_size": 37,
+            "image_size": 32,
+            "patch_size": 8,
+        },
+    }
+
+
 def tiny_clip(tokenizer) -> dict:
     """Configuration of a tiny CLIP: 2 text blocks, 3 vision blocks, 16-d projection."""
     return {
         "model_type": "clip",
         "projection_dim": 16,
-        "text_config": {
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "max_position_embeddings": 24,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        },
-        "vision_config": {
-            "hidden_size": 32,
-            "num_hidden_layers": 3,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "image_size": 32,
-            "patch_size": 8,
-        },
+        **_tiny_towers(tokenizer, max_positions=24, vision_layers=3),
     }
 
 
 def tiny_siglip(tokenizer) -> dict:
     """Configuration of a tiny SigLIP (both towers 32-d, captions padded to 12 tokens)."""
-    return {
-        "model_type": "siglip",
-        "text_config": {
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "max_position_embeddings": 12,
-            "bos_token_id": tokenizer.bos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-        },
-        "vision_config": {
-            "hidden_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "intermediate_size": 37,
-            "image_size": 32,
-            "patch_size": 8,
-        },
-    }
+    return {"model_type": "siglip", **_tiny_towers(tokenizer, max_positions=12, vision_layers=2)}
 
 
 def build_model(spec: dict, seed: int = 0) -> torch.nn.Module:

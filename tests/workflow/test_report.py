@@ -44,6 +44,7 @@ def test_results_are_grouped_by_analysis(report):
     encoding = categories["fMRI encoding"]
     assert {"Scores per ROI", "Score maps"} <= set(encoding)
     assert set(categories["RSA"]) == {"EEG", "fMRI"}
+    assert set(categories["EEG encoding"]) == {"Time courses"}
 
 
 def test_each_figure_has_its_own_caption_and_labels(report):
@@ -62,8 +63,12 @@ def test_each_figure_has_its_own_caption_and_labels(report):
     assert "Pearson r between decoded" in decoding["decoding_features_timecourse.png"]["caption"]
     rsa = _entries(results, categories, "RSA")
     assert "Time-resolved RSA" in rsa["rsa_eeg_cross_temporal.png"]["caption"]
-    captions = {e["caption"] for e in [*fmri.values(), *decoding.values(), *rsa.values()]}
-    assert len(captions) >= 6  # no caption shared by unlike figures
+    eeg = _entries(results, categories, "EEG encoding")
+    assert {e["labels"]["model"] for e in eeg.values()} == {"visual", "semantic"}
+    for entry in eeg.values():
+        assert "EEG encoding accuracy over latency" in entry["caption"]
+    figures = [*fmri.values(), *decoding.values(), *rsa.values(), *eeg.values()]
+    assert len({e["caption"] for e in figures}) >= 7  # no caption shared by unlike figures
 
 
 def test_methods_and_config_of_the_run(report, tiny_run):

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+import yaml
 from workflow_helpers import REPO, TINY_CONFIG, planned_jobs, snakemake, write_config
 
 from neuroflow.artifacts import PROVENANCE_KEY, read_provenance
@@ -66,11 +67,32 @@ def test_nothing_to_do_after_a_full_run(tiny_run: Path) -> None:
 def test_summary_table_ranks_planted_feature_spaces(tiny_run: Path) -> None:
     table = next((tiny_run / "results" / "summary").rglob("scores.tsv"))
     df = pd.read_csv(table, sep="\t", na_values="n/a")
-    rows = df[(df["statistic"] == "value")].set_index(["model", "roi"])["mean_r"]
+    fmri = df[(df["analysis"] == "encoding") & (df["statistic"] == "value")]
+    rows = fmri.set_index(["model", "roi"])["mean_r"]
     assert rows[("visual", "early_visual")] > rows[("semantic", "early_visual")]
     assert rows[("semantic", "semantic")] > rows[("visual", "semantic")]
     plots = list(table.parent.joinpath("plots").glob("*.png"))
     assert plots
+
+
+def test_summary_table_has_eeg_encoding_time_courses(tiny_run: Path) -> None:
+    table = next((tiny_run / "results" / "summary").rglob("scores.tsv"))
+    df = pd.read_csv(table, sep="\t", na_values="n/a", dtype={"subject": str})
+    eeg = df[df["analysis"] == "eeg_encoding"]
+    subjects = sorted(set(eeg["subject"]) - {"group"})
+    assert subjects and set(eeg["model"]) == {"visual", "semantic"}
+    peaks = eeg[eeg["metric"] == "peak_latency"]
+    assert len(peaks) == 2 * (len(subjects) + 1)  # per subject and of the group mean
+    run_config = yaml.safe_load((table.parent / "config.yaml").read_text())
+    epochs = run_config["preprocess_eeg"]
+    assert peaks["value"].between(epochs["epochs_tmin"], epochs["epochs_tmax"]).all()
+    channels = eeg[(eeg["metric"].isna()) & (eeg["statistic"] == "value")]
+    assert "all" in set(channels["roi"]) and channels["roi"].nunique() > 10
+    plots = table.parent / "plots"
+    assert {p.name for p in plots.glob("eeg_encoding_*.png")} == {
+        "eeg_encoding_visual_r.png",
+        "eeg_encoding_semantic_r.png",
+    }
 
 
 def test_provenance_chain_reaches_raw_inputs(tiny_run: Path) -> None:

@@ -407,6 +407,7 @@ def summarize_all(
     decoding: Sequence[str | os.PathLike] = (),
     rsa: Sequence[str | os.PathLike] = (),
     trf: Sequence[str | os.PathLike] | None = (),
+    eeg_scores: Sequence[str | os.PathLike] = (),
     notes: Sequence[str] = (),
     warnings_tsv: str | os.PathLike | None = None,
     plan_warnings: Sequence[str] = (),
@@ -440,6 +441,10 @@ def summarize_all(
     trf : list of path-like | None
         Stores of the EEG TRF stage (may be empty or None); one power figure per
         model (``trf_<model>_power.png``).
+    eeg_scores : list of path-like
+        Score stores of the EEG encoding models (may be empty): rows with
+        ``analysis = "eeg_encoding"`` and one time-course figure per model
+        (``eeg_encoding_<model>_r.png``; see :mod:`neuroflow.evaluation.eeg_summary`).
     notes : list of str
         Analyses the workflow left out, with their reasons; logged and kept in the
         summary store's provenance (``notes``).
@@ -485,7 +490,8 @@ def summarize_all(
         fmri_decoding_rows,
         rsa_rows,
     )
-    from neuroflow.evaluation.stage import _write_table, summarize_scores
+    from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows
+    from neuroflow.evaluation.stage import _with_defaults, _write_table, summarize_scores
     from neuroflow.evaluation.summary import SUMMARY_COLUMNS
 
     table = Path(table)
@@ -517,6 +523,13 @@ def summarize_all(
         rows.append(rsa_rows(ds) if "roi" in ds.dims else _rsa_eeg_rows(ds))
         if plots_enabled:
             _rsa_figures(ds, Path(path).stem, plots_dir)
+    eeg_scores = list(eeg_scores)
+    if eeg_scores:
+        stores = [open_dataset(path) for path in eeg_scores]
+        topk = float(_with_defaults(config)["topk_percent"])
+        rows.append(eeg_encoding_rows(stores, eeg_scores, topk))
+        if plots_enabled:
+            eeg_encoding_figures(stores, plots_dir, eeg_scores)
     trf = list(trf or ())
     if trf:
         stores = [open_dataset(path) for path in trf]
@@ -548,7 +561,9 @@ def summarize_all(
             formats,
         )
     if warnings_tsv is not None:
-        _write_warnings([*scores, *decoding, *rsa, *trf], plan_warnings, Path(warnings_tsv), record)
+        _write_warnings(
+            [*scores, *eeg_scores, *decoding, *rsa, *trf], plan_warnings, Path(warnings_tsv), record
+        )
     if run_config_yaml is not None:
         import yaml
 
@@ -556,8 +571,10 @@ def summarize_all(
     if methods_rst is not None:
         _write_text(Path(methods_rst), methods or "")
     logger.info(
-        "Summary of %d score stores, %d decoding, %d RSA and %d TRF stores written to %s.",
+        "Summary of %d score stores, %d EEG encoding, %d decoding, %d RSA and %d TRF stores "
+        "written to %s.",
         len(scores),
+        len(eeg_scores),
         len(decoding),
         len(rsa),
         len(trf),

@@ -50,6 +50,7 @@ _DECODING = {
 }
 _RSA = re.compile(r"^rsa_(?P<modality>eeg|fmri)_(?P<kind>cross_temporal|roi_alignment)$")
 _TRF = re.compile(r"^trf_(?P<model>.+)_power$")
+_EEG_ENCODING = re.compile(r"^eeg_encoding_(?P<model>.+)_r$")
 _SWEEP = re.compile(
     r"^layer_sweep_(?P<sweep>.+?)"
     r"(?:_(?P<stage>rsa_eeg|rsa|identification_[a-z]+)_(?P<metric>.+))?$"
@@ -63,7 +64,7 @@ class FigureEntry:
     Attributes
     ----------
     kind : str
-        ``roi_scores``, ``score_map``, ``decoding``, ``rsa``, ``trf``,
+        ``roi_scores``, ``score_map``, ``eeg_encoding``, ``decoding``, ``rsa``, ``trf``,
         ``layer_sweep`` or ``other``: which caption the figure gets.
     category, subcategory : str
         Report category and subcategory.
@@ -127,6 +128,11 @@ def figure_entry(name: str) -> FigureEntry:
             "cross-temporal RSA" if match["kind"] == "cross_temporal" else "ROI x ROI alignment"
         )
         return FigureEntry("rsa", "RSA", modality, {"figure": figure})
+    match = _EEG_ENCODING.match(name)
+    if match:
+        return FigureEntry(
+            "eeg_encoding", "EEG encoding", "Time courses", {"model": match["model"]}
+        )
     match = _TRF.match(name)
     if match:
         return FigureEntry(

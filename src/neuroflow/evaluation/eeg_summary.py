@@ -1,0 +1,232 @@
+"""Summary rows and figures of the EEG encoding models.
+
+An EEG encoding score store (written by the ``eeg_evaluation`` stage) holds one target
+per channel × latency of the epochs, with the channel as its ``roi``. The summary keeps
+the same wide rows as the fMRI encoding models (one per subject × model × channel, plus
+``roi = "all"``; see :func:`neuroflow.evaluation.summary.roi_summary`), with
+``analysis = "eeg_encoding"``, and adds the peak of the channel-averaged accuracy over
+latency (``metric`` ``peak_r`` and ``peak_latency``), the number an EEG encoding study
+reports. One figure per model draws that time course per subject.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+__all__ = [
+    "EEG_ENCODING_ANALYSIS",
+    "eeg_encoding_figures",
+    "eeg_encoding_rows",
+    "r_time_course",
+]
+
+#: ``analysis`` of the EEG encoding rows of ``scores.tsv``.
+EEG_ENCODING_ANALYSIS = "eeg_encoding"
+
+
+def _channel_latency(ds: xr.Dataset, name: str, path: str | os.PathLike) -> xr.DataArray:
+    """``ds[name]`` over (channel, latency) instead of its flat ``target`` dim."""
+    for coord in ("channel", "latency"):
+        if coord not in ds.coords:
+            raise ValueError(
+                f"{path}: an EEG encoding score store must have a `{coord}` coordinate on "
+                f"`target`, got coordinates {sorted(ds.coords)} instead."
+            )
+    if name not in ds:
+        raise ValueError(f"{path}: variable `{name}` is missing from the score store.")
+    flat = (
+        ds[name]
+        .reset_coords(drop=True)
+        .assign_coords(
+            channel=("target", np.asarray(ds["channel"].values, dtype=object).astype(str)),
+            latency=("target", np.asarray(ds["latency"].values, dtype=float)),
+        )
+    )
+    pairs = pd.MultiIndex.from_arrays([flat["channel"].values, flat["latency"].values])
+    if pairs.has_duplicates:
+        raise ValueError(f"{path}: each (channel, latency) must be one target, got duplicates.")
+    return flat.set_index(target=["channel", "latency"]).unstack("target")
+
+
+def r_time_course(ds: xr.Dataset, path: str | os.PathLike = "score store") -> xr.DataArray:
+    """Test-set Pearson r averaged over channels, at each latency.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        EEG encoding score store: ``r`` (target,) with ``channel`` and ``latency``
+        (s) coordinates on ``target``.
+    path : path-like
+        Its path, named in errors.
+
+    Returns
+    -------
+    course : xarray.DataArray, shape (n_latencies,)
+        Mean r over the channels with a finite score (NaN where none is), dim
+        ``latency`` in ascending order.
+    """
+    r = _channel_latency(ds, "r", path).astype(float)
+    return r.mean("channel", skipna=True).sortby("latency")
+
+
+def _layer(ds: xr.Dataset) -> str:
+    """The model's layer: its ``layer`` attribute, else that of a lone ``name:layer`` space."""
+    if ds.attrs.get("layer"):
+        return str(ds.attrs["layer"])
+    spaces = [str(s) for s in ds.attrs.get("feature_spaces") or []]
+    if len(spaces) == 1 and ":" in spaces[0]:
+        return spaces[0].split(":", 1)[1]
+    return "n/a"
+
+
+def _peak_rows(
+    stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike], keys: pd.DataFrame
+) -> pd.DataFrame:
+    """Long ``peak_r`` / ``peak_latency`` rows per subject, and of the group mean course."""
+    from neuroflow.decoding.summary import DECODING_COLUMNS
+    from neuroflow.evaluation.summary import GROUP_SUBJECT
+
+    rows = []
+    courses: dict[tuple[str, str, str], list[xr.DataArray]] = {}
+    for ds, path, (_, key) in zip(stores, paths, keys.iterrows(), strict=True):
+        course = r_time_course(ds, path)
+        ident = (key["model"], key["feature_space"], key["layer"])
+        courses.setdefault(ident, []).append(course)
+        rows += _peak(course, key["subject"], ident, "value", 1)
+    for ident, parts in courses.items():
+        joined = xr.concat(parts, dim="subject", join="outer")
+        n = int(np.isfinite(joined.values).any(axis=-1).sum())
+        rows += _peak(joined.mean("subject", skipna=True), GROUP_SUBJECT, ident, "mean", n)
+    out = pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+    out["analysis"] = EEG_ENCODING_ANALYSIS
+    return out
+
+
+def _peak(
+    course: xr.DataArray, subject: str, ident: tuple[str, str, str], statistic: str, n: int
+) -> list[dict]:
+    """The two peak rows of one time course (none when it has no finite value)."""
+    values = np.asarray(course.values, dtype=float)
+    if not np.isfinite(values).any():
+        return []
+    peak = int(np.nanargmax(values))
+    model, space, layer = ident
+    base = {
+        "subject": subject,
+        "model": model,
+        "feature_space": space,
+        "layer": layer,
+        "roi": "all",
+        "statistic": statistic,
+        "n_subjects": n,
+        "p_value": np.nan,
+    }
+    latency = float(course["latency"].values[peak])
+    return [
+        {**base, "metric": "peak_r", "value": float(values[peak]), "chance": 0.0},
+        {**base, "metric": "peak_latency", "value": latency, "chance": np.nan},
+    ]
+
+
+def eeg_encoding_rows(
+    stores: Sequence[xr.Dataset],
+    paths: Sequence[str | os.PathLike] = (),
+    topk_percent: float = 10.0,
+) -> pd.DataFrame:
+    """Tidy summary rows of EEG encoding score stores, per subject and model, with group rows.
+
+    Parameters
+    ----------
+    stores : list of xarray.Dataset
+        EEG encoding score stores (one per subject × model): ``r``, ``r_normalized``,
+        ``significant``, ``noise_ceiling_r`` over ``target`` (channel × latency), the
+        coordinates ``roi``, ``channel`` and ``latency`` on ``target``, and the
+        attributes ``subject``, ``model`` and ``feature_spaces``.
+    paths : list of path-like
+        Their paths, named in errors (optional).
+    topk_percent : float
+        Share of targets in ``topk_r``, in ``(0, 100]``.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        With ``analysis = "eeg_encoding"``: the columns of
+        :data:`~neuroflow.evaluation.summary.SUMMARY_COLUMNS` per subject × model ×
+        channel (``roi`` the channel, ``"all"`` over every channel × latency), and
+        group rows (``subject = "group"``, ``statistic`` mean, sd, sem); then
+        ``metric`` ``peak_r`` (the largest channel-averaged test r over latency,
+        chance 0) and ``peak_latency`` (s) per subject (``statistic = "value"``)
+        and of the group mean time course (``statistic = "mean"``).
+    """
+    from neuroflow.evaluation.stage import _store_summary
+    from neuroflow.evaluation.summary import group_summary
+
+    paths = list(paths) or [f"EEG encoding score store {i}" for i in range(len(stores))]
+    if len(paths) != len(stores):
+        raise ValueError(
+            f"`paths` must have one entry per store ({len(stores)}), got {len(paths)} instead."
+        )
+    if not stores:
+        return pd.DataFrame()
+    per_store = []
+    for ds, path in zip(stores, paths, strict=True):
+        table = _store_summary(Path(path), ds, topk_percent)
+        table["layer"] = _layer(ds)
+        per_store.append(table)
+    per_subject = pd.concat(per_store, ignore_index=True)
+    wide = pd.concat([per_subject, group_summary(per_subject)], ignore_index=True)
+    wide["analysis"] = EEG_ENCODING_ANALYSIS
+    keys = pd.concat([t.iloc[:1] for t in per_store], ignore_index=True)
+    return pd.concat([wide, _peak_rows(stores, paths, keys)], ignore_index=True)
+
+
+def eeg_encoding_figures(
+    stores: Sequence[xr.Dataset],
+    plots_dir: str | os.PathLike,
+    paths: Sequence[str | os.PathLike] = (),
+) -> list[Path]:
+    """Channel-averaged test r over latency, one figure per model and one line per subject.
+
+    Parameters
+    ----------
+    stores : list of xarray.Dataset
+        EEG encoding score stores (see :func:`eeg_encoding_rows`). Latency grids
+        that differ are joined (NaN where a store lacks a latency).
+    plots_dir : path-like
+        Folder of the figures: ``eeg_encoding_<model>_r.png``.
+    paths : list of path-like
+        Their paths, named in errors (optional).
+
+    Returns
+    -------
+    paths : list of Path
+        The written figures, in model order.
+    """
+    from neuroflow.decoding import plotting
+
+    paths = list(paths) or ["score store"] * len(stores)
+    by_model: dict[str, dict[str, tuple[xr.Dataset, str | os.PathLike]]] = {}
+    for ds, path in zip(stores, paths, strict=True):
+        model = str(ds.attrs.get("model", Path(path).stem))
+        by_model.setdefault(model, {})[str(ds.attrs.get("subject", "n/a"))] = (ds, path)
+    out = []
+    for model in sorted(by_model):
+        courses = {s: r_time_course(ds, p) for s, (ds, p) in sorted(by_model[model].items())}
+        grid = xr.concat(list(courses.values()), dim="subject", join="outer")["latency"]
+        lines = {f"sub-{s}": course.reindex(latency=grid).values for s, course in courses.items()}
+        out.append(
+            plotting.plot_time_courses(
+                np.asarray(grid.values, dtype=float),
+                lines,
+                Path(plots_dir) / f"eeg_encoding_{model}_r.png",
+                chance=0.0,
+                ylabel="test r (mean over channels)",
+            )
+        )
+    return out

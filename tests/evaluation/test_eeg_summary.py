@@ -1,0 +1,166 @@
+"""EEG encoding rows and figures of the workflow summary (neuroflow.evaluation.eeg_summary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from neuroflow.artifacts import write_dataset
+from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows, r_time_course
+from neuroflow.evaluation.report import summarize_all
+from neuroflow.evaluation.summary import SUMMARY_COLUMNS
+
+
+def _eeg_scores(
+    rng: np.random.Generator,
+    *,
+    subject: str,
+    model: str,
+    peak: float,
+    channels: tuple[str, ...] = ("Fz", "Cz", "Pz", "O1", "O2"),
+    latencies: np.ndarray | None = None,
+    feature_spaces: tuple[str, ...] = ("effnet:blocks.3",),
+) -> xr.Dataset:
+    """A store shaped like the ``eeg_evaluation`` stage's: targets are channel x latency
+    (latency fastest), r peaks at ``peak`` s on every channel, O1 and O2 the strongest."""
+    latencies = np.round(np.arange(-0.1, 0.51, 0.02), 2) if latencies is None else latencies
+    gain = np.where(np.isin(channels, ["O1", "O2"]), 0.6, 0.2)
+    shape = np.exp(-((latencies - peak) ** 2) / (2 * 0.05**2))
+    r = gain[:, None] * shape[None, :] + 0.01 * rng.standard_normal((len(channels), latencies.size))
+    n = r.size
+    return xr.Dataset(
+        {
+            "r": ("target", r.ravel().astype(np.float32)),
+            "r_normalized": ("target", (r.ravel() / 0.8).astype(np.float32)),
+            "significant": ("target", r.ravel() > 0.3),
+            "significant_fwer": ("target", r.ravel() > 0.4),
+            "noise_ceiling_r": ("target", np.full(n, 0.8, np.float32)),
+        },
+        coords={
+            "target": np.arange(n),
+            "channel": ("target", np.repeat(np.array(channels, dtype=object), latencies.size)),
+            "latency": ("target", np.tile(latencies, len(channels))),
+            "roi": ("target", np.repeat(np.array(channels, dtype=object), latencies.size)),
+        },
+        attrs={"subject": subject, "model": model, "feature_spaces": list(feature_spaces)},
+    )
+
+
+@pytest.fixture
+def stores(rng: np.random.Generator) -> list[xr.Dataset]:
+    """Three subjects x two models with different peaks."""
+    out = []
+    for i, subject in enumerate(("01", "02", "03")):
+        out.append(_eeg_scores(rng, subject=subject, model="effnet", peak=0.1 + 0.02 * i))
+        out.append(
+            _eeg_scores(rng, subject=subject, model="words", peak=0.36, feature_spaces=("minilm",))
+        )
+    return out
+
+
+def test_r_time_course_averages_channels(rng: np.random.Generator) -> None:
+    ds = _eeg_scores(rng, subject="01", model="m", peak=0.2)
+    course = r_time_course(ds)
+    assert course.dims == ("latency",) and course.sizes["latency"] == 31
+    expected = pd.Series(ds["r"].values, dtype=float).groupby(ds["latency"].values).mean()
+    np.testing.assert_allclose(course.values, expected.to_numpy(), rtol=1e-6)
+    assert float(course["latency"][int(np.argmax(course.values))]) == pytest.approx(0.2)
+    # target order does not matter
+    shuffled = ds.isel(target=rng.permutation(ds.sizes["target"]))
+    np.testing.assert_allclose(r_time_course(shuffled).values, course.values, rtol=1e-6)
+
+
+def test_eeg_encoding_rows_per_channel_and_peak(stores: list[xr.Dataset]) -> None:
+    table = eeg_encoding_rows(stores, topk_percent=20.0)
+    assert set(table["analysis"]) == {"eeg_encoding"}
+    wide = table[table["metric"].isna()]
+    assert set(SUMMARY_COLUMNS) <= set(wide.columns)
+    per_subject = wide[wide["statistic"] == "value"]
+    # every channel and "all", per subject x model
+    assert len(per_subject) == 3 * 2 * 6
+    assert set(per_subject["roi"]) == {"Fz", "Cz", "Pz", "O1", "O2", "all"}
+    row = per_subject.set_index(["subject", "model", "roi"]).loc[("02", "words", "all")]
+    np.testing.assert_allclose(row["mean_r"], float(stores[3]["r"].mean()), rtol=1e-5)
+    assert row["n_targets"] == stores[3].sizes["target"]
+    o1 = per_subject.set_index(["subject", "model", "roi"]).loc[("01", "effnet", "O1")]
+    fz = per_subject.set_index(["subject", "model", "roi"]).loc[("01", "effnet", "Fz")]
+    assert o1["mean_r"] > 2 * fz["mean_r"]
+    # the layer of a lone ``name:layer`` space is its own column; a plain space has none
+    assert set(per_subject.loc[per_subject["model"] == "effnet", "layer"]) == {"blocks.3"}
+    assert set(per_subject.loc[per_subject["model"] == "words", "layer"]) == {"n/a"}
+    group = wide[(wide["subject"] == "group") & (wide["statistic"] == "mean")]
+    assert len(group) == 2 * 6 and (group["n_subjects"] == 3).all()
+
+    peaks = table[table["metric"].notna()].set_index(["subject", "model", "metric"])
+    for i, subject in enumerate(("01", "02", "03")):
+        latency = peaks.loc[(subject, "effnet", "peak_latency"), "value"]
+        assert latency == pytest.approx(0.1 + 0.02 * i, abs=0.021)
+        course = r_time_course(stores[2 * i])
+        assert peaks.loc[(subject, "effnet", "peak_r"), "value"] == pytest.approx(
+            float(course.max()), rel=1e-6
+        )
+    group_peak = peaks.loc[("group", "words")]
+    assert group_peak.loc["peak_latency", "value"] == pytest.approx(0.36, abs=0.021)
+    assert group_peak.loc["peak_r", "statistic"] == "mean"
+    assert group_peak.loc["peak_r", "n_subjects"] == 3
+    assert group_peak.loc["peak_r", "chance"] == 0.0
+    assert np.isnan(group_peak.loc["peak_latency", "chance"])
+
+
+def test_eeg_encoding_rows_errors(rng: np.random.Generator) -> None:
+    assert eeg_encoding_rows([]).empty
+    ds = _eeg_scores(rng, subject="01", model="m", peak=0.2)
+    path = "results/eeg_evaluation/m-1/sub-01_scores.zarr"
+    with pytest.raises(ValueError, match=r"sub-01_scores\.zarr: an EEG encoding score store must"):
+        eeg_encoding_rows([ds.drop_vars("latency")], [path])
+    doubled = ds.assign_coords(latency=("target", np.zeros(ds.sizes["target"])))
+    with pytest.raises(ValueError, match=r"each \(channel, latency\) must be one target"):
+        eeg_encoding_rows([doubled], [path])
+    with pytest.raises(ValueError, match="`paths` must have one entry per store"):
+        eeg_encoding_rows([ds], ["a.zarr", "b.zarr"])
+
+
+def test_eeg_encoding_figures_one_per_model(
+    stores: list[xr.Dataset], rng: np.random.Generator, tmp_path: Path
+) -> None:
+    # a subject on a coarser latency grid is joined, not dropped
+    coarse = _eeg_scores(
+        rng,
+        subject="04",
+        model="effnet",
+        peak=0.1,
+        latencies=np.round(np.arange(-0.1, 0.51, 0.04), 2),
+    )
+    paths = eeg_encoding_figures([*stores, coarse], tmp_path / "plots")
+    assert [p.name for p in paths] == ["eeg_encoding_effnet_r.png", "eeg_encoding_words_r.png"]
+    for path in paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert eeg_encoding_figures([], tmp_path / "none") == []
+
+
+def test_summarize_all_appends_eeg_encoding(stores: list[xr.Dataset], tmp_path: Path) -> None:
+    paths = [
+        write_dataset(ds, tmp_path / f"eeg_{i}.zarr", provenance={}) for i, ds in enumerate(stores)
+    ]
+    table = tmp_path / "summary" / "scores.tsv"
+    summarize_all(
+        scores=[],
+        table=table,
+        plots_dir=tmp_path / "summary" / "plots",
+        config={},
+        provenance={},
+        eeg_scores=paths,
+    )
+    df = pd.read_csv(table, sep="\t", dtype={"subject": str}, na_values=["n/a"])
+    assert set(df["analysis"]) == {"eeg_encoding"}
+    assert len(df) == len(eeg_encoding_rows(stores))
+    assert {"peak_r", "peak_latency"} <= set(df["metric"].dropna())
+    plots = sorted(p.name for p in (tmp_path / "summary" / "plots").glob("*.png"))
+    assert plots == ["eeg_encoding_effnet_r.png", "eeg_encoding_words_r.png"]
+    # the tidy table is also a store
+    store = xr.open_zarr(table.with_suffix(".zarr"))
+    assert store.sizes["row"] == len(df)
