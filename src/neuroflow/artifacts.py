@@ -49,6 +49,7 @@ __all__ = [
     "build_manifest",
     "build_provenance",
     "canonical_json",
+    "consolidated_metadata_allowed",
     "file_checksum",
     "find_stores",
     "has_manifest",
@@ -58,6 +59,7 @@ __all__ = [
     "read_manifest",
     "read_provenance",
     "software_versions",
+    "variable_length_strings",
     "verify_store",
     "version_id",
     "write_dataset",
@@ -690,6 +692,44 @@ def _default_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     return encoding
 
 
+def variable_length_strings(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its fixed-width text arrays (numpy ``<U``) as variable-length strings.
+
+    Zarr v3 specifies variable-length UTF-8 strings but not numpy's fixed-width
+    unicode, which zarr-python writes with an ``UnstableSpecificationWarning`` and other
+    zarr libraries may not read.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Any dataset; it is not modified.
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        A shallow copy whose text variables and coordinates (index ones included)
+        hold Python strings (``object`` dtype); the same object when there are none.
+    """
+    fixed = [name for name, var in ds.variables.items() if var.dtype.kind == "U"]
+    if not fixed:
+        return ds
+    coords = {n: ds[n].astype(object) for n in fixed if n in ds.coords}
+    data = {n: ds[n].astype(object) for n in fixed if n in ds.data_vars}
+    return ds.assign_coords(coords).assign(data)
+
+
+@contextlib.contextmanager
+def consolidated_metadata_allowed() -> Iterator[None]:
+    """Silence zarr-python's notice that consolidated metadata extends zarr v3.
+
+    neuroflow consolidates every store's metadata (xarray opens it in one read); the
+    notice would otherwise fill every job log.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
+        yield
+
+
 def write_dataset(
     ds: xr.Dataset,
     path: str | os.PathLike,
@@ -719,7 +759,7 @@ def write_dataset(
     path = Path(path)
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__} instead.")
-    out = ds.copy(deep=False)
+    out = variable_length_strings(ds.copy(deep=False))
     from neuroflow.stage_warnings import with_job_warnings
 
     # the job's warnings so far travel with the store
@@ -729,9 +769,7 @@ def write_dataset(
     enc = _default_encoding(out)
     for name, spec in (encoding or {}).items():
         enc.setdefault(name, {}).update(spec)
-    with atomic_directory(path, manifest=True) as tmp, warnings.catch_warnings():
-        # Consolidated metadata is a zarr-python extension of v3; xarray reads it fast.
-        warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
+    with atomic_directory(path, manifest=True) as tmp, consolidated_metadata_allowed():
         out.to_zarr(str(tmp), mode="w", zarr_format=3, consolidated=True, encoding=enc)
     return path
 

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +76,27 @@ def test_write_and_read_roundtrip(tmp_path: Path, rng: np.random.Generator) -> N
     assert {"python", "numpy", "xarray", "zarr"} <= set(record["software"])
     # Plain xarray opens it too.
     assert xr.open_zarr(out)["bold"].shape == (7, 9)
+
+
+def test_text_is_written_without_zarr_spec_warnings(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    ds = _dataset(rng).assign_coords(
+        voxel=np.array([f"v{i}" for i in range(9)]),  # fixed-width unicode index
+        roi=("voxel", np.array(["early_visual", "semantic", "n/a"] * 3)),
+    )
+    ds["label"] = ("time", np.array(["a", "bb", "ccc", "d", "e", "f", "g"]))
+    ds.attrs["note"] = "kept"
+    prov = build_provenance(stage="demo", version="abc", config={})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # zarr's unstable-dtype and consolidated notices fail
+        out = write_dataset(ds, tmp_path / "text.zarr", provenance=prov)
+        back = open_dataset(out)
+        assert back["roi"].values.tolist() == ds["roi"].values.tolist()
+        assert back["voxel"].values.tolist() == ds["voxel"].values.tolist()
+        assert back["label"].values.tolist() == ds["label"].values.tolist()
+    assert back.attrs["note"] == "kept"
+    assert ds["roi"].dtype.kind == "U"  # the caller's dataset is left as it was
 
 
 def test_provenance_records_upstream_versions(tmp_path: Path, rng: np.random.Generator) -> None:

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from neuroflow.evaluation.plotting import (
+    map_color_limits,
     plot_brain_map,
     plot_roi_bars,
     plot_score_timecourse,
@@ -39,6 +40,32 @@ def test_brain_map_all_nan(tmp_path, kind):
     assert paths[0].stat().st_size > 0
     with pytest.raises(ValueError, match="`kind` must be one of"):
         plot_brain_map(img, kind="surface")
+
+
+def test_map_color_limits_ignore_outliers_and_zeros(rng):
+    values = np.concatenate([rng.uniform(0.2, 0.4, 997), [5.0, -6.0, 7.0], np.zeros(500)])
+    threshold, vmax = map_color_limits(rng.permutation(values))
+    assert 0.3 < vmax < 0.45  # three outlying voxels of 1,000 do not set the scale
+    assert 0 < threshold < 0.2  # every scored voxel is drawn, the zeros are not
+    assert map_color_limits(np.zeros((3, 4))) == (1e-12, 1.0)
+    assert map_color_limits(np.full(5, np.nan))[1] == 1.0
+    with pytest.raises(ValueError, match="`percentile` must be in"):
+        map_color_limits(values, percentile=0)
+
+
+def test_brain_map_zero_voxels_are_transparent(rng):
+    ijk = np.array([[i, j, k] for i in range(1, 9) for j in range(1, 9) for k in range(1, 7)])
+    values = rng.uniform(0.2, 0.4, len(ijk))
+    values[:100] = 0.0  # not significant
+    values[100] = 9.0  # one outlier
+    img = scores_to_nifti(values, ijk, affine=np.eye(4), mask_shape=[10, 10, 8])
+    fig = plot_brain_map(img, kind="stat_map")
+    images = [im for ax in fig.axes for im in ax.get_images()]
+    assert images
+    _, vmax = map_color_limits(values)
+    for image in images:
+        assert image.norm.vmax == pytest.approx(vmax) and vmax < 1.0
+        assert np.ma.count_masked(image.get_array()) > 0  # zeros and outside: transparent
 
 
 def test_roi_bars_and_timecourse(tmp_path, rng):

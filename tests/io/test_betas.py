@@ -270,7 +270,7 @@ def test_store_layout_matches_single_trial_estimates(tmp_path, rng):
     np.testing.assert_array_equal(np.stack([ds[c].values for c in "ijk"], axis=1), ijk)
     world = nib.affines.apply_affine(AFFINE, ijk)
     np.testing.assert_allclose(np.stack([ds[c].values for c in "xyz"], axis=1), world, atol=1e-5)
-    assert (ds["roi"].values == "").all()
+    assert (ds["roi"].values == "unlabelled").all()
     # values: z-scored within each session
     expected = np.concatenate([zscore_within(v, np.zeros(len(v))) for v in (v1, v2)])
     np.testing.assert_allclose(ds["betas"].values, expected, rtol=1e-5, atol=1e-5)
@@ -380,7 +380,7 @@ def test_roi_from_atlas(tmp_path, rng):
     atlas_path = _nifti(tmp_path / "atlas.nii.gz", atlas)
     labels = _touch(tmp_path / "labels.tsv", "index\tname\n1\tV1\n7\tFFA\n")
     ds = _import([s1], tmp_path, roi_atlas=atlas_path, roi_labels=labels)
-    names = {0: "", 1: "V1", 7: "FFA"}
+    names = {0: "unlabelled", 1: "V1", 7: "FFA"}
     expected = [names[int(v)] for v in atlas[mask]]
     assert list(ds["roi"].values) == expected
     with pytest.raises(ValueError, match=r"`roi_labels` is given but `roi_atlas` is not"):

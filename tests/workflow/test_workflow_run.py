@@ -16,6 +16,7 @@ import yaml
 from workflow_helpers import REPO, TINY_CONFIG, planned_jobs, snakemake, write_config
 
 from neuroflow.artifacts import PROVENANCE_KEY, read_provenance
+from neuroflow.variables import undescribed
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
@@ -58,6 +59,28 @@ def test_every_stage_writes_versioned_xarray_stores(tiny_run: Path) -> None:
         assert record["config"], store
     # No leftovers of interrupted writes.
     assert not list((tiny_run / "results").rglob("*.partial-*"))
+
+
+def test_job_logs_have_no_zarr_format_warnings(tiny_run: Path) -> None:
+    logs = list((tiny_run / "logs").rglob("*.log"))
+    assert len(logs) > 10
+    for log in logs:
+        text = log.read_text()
+        assert "UnstableSpecificationWarning" not in text, log
+        assert "Consolidated metadata" not in text, log
+
+
+def test_decoding_rsa_and_summary_variables_are_described(tiny_run: Path) -> None:
+    results = tiny_run / "results"
+    stores = [
+        *results.glob("decoding/*/decoding_eeg.zarr"),
+        *results.glob("decoding/*/subjects/*.zarr"),
+        *results.glob("rsa/*/*.zarr"),
+        *results.glob("summary/*/scores.zarr"),
+    ]
+    assert {p.relative_to(results).parts[0] for p in stores} == {"decoding", "rsa", "summary"}
+    for store in stores:
+        assert undescribed(xr.open_zarr(store)) == [], store
 
 
 def test_nothing_to_do_after_a_full_run(tiny_run: Path) -> None:

@@ -31,6 +31,8 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.io.events import is_missing
+from neuroflow.rois import labelled_rois
+from neuroflow.variables import describe_variables
 
 from .features import fit_feature_decoder, zscore_features
 from .identification import average_by_stimulus, identification_metrics, identification_null
@@ -41,7 +43,7 @@ __all__ = ["FORMAT_VERSION", "decode_fmri", "identify_stimuli"]
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 #: Label of the "every voxel" region.
 ALL_VOXELS = "all"
@@ -121,7 +123,7 @@ def _regions(ds: xr.Dataset) -> dict[str, np.ndarray]:
     roi = np.array([str(v) for v in ds["roi"].values]) if "roi" in ds.coords else None
     out = {}
     if roi is not None:
-        for name in sorted(set(roi) - {""}):
+        for name in labelled_rois(roi):
             out[name] = np.flatnonzero(roi == name)
     out[ALL_VOXELS] = np.arange(ds.sizes["voxel"])
     return out
@@ -249,4 +251,4 @@ def decode_fmri(
             "feature_models": {n: feature_info(p) for n, p in features.items()},
         },
     )
-    return write_dataset(out, output, provenance=provenance)
+    return write_dataset(describe_variables(out), output, provenance=provenance)

@@ -44,6 +44,7 @@ from sklearn.decomposition import PCA
 
 from neuroflow.artifacts import write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.variables import describe_variables
 
 from .contrastive import fit_contrastive
 from .features import bin_window, fit_feature_decoder, zscore_features
@@ -75,7 +76,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 STAGE = "decode_eeg"
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -605,7 +606,7 @@ def decode_eeg_subject(
             f"{', '.join(s.subject for s in subjects)} instead."
         )
     ds = _decode_subjects(subjects, features, cfg)
-    return write_dataset(ds, output, provenance=provenance)
+    return write_dataset(describe_variables(ds), output, provenance=provenance)
 
 
 def combine_eeg_decoding(
@@ -639,9 +640,8 @@ def combine_eeg_decoding(
         raise ValueError("`subjects` must list at least one decoding store, got none.")
     cfg = resolve_config(config)
     parts = [open_dataset(p).load() for p in subjects]
-    return write_dataset(
-        combine_subjects(parts, cfg, sources=subjects), output, provenance=provenance
-    )
+    combined = combine_subjects(parts, cfg, sources=subjects)
+    return write_dataset(describe_variables(combined), output, provenance=provenance)
 
 
 def decode_eeg(
@@ -711,9 +711,8 @@ def decode_eeg(
     subjects = load_subject_epochs(epochs)
     parts = [_decode_subjects([sub], features, cfg) for sub in subjects]
     sources = [str(sub.sources[0]) for sub in subjects]
-    return write_dataset(
-        combine_subjects(parts, cfg, sources=sources), output, provenance=provenance
-    )
+    combined = combine_subjects(parts, cfg, sources=sources)
+    return write_dataset(describe_variables(combined), output, provenance=provenance)
 
 
 def _decode_subjects(

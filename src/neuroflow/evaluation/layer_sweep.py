@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 from neuroflow.encoding.trials import TRIAL_MODEL_SUFFIX
 from neuroflow.evaluation.plotting import _new_figure
 from neuroflow.evaluation.summary import ALL_ROI, GROUP_SUBJECT
+from neuroflow.rois import labelled_rois
 
 __all__ = [
     "LAYER_SWEEP_COLUMNS",
@@ -88,7 +89,7 @@ def _roi_means(ds: xr.Dataset, path: str) -> list[dict]:
     cv = np.asarray(ds["cv_score"].values, dtype=float)
     roi = np.array([str(v) for v in ds["roi"].values], dtype=object)
     rows = []
-    for label in [*sorted(set(roi.tolist()) - {""}), ALL_ROI]:
+    for label in [*labelled_rois(roi.tolist()), ALL_ROI]:
         sel = np.ones(r.shape, bool) if label == ALL_ROI else roi == label
         rows.append(
             {

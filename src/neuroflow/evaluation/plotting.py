@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 __all__ = [
     "BRAIN_MAP_KINDS",
+    "map_color_limits",
     "plot_brain_map",
     "plot_roi_bars",
     "plot_score_timecourse",
@@ -85,6 +86,36 @@ def scores_to_nifti(
     return nib.Nifti1Image(data, affine)
 
 
+def map_color_limits(data: np.ndarray, percentile: float = 99.0) -> tuple[float, float]:
+    """Transparency threshold and colour limit of a score map.
+
+    Parameters
+    ----------
+    data : array-like, any shape
+        Scores; 0 marks voxels without a score to show (outside the mask, or not
+        significant), NaN is ignored.
+    percentile : float
+        Percentile of the non-zero absolute scores that sets the colour limit, so
+        that a few outlying voxels do not wash out the rest of the map.
+
+    Returns
+    -------
+    threshold : float
+        Scores smaller in absolute value are drawn transparent (0 is).
+    vmax : float
+        Colour scale limit (symmetric); 1 for a map without a non-zero score.
+    """
+    if not 0 < percentile <= 100:
+        raise ValueError(f"`percentile` must be in (0, 100], got {percentile!r} instead.")
+    values = np.abs(np.asarray(data, dtype=np.float64))
+    values = values[np.isfinite(values) & (values > 0)]
+    if not values.size:
+        return 1e-12, 1.0
+    vmax = float(np.percentile(values, percentile))
+    threshold = min(float(values.min()), vmax) / 2
+    return threshold, vmax
+
+
 def plot_brain_map(
     img: nib.Nifti1Image,
     *,
@@ -105,7 +136,9 @@ def plot_brain_map(
     title : str | None
         Figure title.
     vmax : float | None
-        Colour scale limit; by default the largest absolute finite score.
+        Colour scale limit; by default the 99th percentile of the non-zero absolute
+        scores (see :func:`map_color_limits`). Voxels scoring 0 (outside the mask,
+        or masked as not significant) are transparent.
 
     Returns
     -------
@@ -118,12 +151,18 @@ def plot_brain_map(
         raise ValueError(
             f"`kind` must be one of {', '.join(BRAIN_MAP_KINDS)}, got {kind!r} instead."
         )
-    data = np.asarray(img.dataobj, dtype=np.float64)
+    threshold, robust = map_color_limits(np.asarray(img.dataobj))
     if vmax is None or not np.isfinite(vmax) or vmax <= 0:
-        finite = np.abs(data[np.isfinite(data)])
-        vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+        vmax = robust
     fig = _new_figure((8, 3))
-    common = {"figure": fig, "title": title, "vmax": vmax, "colorbar": True, "cmap": "RdBu_r"}
+    common = {
+        "figure": fig,
+        "title": title,
+        "vmax": vmax,
+        "threshold": min(threshold, vmax / 2),
+        "colorbar": True,
+        "cmap": "RdBu_r",
+    }
     with warnings.catch_warnings():
         # an all-zero map is drawn empty; nilearn's "empty image" notices add nothing
         warnings.filterwarnings("ignore", message=".*empty.*", category=UserWarning)

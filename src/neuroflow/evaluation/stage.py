@@ -39,6 +39,7 @@ from neuroflow.evaluation.summary import (
     group_summary,
     roi_summary,
 )
+from neuroflow.variables import describe_variables
 
 logger = logging.getLogger(__name__)
 
@@ -592,7 +593,8 @@ def summarize_scores(
     )
     group = group_summary(per_subject)
     full = pd.concat([per_subject, group], ignore_index=True)[list(SUMMARY_COLUMNS)]
-    write_dataset(_group_dataset(group), table.with_suffix(".zarr"), provenance=provenance)
+    group_store = describe_variables(_group_dataset(group))
+    write_dataset(group_store, table.with_suffix(".zarr"), provenance=provenance)
     plots = cfg["plots"]
     with atomic_directory(plots_dir) as tmp:
         if plots["enabled"]:

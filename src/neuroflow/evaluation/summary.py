@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from neuroflow.rois import labelled_rois
+
 __all__ = [
     "ALL_ROI",
     "GROUP_SUBJECT",
@@ -103,7 +105,8 @@ def roi_summary(
     significant : array-like of bool, shape (n_targets,)
         Significance after FDR correction.
     roi : sequence of str, shape (n_targets,)
-        ROI label per target; ``""`` marks unlabelled targets, which count only
+        ROI label per target; ``"unlabelled"`` (or ``""``) marks targets outside every
+        region, which count only
         in the :data:`ALL_ROI` row.
     topk_percent : float
         Share of best targets averaged in ``topk_r``, in ``(0, 100]``.
@@ -132,7 +135,7 @@ def roi_summary(
     for name, value in arrays.items():
         if value.ndim != 1 or value.shape != n:
             raise ValueError(f"`{name}` must have shape {n} like `r`, got {value.shape} instead.")
-    labels = sorted(set(arrays["roi"].tolist()) - {""})
+    labels = labelled_rois(arrays["roi"].tolist())
     rows = []
     for label in [*labels, ALL_ROI]:
         sel = np.ones(n, bool) if label == ALL_ROI else arrays["roi"] == label

@@ -49,7 +49,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from neuroflow.artifacts import PROVENANCE_KEY, _jsonable, atomic_directory
+from neuroflow.artifacts import (
+    PROVENANCE_KEY,
+    _jsonable,
+    atomic_directory,
+    consolidated_metadata_allowed,
+    variable_length_strings,
+)
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.events import EVENTS_LAYER, read_event_features
 from neuroflow.features.registry import Extractor, check_modality, get_extractor
@@ -196,6 +202,7 @@ class _RowWriter:
                 },
             }
         )
+        coords = variable_length_strings(coords)
         coords.to_zarr(str(self.path), mode="w", zarr_format=3, consolidated=False)
         per_row = max(n_features * self.dtype.itemsize, 1)
         self.chunk_rows = int(min(len(self.ids), max(1, CHUNK_BYTES // per_row)))
@@ -318,7 +325,8 @@ def _finalize(path: Path, attrs: Mapping[str, Any], var_attrs: Mapping[str, Any]
     group = zarr.open_group(str(path), mode="a")
     group.attrs.update(_jsonable(with_job_warnings(attrs)))  # + the job's warnings so far
     group["features"].attrs.update(_jsonable(dict(var_attrs)))
-    zarr.consolidate_metadata(str(path))
+    with consolidated_metadata_allowed():
+        zarr.consolidate_metadata(str(path))
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from neuroflow.io.bids import (
 )
 from neuroflow.io.files import load_nifti
 from neuroflow.io.records import BetasSession
+from neuroflow.rois import UNLABELLED
 
 __all__ = ["import_betas", "index_betas", "read_trials"]
 
@@ -715,7 +716,7 @@ def import_betas(
 
     voxels = grid.voxels
     world = nib.affines.apply_affine(grid.affine, voxels)
-    roi = _strings([""] * n_voxels)
+    roi = _strings([UNLABELLED] * n_voxels)
     if roi_atlas is not None:
         reference = nib.Nifti1Image(np.zeros(grid.shape, np.uint8), grid.affine)
         _, roi = _roi_coordinate(

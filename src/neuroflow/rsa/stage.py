@@ -34,6 +34,8 @@ from neuroflow.config import merge_defaults
 from neuroflow.decoding.identification import average_by_stimulus
 from neuroflow.decoding.inputs import feature_info, load_subject_epochs, stimulus_features
 from neuroflow.io.events import events_from_store, is_missing, stimulus_mask
+from neuroflow.rois import labelled_rois
+from neuroflow.variables import describe_variables
 
 from .analysis import alignment_patterns, cross_temporal_rsa
 from .compare import compare_rdms, noise_ceiling
@@ -48,7 +50,7 @@ __all__ = [
     "rsa_fmri",
 ]
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +315,7 @@ def rsa_eeg(
             "noise_ceiling": "computed" if repeated else "skipped: too few repeated stimuli",
         }
     )
-    return write_dataset(ds, output, provenance=provenance)
+    return write_dataset(describe_variables(ds), output, provenance=provenance)
 
 
 def event_responses(run: xr.Dataset, *, lag: float, where: str = "run") -> np.ndarray:
@@ -448,7 +450,7 @@ def rsa_fmri(
             f"{by_sub[subs[0]][0]}: RSA needs at least 3 stimuli (field `stim_file`) shown in "
             f"{cfg['min_repeats']}+ runs of every subject, got {common.size}."
         )
-    rois = sorted(set.intersection(*(set(loaded[s][3]) for s in subs)) - {""})
+    rois = labelled_rois(set.intersection(*(set(loaded[s][3]) for s in subs)))
     if not rois:
         raise ValueError(f"{by_sub[subs[0]][0]}: no ROI labels (field `roi`).")
     methods = list(cfg["comparisons"])
@@ -519,4 +521,4 @@ def rsa_fmri(
             "feature_models": {n: feature_info(p) for n, p in features.items()},
         }
     )
-    return write_dataset(ds, output, provenance=provenance)
+    return write_dataset(describe_variables(ds), output, provenance=provenance)

@@ -42,7 +42,7 @@ def test_store_layout(make_run, tmp_path):
     assert run["brain"][i, j, k].all()
     np.testing.assert_allclose(ds["x"].values, 2.0 * i)
     np.testing.assert_allclose(ds["z"].values, 2.5 * k)
-    assert (ds["roi"].values == "").all()
+    assert (ds["roi"].values == "unlabelled").all()
     assert ds.attrs["tr"] == 2.0
     assert ds.attrs["mask_shape"] == [7, 8, 9]
     assert np.allclose(ds.attrs["affine"], np.diag([2.0, 2.0, 2.5, 1.0]))
@@ -168,8 +168,8 @@ def test_raw_global_signal_and_skipped_components(make_run, tmp_path):
 def test_rois_and_parcels(make_run, tmp_path):
     run = make_run()
     labels = np.zeros((7, 8, 9), np.int16)
-    labels[1:4, 1:-1, 1:-1] = 1
-    labels[4:6, 1:-1, 1:-1] = 2
+    labels[1:3, 1:-1, 1:-1] = 1
+    labels[3, 1:-1, 1:-1] = 2
     atlas = tmp_path / "atlas.nii.gz"
     nib.save(nib.Nifti1Image(labels, np.diag([2.0, 2.0, 2.5, 1.0])), atlas)
     tsv = tmp_path / "atlas.tsv"
@@ -177,9 +177,10 @@ def test_rois_and_parcels(make_run, tmp_path):
     cfg = {"rois": {"atlas": str(atlas), "labels": str(tsv), "parcels": True}}
     ds = open_dataset(_run(run, tmp_path / "o.zarr", cfg))
     i = ds["i"].values
-    assert set(ds["roi"].values[i < 4]) == {"V1"}
-    assert set(ds["roi"].values[(i >= 4) & (i < 6)]) == {"FFA"}
-    assert set(ds["roi"].values[i == 6]) <= {""}
+    assert set(ds["roi"].values[i < 3]) == {"V1"}
+    assert set(ds["roi"].values[i == 3]) == {"FFA"}
+    # voxels outside every region (the mask reaches i = 4) are labelled, never left blank
+    assert set(ds["roi"].values[i >= 4]) == {"unlabelled"}
     assert list(ds["parcel"].values) == ["V1", "FFA"]
     expected = ds["bold"].values[:, ds["roi"].values == "FFA"].mean(axis=1)
     np.testing.assert_allclose(ds["parcel_bold"].values[:, 1], expected, atol=1e-5)

@@ -93,7 +93,7 @@ __all__ = [
 ]
 
 #: Bumped when the meaning of the stage's output changes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 #: Defaults of the ``single_trial`` config section (see its schema).
 DEFAULT_CONFIG: dict[str, Any] = {

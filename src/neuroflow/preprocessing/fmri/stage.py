@@ -46,6 +46,7 @@ from neuroflow.preprocessing.fmri.inputs import (
     repetition_time,
     sidecar_paths,
 )
+from neuroflow.rois import UNLABELLED
 from neuroflow.stage_warnings import record_warnings
 
 __all__ = [
@@ -60,7 +61,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Bumped when the meaning of the stage's output changes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 #: Defaults of the ``preprocess_fmri`` config section (see its schema).
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -250,7 +251,8 @@ def _roi_coordinate(
     labels: Path | None,
     source: str,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-voxel label values and names ("" when unlabelled)."""
+    """Per-voxel label values and names (:data:`~neuroflow.rois.UNLABELLED` outside
+    every region)."""
     if not Path(atlas).is_file():
         raise FileNotFoundError(f"ROI atlas {atlas} does not exist.")
     atlas_img = load_nifti(atlas, "ROI atlas")
@@ -269,7 +271,7 @@ def _roi_coordinate(
             "naming them 'label-<value>'.",
             stacklevel=2,
         )
-    roi = _strings(["" if v == 0 else names.get(int(v), f"label-{int(v)}") for v in values])
+    roi = _strings([UNLABELLED if v == 0 else names.get(int(v), f"label-{int(v)}") for v in values])
     return values, roi
 
 
@@ -557,7 +559,7 @@ def _clean_run(
         "x": ("voxel", world[:, 0], {"units": "mm"}),
         "y": ("voxel", world[:, 1], {"units": "mm"}),
         "z": ("voxel", world[:, 2], {"units": "mm"}),
-        "roi": ("voxel", roi if roi is not None else _strings([""] * len(voxels))),
+        "roi": ("voxel", roi if roi is not None else _strings([UNLABELLED] * len(voxels))),
     }
     variables: dict[str, Any] = {
         "bold": (("time", "voxel"), cleaned, {"units": "z" if cfg["standardize"] else "a.u."}),

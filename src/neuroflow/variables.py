@@ -1,0 +1,188 @@
+"""Long names and units of the variables in the decoding, RSA and summary stores.
+
+Every variable of these stores gets a ``long_name`` (what it is) and ``units`` (the
+physical unit, or the measure when it has none: ``"balanced accuracy"``, ``"Pearson r"``,
+``"p-value"``), the CF attributes xarray and its plotting read; every dimension gets a
+coordinate. :func:`describe_variables` fills them from :data:`DESCRIPTIONS` (attributes
+a stage set itself are kept), and :func:`undescribed` lists what is still missing, so a
+test can hold every store to it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["DESCRIPTIONS", "describe_variables", "undescribed"]
+
+_RANK = "fraction correct (top-k) or rank (mean_rank), see `metric`"
+_SIMILARITY = "similarity (the `comparison` measure)"
+
+#: Variable name (regular expression, whole name) -> (long name, units), first match
+#: wins. ``group_`` prefixes and ``_sd`` / ``_sem`` suffixes are handled by
+#: :func:`describe_variables`.
+DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
+    # EEG decoding: classification over time
+    ("class_score", "time-resolved classification score on held-out epochs", "balanced accuracy"),
+    ("class_null", "classification score under label permutations", "balanced accuracy"),
+    ("class_chance", "chance level of the classification", "balanced accuracy"),
+    (
+        "generalization",
+        "score of a classifier trained at train_time, tested at time",
+        "balanced accuracy",
+    ),
+    # EEG decoding: feature components over time
+    (
+        "feature_score",
+        "Pearson r between decoded and true feature components on held-out epochs",
+        "Pearson r",
+    ),
+    ("feature_null_mean", "mean decoding r under permutations", "Pearson r"),
+    ("feature_n_components", "feature principal components decoded", "count"),
+    ("feature_peak_latency", "latency of the peak decoding r", "s"),
+    ("feature_onset_latency", "latency of the first significant decoding cluster", "s"),
+    # cluster tests
+    (
+        r".*_cluster_p_raw",
+        "cluster-level permutation p-value, before the inconclusive check",
+        "p-value",
+    ),
+    (r".*_cluster_p", "cluster-level permutation p-value (NaN where inconclusive)", "p-value"),
+    (r".*_inconclusive", "whether the test had too few permutations for its threshold", "boolean"),
+    # identification of held-out stimuli
+    ("identification", "identification of held-out stimuli among each other", _RANK),
+    ("identification_p", "permutation p-value of the identification score", "p-value"),
+    ("identification_chance", "chance level of the identification score", _RANK),
+    ("identification_null", "identification score under stimulus permutations", _RANK),
+    ("n_test_stimuli", "held-out stimuli identified", "count"),
+    # RSA
+    ("brain_rdm", "EEG dissimilarity of each stimulus pair", "dissimilarity (`rdm_method`)"),
+    ("roi_rdm", "ROI dissimilarity of each stimulus pair", "dissimilarity (`rdm_method`)"),
+    (
+        "model_rdm",
+        "model-layer dissimilarity of each stimulus pair",
+        "dissimilarity (correlation distance)",
+    ),
+    ("cross_temporal", "similarity of the EEG and model RDMs at each time", _SIMILARITY),
+    (
+        "cross_temporal_mean",
+        "similarity of the EEG and model RDMs, mean over subjects",
+        _SIMILARITY,
+    ),
+    ("model_similarity", "similarity of the ROI and model-layer RDMs", _SIMILARITY),
+    ("noise_ceiling", "noise ceiling of the RDM similarity (lower and upper bound)", _SIMILARITY),
+    ("noise_ceiling_subject", "noise ceiling of one subject's RDM similarity", _SIMILARITY),
+    ("n_rsa_stimuli", "stimuli in the RDMs", "count"),
+    ("roi_alignment", "similarity of the ROIs' RDMs (ROI x ROI pattern)", _SIMILARITY),
+    ("model_alignment", "ROI x ROI pattern predicted by the model's layers", _SIMILARITY),
+    (
+        "alignment_agreement",
+        "correlation of the model's and the brain's ROI x ROI patterns",
+        "Pearson r",
+    ),
+    (
+        "alignment_subject_agreement",
+        "agreement of the model's ROI x ROI pattern with each subject's",
+        "Pearson r",
+    ),
+    (
+        "alignment_between_subject",
+        "mean agreement of one subject's ROI x ROI pattern with the others'",
+        "Pearson r",
+    ),
+    # summary (roi x model)
+    ("mean_r", "mean test-set Pearson r over the ROI's targets", "Pearson r"),
+    ("median_r", "median test-set Pearson r over the ROI's targets", "Pearson r"),
+    ("topk_r", "mean test-set Pearson r of the ROI's best targets (`topk_percent`)", "Pearson r"),
+    (
+        "mean_r_normalized",
+        "mean noise-normalised r over the ROI's targets",
+        "fraction of the noise ceiling",
+    ),
+    ("frac_significant", "share of the ROI's targets significant after FDR", "fraction"),
+    (
+        "frac_significant_fwer",
+        "share of the ROI's targets significant after max-statistic FWER",
+        "fraction",
+    ),
+    ("noise_ceiling_r", "mean noise ceiling over the ROI's targets", "Pearson r"),
+    ("n_targets", "targets in the ROI", "count"),
+    ("n_subjects", "subjects with a finite score", "count"),
+)
+
+_SPREAD = {"_sd": "across-subject SD of the ", "_sem": "across-subject SEM of the "}
+
+
+def _lookup(name: str) -> tuple[str, str] | None:
+    """Long name and units of ``name``, or None when no description matches."""
+    if name.startswith("group_"):
+        found = _lookup(name.removeprefix("group_"))
+        return None if found is None else (f"group test: {found[0]}", found[1])
+    for pattern, long_name, units in DESCRIPTIONS:
+        if re.fullmatch(pattern, name):
+            return long_name, units
+    for suffix, prefix in _SPREAD.items():
+        if name.endswith(suffix):
+            found = _lookup(name.removesuffix(suffix))
+            return None if found is None else (prefix + found[0], found[1])
+    return None
+
+
+def describe_variables(ds: xr.Dataset) -> xr.Dataset:
+    """Fill in ``long_name`` and ``units`` of every data variable, and index missing dims.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A decoding, RSA or summary dataset; it is not modified.
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        A shallow copy: each data variable has the attributes of its
+        :data:`DESCRIPTIONS` entry where it had none of its own, and every dimension
+        without a coordinate (e.g. ``permutation``) an integer index ``0 .. n-1``.
+    """
+    out = ds.copy(deep=False)
+    for name, var in out.data_vars.items():
+        found = _lookup(str(name))
+        if found is None:
+            continue
+        attrs = dict(var.attrs)
+        attrs.setdefault("long_name", found[0])
+        attrs.setdefault("units", found[1])
+        out[name].attrs = attrs
+    bare = [dim for dim in out.dims if not _has_coordinate(out, dim)]
+    return out.assign_coords({dim: np.arange(out.sizes[dim]) for dim in bare})
+
+
+def _has_coordinate(ds: xr.Dataset, dim: str) -> bool:
+    """Whether some coordinate of ``ds`` runs along ``dim``."""
+    return any(dim in coord.dims for coord in ds.coords.values())
+
+
+def undescribed(ds: xr.Dataset) -> list[str]:
+    """What :func:`describe_variables` would still have to fill in.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Any dataset.
+
+    Returns
+    -------
+    problems : list of str
+        ``"<variable>: no long_name"`` / ``"<variable>: no units"`` and
+        ``"dimension <dim>: no coordinate"``; empty when every variable is described.
+    """
+    problems = [
+        f"{name}: no {attr}"
+        for name, var in ds.data_vars.items()
+        for attr in ("long_name", "units")
+        if attr not in var.attrs
+    ]
+    return problems + [
+        f"dimension {d}: no coordinate" for d in ds.dims if not _has_coordinate(ds, d)
+    ]
