@@ -532,6 +532,27 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- export
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export stores as NIfTI maps, MNE fif files, npy/HDF5 features and a TSV summary."""
+    from neuroflow.export import export_results
+
+    written = export_results(
+        args.paths,
+        args.output,
+        kinds=args.kinds or ("maps", "epochs", "features", "summary"),
+        features_format=args.features_format,
+    )
+    for kind, files in written.items():
+        print(f"{kind}: {len(files)} files")
+        for path in files:
+            print(f"  {path}")
+    if not any(written.values()):
+        print(f"neuroflow export: no store of {list(written)} under {args.paths}.", file=sys.stderr)
+        return 1
+    return 0
+
+
 # --------------------------------------------------------------------------- demo-data
 def cmd_demo_data(args: argparse.Namespace) -> int:
     """Generate the embedded demo dataset into a folder."""
@@ -719,6 +740,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="confirm --include-recent without asking")
     add_config_args(p)
     p.set_defaults(func=cmd_gc)
+
+    p = sub.add_parser(
+        "export",
+        help="export stores in the formats of the field (NIfTI, MNE fif, npy/HDF5, TSV)",
+        description="Export the stores under the given results folders (or the stores "
+        "named): voxel-wise score maps as NIfTI statistical maps with BIDS-derivatives "
+        "names (stat-r, stat-rnormalized, stat-p and FDR-thresholded desc-fdr maps), EEG "
+        "epochs as MNE -epo.fif with the evoked response per condition in -ave.fif, "
+        "features as .npy per layer (or HDF5) with the stimulus order, and the summary "
+        "table with a JSON sidecar of its columns. Every file gets a JSON sidecar naming "
+        "the store, stage and version it came from. Two versions of one model would "
+        "write the same file: name the stores of one version, or remove the other with "
+        "`neuroflow gc`.",
+    )
+    p.add_argument("paths", nargs="+", help="results folders, version folders or stores")
+    p.add_argument("--output", "-o", required=True, help="export folder (created)")
+    p.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=["maps", "epochs", "features", "summary"],
+        help="what to export (default: all)",
+    )
+    p.add_argument(
+        "--features-format",
+        choices=["npy", "h5"],
+        default="npy",
+        help="file format of the features (%(default)s)",
+    )
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(
         "demo-data",

@@ -15,7 +15,7 @@ import re
 import numpy as np
 import xarray as xr
 
-__all__ = ["DESCRIPTIONS", "describe_variables", "undescribed"]
+__all__ = ["DESCRIPTIONS", "describe_variables", "undescribed", "variable_description"]
 
 _RANK = "fraction correct (top-k) or rank (mean_rank), see `metric`"
 _SIMILARITY = "similarity (the `comparison` measure)"
@@ -111,6 +111,23 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
     ("n_targets", "targets in the ROI", "count"),
     ("n_subjects", "subjects with a finite score", "count"),
 )
+
+
+def variable_description(name: str) -> tuple[str, str] | None:
+    """Long name and units of a variable (or summary column) named ``name``.
+
+    Parameters
+    ----------
+    name : str
+        E.g. ``"class_score"``, ``"group_feature_cluster_p"`` or ``"mean_r_sem"``.
+
+    Returns
+    -------
+    description : tuple of str | None
+        ``(long_name, units)``; None when :data:`DESCRIPTIONS` has no entry for it.
+    """
+    return _lookup(name)
+
 
 _SPREAD = {"_sd": "across-subject SD of the ", "_sem": "across-subject SEM of the "}
 

@@ -83,6 +83,16 @@ def test_decoding_rsa_and_summary_variables_are_described(tiny_run: Path) -> Non
         assert undescribed(xr.open_zarr(store)) == [], store
 
 
+def test_long_steps_log_their_progress(tiny_run: Path) -> None:
+    logs = {p: p.read_text() for p in (tiny_run / "logs" / "features").rglob("*.log")}
+    assert logs
+    for log, text in logs.items():
+        assert "extraction: 100% (" in text and "/s, done" in text, log
+    evaluation = [p.read_text() for p in (tiny_run / "logs" / "evaluation").rglob("*.log")]
+    assert evaluation
+    assert all("permutation null (50 orders): 100% (" in text for text in evaluation)
+
+
 def test_nothing_to_do_after_a_full_run(tiny_run: Path) -> None:
     assert planned_jobs(tiny_run) == {}
 
@@ -129,6 +139,51 @@ def test_provenance_chain_reaches_raw_inputs(tiny_run: Path) -> None:
     assert "Provenance chain:" in out
     for stage in ("evaluation/", "encoding/", "preprocess_fmri", "align_features/", "demo"):
         assert f"stage={stage}" in out, stage
+
+
+def test_export_in_the_formats_of_the_field(tiny_run: Path, tmp_path: Path) -> None:
+    import json
+
+    import mne
+    import nibabel as nib
+
+    out = tmp_path / "export"
+    proc = _neuroflow(tiny_run, "export", "results", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    # one voxel-wise map per statistic, placed where the store's voxel indices say
+    (scores,) = (tiny_run / "results" / "evaluation").glob("visual-*/sub-01_scores.zarr")
+    ds = xr.open_zarr(scores)
+    img = nib.load(out / "sub-01" / "func" / "sub-01_task-movie_model-visual_stat-r_statmap.nii.gz")
+    data = np.asarray(img.dataobj)
+    ijk = np.stack([ds[c].values for c in "ijk"], axis=1)
+    np.testing.assert_allclose(data[tuple(ijk.T)], ds["r"].values, rtol=1e-6)
+    fdr = nib.load(next((out / "sub-01" / "func").glob("*visual_desc-fdr_stat-r_statmap.nii.gz")))
+    kept = np.asarray(fdr.dataobj)[tuple(ijk.T)]
+    assert (kept[~ds["significant"].values] == 0).all()
+    sidecar = json.loads(
+        next((out / "sub-01" / "func").glob("*visual_stat-r_statmap.json")).read_text()
+    )
+    assert sidecar["Sources"] == [str(scores.relative_to(tiny_run))]
+    assert sidecar["NeuroflowVersion"] == scores.parent.name.rsplit("-", 1)[1]
+    # epochs and evoked responses that MNE reads back
+    (epo_store,) = (tiny_run / "results" / "preprocess_eeg").glob("*/sub-01/*_epo.zarr")
+    epochs = mne.read_epochs(next((out / "sub-01" / "eeg").glob("*_epo.fif")), verbose="error")
+    np.testing.assert_allclose(
+        epochs.get_data(), xr.open_zarr(epo_store)["epochs"].values, rtol=1e-5, atol=1e-12
+    )
+    assert set(epochs.metadata["stimulus"]) == set(xr.open_zarr(epo_store)["stimulus"].values)
+    evokeds = mne.read_evokeds(next((out / "sub-01" / "eeg").glob("*_ave.fif")), verbose="error")
+    assert {e.comment for e in evokeds} == set(epochs.event_id)
+    # features as arrays with their stimulus order, and the summary with its sidecar
+    (minilm,) = (tiny_run / "results" / "features").glob("minilm-*/*.zarr")
+    features = np.load(out / "features" / "minilm" / f"{minilm.stem}.npy")
+    np.testing.assert_array_equal(features, xr.open_zarr(minilm)["features"].values)
+    order = pd.read_csv(out / "features" / "minilm" / f"{minilm.stem}_stimuli.tsv", sep="\t")
+    assert order["stimulus"].tolist() == [str(s) for s in xr.open_zarr(minilm)["stimulus"].values]
+    (table,) = (tiny_run / "results" / "summary").glob("*/scores.tsv")
+    assert (out / "summary" / "scores.tsv").read_bytes() == table.read_bytes()
+    columns = json.loads((out / "summary" / "scores.json").read_text())
+    assert columns["mean_r"]["Units"] == "Pearson r"
 
 
 def test_inspect_rejects_non_artifact(tmp_path: Path) -> None:

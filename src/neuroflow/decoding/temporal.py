@@ -56,6 +56,7 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator
 
 from neuroflow.models.selection import near_best
+from neuroflow.progress import Progress
 
 from .classification import group_cv, labels_constant_within_groups, make_classifier, permute_labels
 from .lda import sliding_lda_scores
@@ -350,12 +351,20 @@ def time_resolved_null(
     labels = [shuffle_labels(y, units, rng) for _ in range(int(n_permutations))]
     batched = isinstance(classifier, str) and classifier == "lda"
     kw = {"classifier": classifier, "generalize": generalize, "n_splits": n_splits}
-    if batched and n_jobs is not None and n_jobs != 1 and len(labels) > 1:
-        from joblib import Parallel, delayed
+    what = "classification null" + (" (temporal generalisation)" if generalize else "")
+    out = []
+    with Progress(len(labels), what, "permutations") as progress:
+        if batched and n_jobs is not None and n_jobs != 1 and len(labels) > 1:
+            from joblib import Parallel, delayed
 
-        out = Parallel(n_jobs=n_jobs)(delayed(_mean_scores)(X, yp, groups, kw) for yp in labels)
-    else:
-        out = [_mean_scores(X, yp, groups, {**kw, "n_jobs": n_jobs}) for yp in labels]
+            scores = Parallel(n_jobs=n_jobs, return_as="generator")(
+                delayed(_mean_scores)(X, yp, groups, kw) for yp in labels
+            )
+        else:
+            scores = (_mean_scores(X, yp, groups, {**kw, "n_jobs": n_jobs}) for yp in labels)
+        for score in scores:
+            out.append(score)
+            progress.update()
     return np.stack(out) if out else np.zeros((0, *np.shape(X)[2:]))
 
 

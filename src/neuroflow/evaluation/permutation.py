@@ -22,6 +22,7 @@ import numpy as np
 from scipy.stats import false_discovery_control
 
 from neuroflow.evaluation.metrics import check_time_target, zscore_time
+from neuroflow.progress import Progress
 
 __all__ = [
     "ALTERNATIVES",
@@ -99,12 +100,14 @@ def _block_null(
     np.put_along_axis(select, np.arange(n_blocks) * n_blocks + orders, 1.0, axis=1)
     null = np.empty((n_perm, n_targets))
     chunk = max(1, _MAX_ELEMENTS // max(n_blocks * n_blocks, n_perm, block_length * n_blocks))
-    for start in range(0, n_targets, chunk):
-        sl = slice(start, start + chunk)
-        bt = zt[:used, sl].reshape(n_blocks, block_length, -1)
-        bp = zp[:used, sl].reshape(n_blocks, block_length, -1)
-        cross = np.einsum("blv,clv->bcv", bt, bp).reshape(n_blocks * n_blocks, -1)
-        null[:, sl] = select @ cross + rest[sl]
+    with Progress(n_targets, f"block permutation null ({n_perm} orders)", "targets") as progress:
+        for start in range(0, n_targets, chunk):
+            sl = slice(start, start + chunk)
+            bt = zt[:used, sl].reshape(n_blocks, block_length, -1)
+            bp = zp[:used, sl].reshape(n_blocks, block_length, -1)
+            cross = np.einsum("blv,clv->bcv", bt, bp).reshape(n_blocks * n_blocks, -1)
+            null[:, sl] = select @ cross + rest[sl]
+            progress.update(null[:, sl].shape[1])
     return null / n_times
 
 
@@ -214,9 +217,12 @@ def permutation_null(
             shifts = np.sort(rng.choice(shifts, size=n_permutations, replace=False))
         null = np.empty((shifts.size, zt.shape[1]))
         chunk = max(1, _MAX_ELEMENTS // (2 * n_times))
-        for start in range(0, zt.shape[1], chunk):
-            sl = slice(start, start + chunk)
-            null[:, sl] = circular_correlations(zt[:, sl], zp[:, sl])[shifts]
+        what = f"circular-shift null ({shifts.size} shifts)"
+        with Progress(zt.shape[1], what, "targets") as progress:
+            for start in range(0, zt.shape[1], chunk):
+                sl = slice(start, start + chunk)
+                null[:, sl] = circular_correlations(zt[:, sl], zp[:, sl])[shifts]
+                progress.update(null[:, sl].shape[1])
     return np.clip(r, -1.0, 1.0), null
 
 

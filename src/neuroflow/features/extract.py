@@ -86,6 +86,7 @@ from neuroflow.features.windows import (
     window_frame_indices,
 )
 from neuroflow.io.files import check_image
+from neuroflow.progress import Progress
 
 __all__ = ["extract_features", "output_paths"]
 
@@ -662,9 +663,12 @@ def extract_features(
             blocks = _file_blocks(extractor, unique, entry, modality, files)
         if unique_rows is not None and unique_rows.size and unique_rows.max() + 1 < len(ids):
             blocks = _repeat_rows(blocks, unique_rows)
-        for features in blocks:
-            for name in names:
-                writers[name].write(features[name])
+        unit = {"stimulus": "stimuli"}.get(layout.unit, f"{layout.unit}s")
+        with Progress(len(ids), f"{entry['name']}: extraction", unit) as progress:
+            for features in blocks:
+                for name in names:
+                    writers[name].write(features[name])
+                progress.update(len(features[names[0]]))
         for writer in writers.values():
             writer.close()
         info = extractor.describe()

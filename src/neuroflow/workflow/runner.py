@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.artifacts import build_provenance, keep_committed_stores
+from neuroflow.progress import job_label
 from neuroflow.stage_warnings import record_warnings
 from neuroflow.workflow.versions import FORMAT_VERSIONS
 
@@ -77,6 +78,14 @@ def _paths(value: Any) -> list[str]:
     return []
 
 
+def _job_name(smk: Any) -> str:
+    """The stage and the job's wildcards other than the version, e.g. ``decoding sub-01``."""
+    wildcards = getattr(smk, "wildcards", None)
+    items = list(wildcards.items()) if hasattr(wildcards, "items") else []
+    parts = [f"{k}-{v}" for k, v in items if k not in ("version", "model")]
+    return " ".join([str(smk.params.stage), *parts])
+
+
 def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
     """Call ``func`` for a Snakemake job with config and provenance.
 
@@ -111,7 +120,7 @@ def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
         start = time.perf_counter()
         # warnings kept in every store the job writes; a store that a concurrent run of
         # the same version committed first is kept, never replaced under its readers
-        with record_warnings(), keep_committed_stores():
+        with record_warnings(), keep_committed_stores(), job_label(_job_name(smk)):
             result = func(**kwargs, config=params.cfg, provenance=provenance)
         log_.info(
             "done in %.1f s, peak resident memory %.0f MiB",
