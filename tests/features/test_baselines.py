@@ -49,6 +49,11 @@ def test_motion_energy_on_synthetic_video(tmp_path):
     # Opposite drift directions differ, and both differ from a static grating.
     assert not np.allclose(feats[0], feats[1], atol=1e-3)
     assert not np.allclose(feats[0], feats[2], atol=1e-3)
+    # every channel is named by its filter: frequencies, direction, centre
+    names = [str(n) for n in ds["feature_name"].values]
+    assert len(names) == feats.shape[1] == len(set(names))
+    assert {n.split("_")[2] for n in names} == {"dir0", "dir90", "dir180", "dir270"}
+    assert {n.split("_")[1] for n in names} == {"tf0", "tf4"}
 
 
 def test_motion_energy_reads_video_files(tmp_path):
@@ -114,7 +119,17 @@ def test_audio_baselines(tmp_path, rng):
             config={"extractor": name, "audio": {"sampling_rate": 8000, "n_mels": 9}},
             provenance={},
         )
-        assert open_dataset(out["output"])["features"].shape == (3, n)
+        ds = open_dataset(out["output"])
+        assert ds["features"].shape == (3, n)
+        # the envelope statistics are named; mel bands stay numbered
+        assert ("feature_name" in ds.coords) == (name == "audio_envelope")
+    envelope = open_dataset(tmp_path / "audio_envelope" / "output.zarr")
+    assert envelope["feature_name"].values.tolist() == [
+        "envelope_mean",
+        "envelope_std",
+        "envelope_p95",
+        "rms",
+    ]
 
 
 def test_word_rate(tmp_path):
@@ -126,7 +141,9 @@ def test_word_rate(tmp_path):
         config={"extractor": "word_rate", "context_words": 2},
         provenance={},
     )
-    np.testing.assert_array_equal(open_dataset(out["output"])["features"].values[:, 0], [1, 2, 3])
+    ds = open_dataset(out["output"])
+    np.testing.assert_array_equal(ds["features"].values[:, 0], [1, 2, 3])
+    assert ds["feature_name"].values.tolist() == ["word_count"]
 
 
 def test_image_statistics_is_registered(image_stimuli, tmp_path):
@@ -144,3 +161,22 @@ def test_image_statistics_is_registered(image_stimuli, tmp_path):
 
     first = apply_transforms(load_image(folder / ids[0]), {"resize": [32, 32]})
     np.testing.assert_allclose(feats[0], module.image_statistics(first[None])[0], rtol=1e-5)
+    names = open_dataset(out["output"])["feature_name"].values.tolist()
+    assert names == list(module.FEATURE_NAMES) and names[0] == "luminance_mean"
+
+
+def test_reduced_features_have_no_names(image_stimuli, tmp_path):
+    folder, ids = image_stimuli
+    out = extract_features(
+        stimuli_dir=folder,
+        stimulus_ids=ids,
+        output=tmp_path / "pca",
+        config={
+            "extractor": "image_statistics",
+            "reduction": {"method": "pca", "n_components": 3},
+        },
+        train_ids=ids,
+        provenance={},
+    )
+    ds = open_dataset(out["output"])
+    assert ds.sizes["feature"] == 3 and "feature_name" not in ds.coords  # components

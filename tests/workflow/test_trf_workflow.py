@@ -33,7 +33,7 @@ def _plan(config: dict) -> WorkflowPlan:
 
 
 def _targets(plan: WorkflowPlan) -> list[str]:
-    """The summary table and the TRF stores (the epochs models are not needed)."""
+    """The summary table (which gathers the epochs models too) and the TRF stores."""
     return [str(plan.summary_dir() / "scores.tsv"), *map(str, plan.all_trf_stores())]
 
 
@@ -78,7 +78,8 @@ def test_trf_runs_end_to_end(tmp_path: Path) -> None:
         assert record["version"] == plan.versions["eeg_trf/visual"]
         assert "enabled" not in record["config"]["trf"]
         assert any("preprocess_eeg" in str(i.get("stage")) for i in record["inputs"])
-    assert not (tmp_path / "results" / "eeg_encoding").exists()
+    # the epochs models beside them are their own stage, with their own summary rows
+    assert (tmp_path / "results" / "eeg_encoding").is_dir()
 
     table = tmp_path / plan.summary_dir() / "scores.tsv"
     scores = pd.read_csv(table, sep="\t", dtype={"subject": str}, na_values=["n/a"])
@@ -87,6 +88,7 @@ def test_trf_runs_end_to_end(tmp_path: Path) -> None:
     assert set(trf.loc[trf["statistic"] == "value", "subject"]) == {"01"}
     assert set(trf["model"]) == {"visual"} and set(trf["roi"]) == {"eeg"}
     assert len(scores[scores["analysis"] == "encoding"])  # the other rows stay
+    assert set(scores.loc[scores["analysis"] == "eeg_encoding", "model"]) == {"visual"}
     assert (tmp_path / plan.summary_dir() / "plots" / "trf_visual_power.png").exists()
 
     assert planned_jobs(tmp_path, *_targets(plan)) == {}

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from neuroflow.features.image_statistics import FEATURE_NAMES
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
 
@@ -96,6 +97,9 @@ class ImageStatistics(_Baseline):
             take = evenly_spaced(video.frames.shape[0], self.config["frames_per_video"])
             rows.append(_statistics(video.frames[take]).mean(axis=0))
         return np.stack(rows)
+
+    def feature_names(self, layer: str, n_features: int) -> list[str] | None:
+        return list(FEATURE_NAMES) if n_features == len(FEATURE_NAMES) else None
 
     def extract_frames(self, frames: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
         return {OUTPUT: _statistics(frames).astype(np.float32)}
@@ -194,6 +198,19 @@ class MotionEnergy(_Baseline):
         energy = self._pyramid(max(1, round(fps))).project_stimulus(lum)
         return {OUTPUT: np.asarray(energy[np.asarray(indices, dtype=int)], dtype=np.float32)}
 
+    def feature_names(self, layer: str, n_features: int) -> list[str] | None:
+        """One name per pyramid channel: spatial and temporal frequency, direction,
+        spatial envelope and centre (fractions of the frame height and width)."""
+        if not self._pyramids:
+            return None
+        filters = next(iter(self._pyramids.values())).filters
+        names = [
+            f"sf{f['spatial_freq']:g}_tf{f['temporal_freq']:g}_dir{f['direction']:g}"
+            f"_env{f['spatial_env']:g}_v{f['centerv']:.3f}_h{f['centerh']:.3f}"
+            for f in filters
+        ]
+        return names if len(names) == n_features else None
+
     def options(self) -> dict[str, Any]:
         return {"gabor": self.gabor}
 
@@ -271,6 +288,10 @@ class AudioEnvelope(_Baseline):
         sfreq = float(self.config["audio"]["sampling_rate"])
         return np.stack([audio_envelope(resample_audio(a, sfreq)) for a in batch])
 
+    def feature_names(self, layer: str, n_features: int) -> list[str] | None:
+        names = ["envelope_mean", "envelope_std", "envelope_p95", "rms"]
+        return names if n_features == len(names) else None
+
     def options(self) -> dict[str, Any]:
         return {"sampling_rate": self.config["audio"]["sampling_rate"]}
 
@@ -308,3 +329,6 @@ class WordRate(_Baseline):
 
     def compute(self, batch: Sequence[Any]) -> np.ndarray:
         return np.array([[len(text.split())] for _, text in batch], dtype=np.float32)
+
+    def feature_names(self, layer: str, n_features: int) -> list[str] | None:
+        return ["word_count"] if n_features == 1 else None

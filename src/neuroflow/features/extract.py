@@ -36,11 +36,12 @@ depend on how many threads the job was given.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -164,6 +165,9 @@ class _RowWriter:
     feature_coords : dict of str to (ndarray, dict) | None
         Coordinates on the ``feature`` dim: values, shape ``(n_features,)``,
         and attributes.
+    feature_names : callable | None
+        Called with the row width at the first write; the names it returns (one
+        per feature, or None) become the ``feature_name`` coordinate.
     """
 
     def __init__(
@@ -173,8 +177,10 @@ class _RowWriter:
         dtype: str,
         coords: Mapping[str, tuple[np.ndarray, dict]] | None = None,
         feature_coords: Mapping[str, tuple[np.ndarray, dict]] | None = None,
+        feature_names: Callable[[int], Sequence[str] | None] | None = None,
     ) -> None:
         self.path = path
+        self.feature_names = feature_names
         self.ids = list(ids)
         self.coords = dict(coords or {})
         self.feature_coords = dict(feature_coords or {})
@@ -189,6 +195,13 @@ class _RowWriter:
         import zarr
         from zarr.codecs import BloscCodec
 
+        names = self.feature_names(n_features) if self.feature_names is not None else None
+        if names is not None:
+            if len(names) != n_features:
+                raise ValueError(
+                    f"Feature names must be one per feature ({n_features}), got {len(names)}."
+                )
+            self.feature_coords["feature_name"] = (np.array(list(names), dtype=object), {})
         coords = xr.Dataset(
             coords={
                 "stimulus": ("stimulus", np.array(self.ids, dtype=object)),
@@ -651,7 +664,16 @@ def extract_features(
                 )
                 targets[name] = Path(scratch) / "raw.zarr"
         dtype = "float32" if reduce else entry["storage_dtype"]
-        writers = {name: _RowWriter(targets[name], ids, dtype, layout.coords) for name in names}
+        writers = {
+            name: _RowWriter(
+                targets[name],
+                ids,
+                dtype,
+                layout.coords,
+                feature_names=functools.partial(extractor.feature_names, name),
+            )
+            for name in names
+        }
         if modality == "text":
             blocks = _text_blocks(extractor, texts, entry["batch_size"])
         elif clips and modality in extractor.window_modalities:

@@ -259,6 +259,27 @@ class Extractor(ABC):
             "hf_video (videos) or hf_audio (audio)."
         )
 
+    def feature_names(self, layer: str, n_features: int) -> list[str] | None:
+        """Names of a layer's features, where the extractor knows them.
+
+        Called once the first batch is extracted. Named features (image statistics,
+        motion-energy channels, word counts) become the ``feature_name`` coordinate
+        of the store; a model's units have none.
+
+        Parameters
+        ----------
+        layer : str
+            A name of :meth:`layer_names`.
+        n_features : int
+            Width of the layer's rows.
+
+        Returns
+        -------
+        names : list of str | None
+            ``n_features`` names, or None (the default) for unnamed features.
+        """
+        return None
+
     def describe(self) -> dict[str, Any]:
         """Facts for provenance and store attributes (model id, weights, layers).
 

@@ -41,7 +41,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "demo": 3,
     "preprocess_fmri": 3,
     "preprocess_eeg": 2,
-    "features": 4,
+    "features": 5,
     "align_features": 2,
     "encoding": 5,
     "evaluation": 4,
