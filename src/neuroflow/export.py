@@ -403,20 +403,18 @@ def export_summary(
     return [path, sidecar]
 
 
-def _stores_of(roots: Iterable[Path], stages: Sequence[str]) -> list[Path]:
-    """Stores under ``roots`` (results folders or stores) of the given stages."""
+def _stores_of(roots: Iterable[Path], stages: Sequence[str]) -> list[tuple[Path, xr.Dataset]]:
+    """Stores under ``roots`` (results folders or stores) of the given stages, opened."""
     out = []
     for root in roots:
         candidates = [root] if (root / "zarr.json").is_file() else find_stores(root)
         for store in candidates:
-            record = (
-                (open_dataset(store).attrs.get(PROVENANCE_KEY) or {})
-                if store.suffix == ".zarr"
-                else {}
-            )
-            stage = str(record.get("stage", "")).split("/")[0]
+            if store.suffix != ".zarr":
+                continue
+            ds = open_dataset(store)
+            stage = str((ds.attrs.get(PROVENANCE_KEY) or {}).get("stage", "")).split("/")[0]
             if stage in stages:
-                out.append(store)
+                out.append((store, ds))
     return out
 
 
@@ -464,9 +462,8 @@ def export_results(
     for kind in kinds:
         stores = _stores_of(roots, EXPORT_KINDS[kind])
         files: list[Path] = []
-        for store in stores:
+        for store, ds in stores:
             if kind == "maps":
-                ds = open_dataset(store)
                 if not all(c in ds.coords for c in "ijk"):
                     continue  # parcels or channels: no voxel grid to map onto
                 files += export_score_maps(store, output, _claimed=claimed)
