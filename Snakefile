@@ -52,6 +52,7 @@ include: "rules/eeg_encoding.smk"
 include: "rules/decoding.smk"
 include: "rules/rsa.smk"
 include: "rules/evaluation.smk"
+include: "rules/qc.smk"
 
 
 rule all:

@@ -6,7 +6,8 @@ import sys
 from neuroflow.workflow.lock import hold_results_lock
 from neuroflow.workflow.methods import methods_rst
 from neuroflow.workflow.plan import WorkflowPlan
-from neuroflow.workflow.report_layout import figure_entry
+from neuroflow.qc import QC_CATEGORY
+from neuroflow.workflow.report_layout import figure_entry, qc_entry
 from neuroflow.workflow.runs import run_record, write_run_record
 
 PLAN = WorkflowPlan(config)
@@ -78,6 +79,7 @@ def all_targets():
     targets += [str(p) for p in PLAN.all_trf_stores()]
     targets += [str(p) for p in PLAN.decoding_stores()]
     targets += [str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities]
+    targets += [str(p) for p in PLAN.qc_targets()]
     if PLAN.has_summary:
         targets.append(str(PLAN.summary_dir() / "scores.tsv"))
     return targets
@@ -124,6 +126,13 @@ def timeseries_run_inputs(wildcards):
 def eeg_inputs(wildcards):
     rec = PLAN.eeg_recording(wildcards.key)
     return dataset_input([rec.eeg, rec.events, rec.channels, rec.electrodes, *rec.sidecars])
+
+
+def qc_continuous_input(wildcards):
+    """The recording's continuous store; none for recordings that arrive as epochs."""
+    if PLAN.eeg_recording(wildcards.key).epoched:
+        return []
+    return str(PLAN.eeg_continuous_store(wildcards.key))
 
 
 def stimuli_inputs(wildcards):

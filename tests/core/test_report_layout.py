@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuroflow.workflow.report_layout import CATEGORIES, figure_entry
+from neuroflow.workflow.report_layout import CATEGORIES, QC_FIGURES, figure_entry, qc_entry
 
 
 @pytest.mark.parametrize(
@@ -112,3 +112,30 @@ def test_figures_of_one_subcategory_share_label_keys():
         entry = figure_entry(name)
         keys.setdefault((entry.category, entry.subcategory), set()).add(tuple(entry.labels))
     assert all(len(v) == 1 for v in keys.values()), keys
+
+
+@pytest.mark.parametrize(
+    ("name", "subcategory", "recording", "measure"),
+    [
+        ("sub-01_task-images_qc-psd", "EEG", "task-images", "power spectra before/after"),
+        ("sub-A2_ses-2_task-x_run-03_qc-drop-log", "EEG", "ses-2 task-x run-03", None),
+        ("sub-01_task-movie_run-1_qc-variance_removed", "fMRI", "task-movie run-1", None),
+        ("sub-07_qc-carpet", "fMRI", "", "carpet plot"),
+    ],
+)
+def test_qc_figures_are_placed_by_recording_and_measure(name, subcategory, recording, measure):
+    entry = figure_entry(name)
+    assert entry == qc_entry(name)
+    assert entry.category == "Quality control" and entry.subcategory == subcategory
+    assert entry.kind == f"qc-{name.rsplit('_qc-', 1)[1]}"
+    assert entry.labels["subject"] == name.split("_")[0].removeprefix("sub-")
+    assert entry.labels["recording"] == recording
+    assert entry.labels["measure"] == (measure or QC_FIGURES[entry.kind.removeprefix("qc-")][1])
+    assert "Quality control" in CATEGORIES
+
+
+def test_qc_entry_rejects_other_names():
+    with pytest.raises(ValueError, match=r"QC figure name must be .*got 'sub-01_qc-nope'"):
+        qc_entry("sub-01_qc-nope")
+    with pytest.raises(ValueError, match="QC figure name"):
+        qc_entry("roi_mean_r")

@@ -72,7 +72,12 @@ def run_copy(overlay_run: Path, tmp_path: Path) -> Path:
 def test_gc_keeps_what_a_run_with_overlays_produced(overlay_run: Path, run_copy: Path) -> None:
     results = run_copy / "results"
     produced = _version_folders(results)
-    assert {name.split("/")[0] for name in produced} == {"preprocess_eeg", "decoding", "summary"}
+    assert {name.split("/")[0] for name in produced} == {
+        "preprocess_eeg",
+        "qc_eeg",
+        "decoding",
+        "summary",
+    }
     (record,), _ = read_run_records(results)
     assert record.configfiles == (str(overlay_run / "config.yaml"),)
     assert record.config_args == (OVERRIDE,)

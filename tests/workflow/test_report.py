@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from workflow_helpers import snakemake
 
+from neuroflow.workflow.report_layout import QC_FIGURES
+
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
 
@@ -82,3 +84,38 @@ def test_methods_and_config_of_the_run(report, tiny_run):
     assert "Representational similarity analysis" in methods.read_text()
     tables = _entries(results, categories, "Tables")
     assert {"scores.tsv", "layer_sweep.tsv"} <= set(tables)
+
+
+#: A phrase of each QC figure's own caption.
+QC_CAPTIONS = {
+    "psd": "Power spectral density",
+    "channels": "flagged bad",
+    "drop-log": "epochs kept",
+    "erp": "mean of all kept epochs",
+    "erp-conditions": "Global field power",
+    "mean": "Temporal mean",
+    "tsnr": "signal-to-noise",
+    "carpet": "Carpet plot",
+    "motion": "framewise displacement",
+    "variance_removed": "nuisance set",
+}
+
+
+def test_quality_control_of_each_recording(report, tiny_run):
+    results, categories = report
+    assert set(categories["Quality control"]) == {"EEG", "fMRI"}
+    entries = _entries(results, categories, "Quality control")
+    n_runs = len(list((tiny_run / "results" / "preprocess_fmri").rglob("*_bold.zarr")))
+    n_eeg = len(list((tiny_run / "results" / "preprocess_eeg").rglob("*_epo.zarr")))
+    kinds = {name: name.removesuffix(".png").rsplit("_qc-", 1)[1] for name in entries}
+    assert set(kinds.values()) == set(QC_CAPTIONS)
+    eeg_kinds = [k for k in QC_CAPTIONS if QC_FIGURES[k][0] == "EEG"]
+    assert len(entries) == n_eeg * len(eeg_kinds) + n_runs * (len(QC_CAPTIONS) - len(eeg_kinds))
+    for name, entry in entries.items():
+        kind = kinds[name]
+        assert QC_CAPTIONS[kind] in entry["caption"], name
+        assert entry["labels"]["measure"] == QC_FIGURES[kind][1]
+        assert name.startswith(f"sub-{entry['labels']['subject']}_")
+        assert entry["labels"]["recording"].startswith("task-")
+    captions = {kinds[n]: e["caption"] for n, e in entries.items()}
+    assert len(set(captions.values())) == len(QC_CAPTIONS)  # one caption per measure

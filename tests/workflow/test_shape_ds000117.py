@@ -16,6 +16,8 @@ from dataset_shapes import make_ds000117_like
 from shape_helpers import open_stores, run_shape, summary_notes, summary_table
 from workflow_helpers import planned_jobs, write_config
 
+from neuroflow.workflow.report_layout import qc_entry
+
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
 LEVELS = {
@@ -141,6 +143,29 @@ def test_eeg_decoding_and_rsa_on_stimulus_types(ds117):
     assert any(n.startswith("rsa_fmri: skipped, the voxels have no ROI labels") for n in notes)
 
 
+def test_quality_control_of_each_session_recording(ds117):
+    run, facts = ds117
+    n_subjects = len(facts["subjects"])
+    fmri = open_stores(run, "qc_fmri", "*_qc.zarr")
+    eeg = open_stores(run, "qc_eeg", "*_qc.zarr")
+    assert len(fmri) == n_subjects * len(facts["fmri_runs"])
+    assert len(eeg) == n_subjects * len(facts["eeg_runs"])
+    for name in [*fmri, *eeg]:
+        stage = "qc_fmri" if name in fmri else "qc_eeg"
+        for png in (run / "results" / stage / name.removesuffix(".zarr")).iterdir():
+            entry = qc_entry(png.stem)
+            assert entry.subcategory == ("fMRI" if stage == "qc_fmri" else "EEG")
+            assert entry.labels["recording"].startswith(("ses-mri task-", "ses-eeg task-"))
+    for ds in eeg.values():
+        # every event of the recording is accounted for, kept or dropped with a reason
+        assert ds.sizes["event"] == int(ds["n_events"].sum())
+        reasons = ds["drop_reason"].values.astype(object)
+        assert ((reasons == "") == ds["event_kept"].values).all()
+        assert np.isfinite(ds["psd_before"].values).all()
+    for ds in fmri.values():
+        assert np.isfinite(ds["tsnr"].values).all() and (ds["tsnr"].values >= 0).all()
+
+
 def test_eeg_of_a_meg_recording_and_session_filters(ds117, tmp_path):
     _, facts = ds117
     bids = str(facts["root"])
@@ -165,3 +190,5 @@ def test_eeg_of_a_meg_recording_and_session_filters(ds117, tmp_path):
     (epochs,) = open_stores(meg, "preprocess_eeg", "sub-01_*_epo.zarr").values()
     assert set(epochs["ch_type"].values.astype(object)) == {"eeg"}
     assert epochs.sizes["channel"] == len(facts["meg"]["01"]["eeg_channels"])
+    (qc,) = open_stores(meg, "qc_eeg", "sub-01_*_qc.zarr").values()
+    assert list(qc["channel"].values) == list(epochs["channel"].values)

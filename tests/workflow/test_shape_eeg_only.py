@@ -21,6 +21,8 @@ from dataset_shapes import make_eeg_only
 from shape_helpers import run_shape, store_mtimes, summary_notes, summary_table
 from workflow_helpers import planned_jobs, snakemake, write_config
 
+from neuroflow.qc.eeg import EEG_QC_FIGURES
+
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
 #: Only the number of permutations is lowered (speed); every analysis setting is default.
@@ -43,7 +45,7 @@ def _decoding(run: Path) -> xr.Dataset:
 def test_default_config_reaches_every_applicable_analysis(eeg_only):
     run, facts = eeg_only
     stages = {p.name for p in (run / "results").iterdir() if not p.name.startswith(".")}
-    assert stages == {"preprocess_eeg", "decoding", "summary"}
+    assert stages == {"preprocess_eeg", "qc_eeg", "decoding", "summary"}
     epochs = sorted((run / "results" / "preprocess_eeg").rglob("*_epo.zarr"))
     assert len(epochs) == len(facts["subjects"]) * len(facts["runs"])
     table = summary_table(run)
@@ -62,6 +64,35 @@ def test_default_config_reaches_every_applicable_analysis(eeg_only):
     ds = _decoding(run)
     assert ds.attrs["classification_cv_groups"] == ["epoch"]
     assert set(ds.attrs["skipped"]) == {"features", "identification"}
+
+
+def test_quality_control_of_every_recording(eeg_only):
+    """One QC store and five figures per recording; the planted P300 and line noise show."""
+    run, facts = eeg_only
+    stores = sorted((run / "results" / "qc_eeg").rglob("*_qc.zarr"))
+    assert len(stores) == len(facts["recordings"])
+    planted = facts["planted"]
+    for rec in facts["recordings"]:
+        key = f"sub-{rec['subject']}_task-{facts['task']}_run-{rec['run']}"
+        (store,) = [p for p in stores if p.name == f"{key}_qc.zarr"]
+        qc = xr.open_zarr(store)
+        figures = sorted(p.name for p in store.with_suffix("").iterdir())
+        assert figures == sorted(f"{key}_qc-{k}.png" for k in EEG_QC_FIGURES), key
+        counts = dict(zip(qc["condition"].values, qc["n_events"].values, strict=True))
+        assert counts == {
+            "deviant": rec["n_deviants"],
+            "standard": rec["n_events"] - rec["n_deviants"],
+        }
+        assert int(qc["event_kept"].sum()) == int(qc["n_kept"].sum())
+        # the low-pass removes the line noise the recording carries
+        line = qc["frequency"].sel(frequency=facts["line_freq"], method="nearest")
+        ratio = qc["psd_before"].sel(frequency=line) / qc["psd_after"].sel(frequency=line)
+        assert float(ratio.median()) > 100, key
+        # the deviant-minus-standard ERP peaks at the planted channels and latency
+        erp = qc["erp"].sel(time=planted["latency"], method="nearest")
+        contrast = erp.sel(erp_condition="deviant") - erp.sel(erp_condition="standard")
+        top = [str(c) for c in contrast.sortby(contrast, ascending=False)["channel"].values[:5]]
+        assert set(planted["channels"]) & set(top), (key, top)
 
 
 def _mne_reference(store: list[Path], decim: int) -> np.ndarray:

@@ -23,6 +23,11 @@ from dataset_shapes import make_algonauts_like, make_fmri_movie, make_nsd_like
 from shape_helpers import open_stores, run_shape, summary_notes, summary_table
 from workflow_helpers import DEFAULT_SWEEP_MODELS
 
+from neuroflow.workflow.report_layout import QC_FIGURES
+
+#: Figure kinds of an fMRI run's quality control.
+FMRI_QC_KINDS = [kind for kind, (modality, _) in QC_FIGURES.items() if modality == "fMRI"]
+
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
 #: Speed only: fewer permutations than the default 1,000.
@@ -61,6 +66,35 @@ def test_movie_without_repeats_runs_with_defaults(movie):
             blob = _voxels_in(ds, facts["planted"]["blob"][subject])
             assert np.median(ds["r"].values[blob]) > 0.3, name
             assert np.median(ds["r"].values[~blob]) < 0.15, name
+
+
+def test_quality_control_of_every_run(movie):
+    """One QC store and five figures per run; tSNR as computed from the raw file."""
+    run, facts = movie
+    stores = open_stores(run, "qc_fmri", "*_qc.zarr")
+    assert len(stores) == len(facts["subjects"]) * len(facts["runs"])
+    for (subject, run_label), bold in facts["bold"].items():
+        key = f"sub-{subject}_task-{facts['task']}_run-{run_label}"
+        (name,) = [n for n in stores if n.endswith(f"/{key}_qc.zarr")]
+        qc = stores[name]
+        folder = run / "results" / "qc_fmri" / name.removesuffix(".zarr")
+        assert sorted(p.name for p in folder.iterdir()) == sorted(
+            f"{key}_qc-{kind}.png" for kind in FMRI_QC_KINDS
+        )
+        # raw BIDS without a confounds table: no FD, no confound regressors
+        assert qc.attrs["fd_source"] == "none" and qc.sizes["confound"] == 0
+        assert qc.sizes["volume"] == facts["n_volumes"]
+        data = np.asarray(nib.load(bold).dataobj, dtype=np.float64)
+        ijk = np.stack([qc[c].values for c in ("i", "j", "k")], axis=1)[:50]
+        series = data[ijk[:, 0], ijk[:, 1], ijk[:, 2]].T  # (time, voxel)
+        t = np.arange(series.shape[0])
+        fit = np.polynomial.polynomial.polyfit(t, series, 1)
+        residual = series - np.polynomial.polynomial.polyval(t, fit).T
+        expected = series.mean(0) / residual.std(0, ddof=1)
+        np.testing.assert_allclose(qc["tsnr"].values[:50], expected, rtol=1e-4)
+        removed = qc["variance_removed"]
+        assert set(removed["nuisance_set"].values) == {"trends", "cosine_drifts", "all"}
+        assert (removed.sel(nuisance_set="all") >= removed.max("nuisance_set") - 1e-9).all()
 
 
 def _voxels_in(ds: xr.Dataset, mask: np.ndarray) -> np.ndarray:

@@ -77,8 +77,15 @@ def test_decoding_rsa_and_summary_variables_are_described(tiny_run: Path) -> Non
         *results.glob("decoding/*/subjects/*.zarr"),
         *results.glob("rsa/*/*.zarr"),
         *results.glob("summary/*/scores.zarr"),
+        *results.glob("qc_*/*/sub-*/*_qc.zarr"),
     ]
-    assert {p.relative_to(results).parts[0] for p in stores} == {"decoding", "rsa", "summary"}
+    assert {p.relative_to(results).parts[0] for p in stores} == {
+        "decoding",
+        "rsa",
+        "summary",
+        "qc_eeg",
+        "qc_fmri",
+    }
     for store in stores:
         assert undescribed(xr.open_zarr(store)) == [], store
 

@@ -497,6 +497,33 @@ class WorkflowPlan:
         return self.stage_dir("preprocess_eeg") / f"sub-{rec.subject}" / f"{key}_raw.zarr"
 
     @property
+    def qc_enabled(self) -> bool:
+        """Whether the QC stages run (``qc.enabled``)."""
+        return bool(self.config["qc"]["enabled"])
+
+    def qc_store(self, modality: str, key: str) -> Path:
+        """QC store of one EEG recording (``"eeg"``) or fMRI run (``"fmri"``)."""
+        rec = self.eeg_recording(key) if modality == "eeg" else self.fmri_run(key)
+        return self.stage_dir(f"qc_{modality}") / f"sub-{rec.subject}" / f"{key}_qc.zarr"
+
+    def qc_plots(self, modality: str, key: str) -> Path:
+        """Folder of the QC figures of one recording (``<key>_qc-<kind>.png``)."""
+        return self.qc_store(modality, key).with_suffix("")
+
+    def qc_targets(self) -> list[Path]:
+        """Every QC store and figure folder the config reaches."""
+        if not self.qc_enabled:
+            return []
+        out = []
+        if self.config["preprocess_eeg"].get("enabled", True):
+            for rec in self.eeg_recordings:
+                out += [self.qc_store("eeg", rec.key), self.qc_plots("eeg", rec.key)]
+        if self.source != "timeseries":  # parcel series have no image to check
+            for run in self.fmri_runs:
+                out += [self.qc_store("fmri", run.key), self.qc_plots("fmri", run.key)]
+        return out
+
+    @property
     def continuous_recordings(self) -> list[EegRecording]:
         """EEG recordings read as continuous data (they also get a continuous store)."""
         return [r for r in self.eeg_recordings if not r.epoched]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["CATEGORIES", "FigureEntry", "figure_entry"]
+__all__ = ["CATEGORIES", "QC_FIGURES", "FigureEntry", "figure_entry", "qc_entry"]
 
 #: Report categories, in the order a reader meets them.
 CATEGORIES = (
@@ -24,6 +24,7 @@ CATEGORIES = (
     "Decoding",
     "RSA",
     "Layer sweeps",
+    "Quality control",
     "Tables",
     "Methods",
     "Warnings",
@@ -31,6 +32,20 @@ CATEGORIES = (
 )
 
 _METRICS = {"r": "r", "r_normalized": "noise-normalised r"}
+#: QC figure kind -> (subcategory, what it shows), as the report labels it.
+QC_FIGURES = {
+    "psd": ("EEG", "power spectra before/after"),
+    "channels": ("EEG", "bad channels and ICA"),
+    "drop-log": ("EEG", "drop log and epochs per condition"),
+    "erp": ("EEG", "evoked response"),
+    "erp-conditions": ("EEG", "evoked response per condition"),
+    "mean": ("fMRI", "mean image"),
+    "tsnr": ("fMRI", "tSNR map"),
+    "carpet": ("fMRI", "carpet plot"),
+    "motion": ("fMRI", "framewise displacement, DVARS, global signal"),
+    "variance_removed": ("fMRI", "variance removed per nuisance set"),
+}
+_QC = re.compile(r"^sub-(?P<subject>[A-Za-z0-9]+)(?:_(?P<recording>.+?))?_qc-(?P<kind>[a-z_-]+)$")
 _SCORE_MAP = re.compile(
     r"^sub-(?P<subject>[^_]+)_model-(?P<model>.+?)_fs-(?P<fs>.+?)"
     r"(?:_layer-(?P<layer>.+?))?_(?P<metric>r|r_normalized)$"
@@ -138,6 +153,8 @@ def figure_entry(name: str) -> FigureEntry:
         return FigureEntry(
             "trf", "EEG encoding", "Temporal response functions", {"model": match["model"]}
         )
+    if _QC.match(name):
+        return qc_entry(name)
     match = _SWEEP.match(name)
     if match:
         stage = match["stage"] or "encoding"
@@ -148,3 +165,41 @@ def figure_entry(name: str) -> FigureEntry:
             {"analysis": stage, "metric": match["metric"] or "mean r"},
         )
     return FigureEntry("other", "Other figures", "Other", {"figure": name})
+
+
+def qc_entry(name: str) -> FigureEntry:
+    """The report placement of the QC figure ``<key>_qc-<kind>.<ext>``.
+
+    Parameters
+    ----------
+    name : str
+        File name without its extension, e.g. ``"sub-01_task-images_qc-psd"``.
+
+    Returns
+    -------
+    entry : FigureEntry
+        Kind ``qc-<kind>``, category "Quality control", subcategory ``EEG`` or ``fMRI``,
+        labels subject, recording (the entities after the subject) and measure.
+
+    Raises
+    ------
+    ValueError
+        When ``name`` is not a QC figure name.
+    """
+    match = _QC.match(name)
+    if not match or match["kind"] not in QC_FIGURES:
+        raise ValueError(
+            f"A QC figure name must be '<key>_qc-<kind>' with kind one of "
+            f"{sorted(QC_FIGURES)}, got {name!r} instead."
+        )
+    subcategory, measure = QC_FIGURES[match["kind"]]
+    return FigureEntry(
+        f"qc-{match['kind']}",
+        "Quality control",
+        subcategory,
+        {
+            "subject": match["subject"],
+            "recording": (match["recording"] or "").replace("_", " "),
+            "measure": measure,
+        },
+    )

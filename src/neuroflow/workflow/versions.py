@@ -40,7 +40,7 @@ __all__ = [
 FORMAT_VERSIONS: dict[str, int] = {
     "demo": 3,
     "preprocess_fmri": 3,
-    "preprocess_eeg": 2,
+    "preprocess_eeg": 3,
     "features": 5,
     "align_features": 2,
     "encoding": 5,
@@ -55,6 +55,8 @@ FORMAT_VERSIONS: dict[str, int] = {
     "rsa": 4,
     "trial_encoding": 3,
     "trial_evaluation": 2,
+    "qc_eeg": 1,
+    "qc_fmri": 1,
 }
 
 #: Stage name -> upstream stages, in execution order.
@@ -76,6 +78,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "rsa": ("preprocess_eeg", "preprocess_fmri", "features"),
     "trial_encoding": ("single_trial", "features"),
     "trial_evaluation": ("trial_encoding",),
+    "qc_eeg": ("preprocess_eeg",),
+    "qc_fmri": ("preprocess_fmri",),
 }
 
 
@@ -219,7 +223,8 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
         ``"preprocess_eeg"``, ``"features/<name>"``, ``"align_features/<name>"``,
         ``"encoding/<model>"``, ``"evaluation/<model>"``, ``"single_trial"``,
         ``"eeg_encoding/<model>"``, ``"eeg_evaluation/<model>"``, ``"decoding"``,
-        ``"rsa/<modality>"``, ``"summary"``; with single trials,
+        ``"rsa/<modality>"``, ``"summary"``, ``"qc_eeg"`` and ``"qc_fmri"`` (with
+        ``qc.enabled``); with single trials,
         ``"trial_encoding/<model>"`` and ``"trial_evaluation/<model>"``; with TRFs,
         ``"eeg_trf/<model>"``. Stages that do not apply have no entry.
     """
@@ -235,6 +240,12 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
     versions["preprocess_eeg"] = _v(
         "preprocess_eeg", {**config["preprocess_eeg"], **design}, data_v
     )
+    if config["qc"]["enabled"]:
+        for modality in ("eeg", "fmri"):
+            brain = f"preprocess_{modality}"
+            versions[f"qc_{modality}"] = _v(
+                f"qc_{modality}", config["qc"], {brain: versions[brain]}
+            )
 
     features = config["features"]
     for name in scope.extractors:

@@ -246,7 +246,13 @@ def preprocess_epochs(
     _baseline(epochs, cfg, path)
     epochs.pick(channels, verbose="error")
     custom = reject_by_ptp(epochs, cfg["reject"], cfg["reject_mad_k"])
-    log = drop_log_records(epochs.drop_log, events["onset"].to_numpy(), custom, cfg["reject"])
+    log = drop_log_records(
+        epochs.drop_log,
+        events["onset"].to_numpy(),
+        custom,
+        cfg["reject"],
+        conditions=events["condition"].to_numpy(dtype=str),
+    )
     if len(epochs) == 0:
         reasons = pd.Series([r["reason"] for r in log]).value_counts().to_dict()
         raise ValueError(

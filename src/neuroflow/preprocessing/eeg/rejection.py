@@ -123,8 +123,9 @@ def drop_log_records(
     onsets: np.ndarray,
     custom: Mapping[int, str],
     reject: Mapping[str, float] | str | None,
+    conditions: np.ndarray | None = None,
 ) -> list[dict]:
-    """One record per dropped event: its index, onset and reason.
+    """One record per dropped event: its index, onset, condition and reason.
 
     Parameters
     ----------
@@ -136,16 +137,22 @@ def drop_log_records(
         Reasons from :func:`reject_by_ptp`, which override ``drop_log`` entries.
     reject : dict | str | None
         The rejection setting.
+    conditions : ndarray of str, shape (n_events,) | None
+        Event conditions, recorded with each dropped event when given.
 
     Returns
     -------
     log : list of dict
-        ``{"epoch": int, "onset": float, "reason": str}`` records in event order.
+        ``{"epoch": int, "onset": float, "reason": str}`` records in event order, with
+        ``"condition"`` when ``conditions`` is given.
     """
     records = []
     for idx, entry in enumerate(drop_log):
         if not entry:
             continue
         reason = custom.get(idx) or describe_drop(entry, reject)
-        records.append({"epoch": idx, "onset": round(float(onsets[idx]), 6), "reason": reason})
+        record = {"epoch": idx, "onset": round(float(onsets[idx]), 6), "reason": reason}
+        if conditions is not None:
+            record["condition"] = str(conditions[idx])
+        records.append(record)
     return records

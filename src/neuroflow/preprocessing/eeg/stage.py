@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 #: Stage name used in provenance and result paths.
 STAGE = "preprocess_eeg"
 #: Bumped when the meaning of the stores changes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 def _uncompressed(name: str) -> dict[str, dict[str, Any]]:
@@ -397,7 +397,13 @@ def _epoch(
         verbose="error",
     )
     custom = reject_by_ptp(epochs, cfg["reject"], cfg["reject_mad_k"])
-    log = drop_log_records(epochs.drop_log, events["onset"].to_numpy(), custom, cfg["reject"])
+    log = drop_log_records(
+        epochs.drop_log,
+        events["onset"].to_numpy(),
+        custom,
+        cfg["reject"],
+        conditions=events["condition"].to_numpy(dtype=str),
+    )
     return epochs, log
 
 
