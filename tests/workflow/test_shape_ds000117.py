@@ -152,7 +152,7 @@ def test_quality_control_of_each_session_recording(ds117):
     assert len(eeg) == n_subjects * len(facts["eeg_runs"])
     for name in [*fmri, *eeg]:
         stage = "qc_fmri" if name in fmri else "qc_eeg"
-        for png in (run / "results" / stage / name.removesuffix(".zarr")).iterdir():
+        for png in (run / "results" / stage / name.removesuffix(".zarr")).glob("*.png"):
             entry = qc_entry(png.stem)
             assert entry.subcategory == ("fMRI" if stage == "qc_fmri" else "EEG")
             assert entry.labels["recording"].startswith(("ses-mri task-", "ses-eeg task-"))
