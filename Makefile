@@ -50,3 +50,19 @@ clean-results:
 .PHONY: test-slurm
 test-slurm: install
 	NEUROFLOW_SLURM_TEST=1 timeout -s INT -k 60 1800 $(BIN)/python -m pytest tests/workflow/test_slurm.py -v -p no:cacheprovider
+
+# The report of a tiny run in headless Chromium, a screenshot per category (Debian's chromium).
+REPORT_SCREENSHOTS ?= results/report-screenshots
+.PHONY: test-report
+test-report: install
+	@if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get install -y chromium || { apt-get update && apt-get install -y chromium; } || exit 1; \
+		else \
+			echo "test-report needs Chromium: run 'sudo apt-get install -y chromium' (Debian/Ubuntu)"; exit 1; \
+		fi; \
+	fi
+	$(BIN)/pip install --quiet -e ".[report-test]"
+	NEUROFLOW_REPORT_TEST=1 NEUROFLOW_REPORT_SCREENSHOTS="$(REPORT_SCREENSHOTS)" \
+		timeout -s INT -k 60 1800 $(BIN)/python -m pytest tests/workflow/test_report_browser.py -v -p no:cacheprovider; \
+		status=$$?; echo "Report screenshots in $(REPORT_SCREENSHOTS)/"; exit $$status

@@ -115,7 +115,6 @@ def test_quality_control_of_each_recording(report, tiny_run):
         kind = kinds[name]
         assert QC_CAPTIONS[kind] in entry["caption"], name
         assert entry["labels"]["measure"] == QC_FIGURES[kind][1]
-        assert name.startswith(f"sub-{entry['labels']['subject']}_")
-        assert entry["labels"]["recording"].startswith("task-")
+        assert entry["labels"]["recording"] == name.rsplit("_qc-", 1)[0].replace("_", " ")
     captions = {kinds[n]: e["caption"] for n, e in entries.items()}
     assert len(set(captions.values())) == len(QC_CAPTIONS)  # one caption per measure

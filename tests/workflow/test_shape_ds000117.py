@@ -155,7 +155,7 @@ def test_quality_control_of_each_session_recording(ds117):
         for png in (run / "results" / stage / name.removesuffix(".zarr")).glob("*.png"):
             entry = qc_entry(png.stem)
             assert entry.subcategory == ("fMRI" if stage == "qc_fmri" else "EEG")
-            assert entry.labels["recording"].startswith(("ses-mri task-", "ses-eeg task-"))
+            assert entry.labels["recording"].split(" ")[1] in ("ses-mri", "ses-eeg")
     for ds in eeg.values():
         # every event of the recording is accounted for, kept or dropped with a reason
         assert ds.sizes["event"] == int(ds["n_events"].sum())

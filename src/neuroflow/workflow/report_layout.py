@@ -4,7 +4,14 @@ The summary job writes every figure into one folder (``results/summary/<v>/plots
 the report lists each file under a category (fMRI encoding, EEG encoding, decoding,
 RSA, layer sweeps) and a subcategory, with labels (subject, model, layer, metric, ...)
 that the report shows as the columns of a table, so that results read as a table
-rather than as paths. :func:`figure_entry` reads all of it from the file name, which
+rather than as paths.
+
+Snakemake's report turns a label other than the first into an on/off switch when it
+has exactly two values, each on half of a subcategory's entries, and then expects every
+combination of the other labels to exist with both values; a label that follows from
+the others (a metric fixed by the analysis, a subject that the recording names) breaks
+the page. So no label here is a function of the others: a measure that depends on the
+analysis is part of the analysis label, and a recording's label is its whole entity key. :func:`figure_entry` reads all of it from the file name, which
 the summary builds from the same parts (see :mod:`neuroflow.evaluation.stage` and
 :mod:`neuroflow.evaluation.report`). The caption of each kind of figure is in
 ``workflow/report/figures.rst``.
@@ -134,7 +141,7 @@ def figure_entry(name: str) -> FigureEntry:
     if name in _DECODING:
         subcategory, analysis, metric = _DECODING[name]
         return FigureEntry(
-            "decoding", "Decoding", subcategory, {"analysis": analysis, "metric": metric}
+            "decoding", "Decoding", subcategory, {"analysis": f"{analysis} ({metric})"}
         )
     match = _RSA.match(name)
     if match:
@@ -162,7 +169,7 @@ def figure_entry(name: str) -> FigureEntry:
             "layer_sweep",
             "Layer sweeps",
             match["sweep"],
-            {"analysis": stage, "metric": match["metric"] or "mean r"},
+            {"analysis": f"{stage} ({match['metric'] or 'mean r'})"},
         )
     return FigureEntry("other", "Other figures", "Other", {"figure": name})
 
@@ -179,7 +186,7 @@ def qc_entry(name: str) -> FigureEntry:
     -------
     entry : FigureEntry
         Kind ``qc-<kind>``, category "Quality control", subcategory ``EEG`` or ``fMRI``,
-        labels subject, recording (the entities after the subject) and measure.
+        labels recording (its entities, subject first) and measure.
 
     Raises
     ------
@@ -197,9 +204,5 @@ def qc_entry(name: str) -> FigureEntry:
         f"qc-{match['kind']}",
         "Quality control",
         subcategory,
-        {
-            "subject": match["subject"],
-            "recording": (match["recording"] or "").replace("_", " "),
-            "measure": measure,
-        },
+        {"recording": name.rsplit("_qc-", 1)[0].replace("_", " "), "measure": measure},
     )
