@@ -344,22 +344,79 @@ def export_features(
     return [path]
 
 
-#: Column descriptions of ``scores.tsv`` for its sidecar.
+#: Column descriptions of ``scores.tsv`` for its sidecar (the table's layout:
+#: :data:`neuroflow.evaluation.summary.TABLE_COLUMNS`).
 SUMMARY_COLUMN_DESCRIPTIONS = {
+    "analysis": (
+        "the row's analysis: encoding, trial_encoding, eeg_encoding, trf, classification, "
+        "feature_time_course, identification_<decoder>, identification_fmri, rsa, rsa_eeg"
+    ),
     "subject": "subject label, or 'group' for across-subject rows",
-    "model": "encoding model (or RSA/decoding feature space) name",
-    "feature_space": "feature spaces of the model ('+'-joined), as 'extractor[:layer]'",
-    "layer": "layer of the extractor, 'n/a' when the model has no single layer",
-    "roi": "ROI, EEG channel, or 'all' for every target",
-    "statistic": "'value' (one subject), or 'mean', 'sd', 'sem' across subjects",
+    "model": (
+        "encoding model's configured name (encoding analyses), or the compared feature "
+        "space as 'extractor:layer' (decoding, identification, RSA)"
+    ),
+    "extractor": "feature extractor(s) of the model, '+'-joined for joint models",
+    "feature_space": (
+        "feature space(s) of the model as 'extractor:layer', '+'-joined for joint models; "
+        "n/a for analyses without one (classification)"
+    ),
+    "layer": "layer(s) of the extractor(s), '+'-joined for joint models",
+    "roi": "ROI, EEG channel, 'eeg' for the whole montage, or 'all' for every target",
+    "metric": "what 'value' measures (see its levels)",
+    "statistic": (
+        "'value' (one subject), 'mean', 'sd', 'sem' across subjects, or the bounds of the "
+        "noise ceiling ('noise_ceiling_lower', 'noise_ceiling_upper'; RSA)"
+    ),
+    "value": "the metric's value (its statistic over subjects on group rows)",
     "n_subjects": "subjects with a finite value",
-    "analysis": "encoding, eeg_encoding, decoding, rsa, trf, ... (the row's analysis)",
-    "metric": "the metric of a long-format row (see 'value')",
-    "value": "the metric's value",
+    "n_targets": "targets (voxels, channel x latency) in the ROI; mean over subjects on group rows",
     "chance": "chance level of the metric, where it has one",
     "p_value": "p-value of the metric, where tested",
     "inconclusive": "True when the test had too few permutations for its threshold",
 }
+
+#: Descriptions of ``metric`` values that :mod:`neuroflow.variables` does not describe.
+SUMMARY_METRIC_DESCRIPTIONS = {
+    "peak_r": "largest test r of the time course (EEG: mean over channels)",
+    "peak_latency": "latency of the peak (s)",
+    "peak_latency_s": "latency of the peak decoding score (s)",
+    "onset_latency_s": "latency of the first significant cluster (s)",
+    "peak_balanced_accuracy": "largest balanced accuracy of the time course",
+    "top1": "fraction of test stimuli identified first",
+    "top5": "fraction of test stimuli identified among the 5 best",
+    "mean_rank": "mean rank of the true stimulus among the candidates",
+    "cv_score_mean": "mean cross-validated TRF score over channels",
+    "cv_score_max": "largest cross-validated TRF score over channels",
+}
+
+
+def _metric_levels(rows: pd.DataFrame) -> dict[str, str]:
+    """Description (with units where known) of each ``metric`` value of the table."""
+    from neuroflow.variables import variable_description
+
+    levels = {}
+    analyses = rows["analysis"] if "analysis" in rows else pd.Series("", index=rows.index)
+    pairs = set(zip(analyses.astype(str), rows["metric"].astype(str), strict=True))
+    for analysis, metric in sorted(pairs):
+        if metric in ("", "n/a") or metric in levels:
+            continue
+        found = variable_description(metric)
+        if found:
+            levels[metric] = f"{found[0]} ({found[1]})"
+        elif metric in SUMMARY_METRIC_DESCRIPTIONS:
+            levels[metric] = SUMMARY_METRIC_DESCRIPTIONS[metric]
+        elif analysis == "rsa_eeg" and metric.endswith("_peak_latency"):
+            comparison = metric.removesuffix("_peak_latency")
+            levels[metric] = f"latency of the peak RDM similarity ({comparison}) (s)"
+        elif analysis == "rsa_eeg" and metric.endswith("_peak"):
+            comparison = metric.removesuffix("_peak")
+            levels[metric] = f"peak similarity of model and brain RDMs over time ({comparison})"
+        elif analysis == "rsa":
+            levels[metric] = f"similarity of model and brain RDMs ({metric})"
+        else:
+            levels[metric] = metric
+    return levels
 
 
 def export_summary(
@@ -387,16 +444,18 @@ def export_summary(
     ds = open_dataset(summary_dir / "scores.zarr")
     path = _claim(output / "summary" / "scores.tsv", claimed, summary_dir)
     shutil.copyfile(table, path)
-    header = table.read_text().split("\n", 1)[0].split("\t")
+    rows = pd.read_csv(table, sep="\t", dtype=str, keep_default_na=False)
     from neuroflow.variables import variable_description
 
     columns = {}
-    for column in header:
+    for column in rows.columns:
         described = SUMMARY_COLUMN_DESCRIPTIONS.get(column)
         found = variable_description(column)
         columns[column] = {"Description": described or (found[0] if found else column)}
         if found:
             columns[column]["Units"] = found[1]
+    if "metric" in rows.columns:
+        columns["metric"]["Levels"] = _metric_levels(rows)
     sidecar = _write_json(
         path.with_suffix(".json"), {**_origin(summary_dir / "scores.zarr", ds), **columns}
     )

@@ -19,7 +19,8 @@ from neuroflow.decoding.plotting import (
     plot_time_courses,
 )
 from neuroflow.decoding.stage import resolve_config
-from neuroflow.decoding.summary import DECODING_COLUMNS, append_rows, rsa_rows
+from neuroflow.decoding.summary import append_rows, rsa_rows
+from neuroflow.evaluation.summary import TABLE_COLUMNS
 from neuroflow.rsa import event_responses, rsa_eeg, rsa_fmri
 
 N_TRAIN, N_TEST, N_REP, N_CH, N_T = 30, 10, 3, 6, 12
@@ -127,8 +128,13 @@ def test_decode_eeg_stage(tmp_path, eeg_inputs, caplog):
     assert (vis > 0.3).all()  # chance 0.1
     peak = ds["feature_peak_latency"].sel(feature_space="visual").values
     assert np.all(np.abs(peak - 0.1) < 0.06)
-    table = decoding_rows(ds.load())
-    assert list(table.columns) == [*DECODING_COLUMNS, "inconclusive"]
+    table = decoding_rows(ds.load(), {"visual": ["pool"]})
+    assert list(table.columns) == list(TABLE_COLUMNS)
+    # a compared feature space is the model, spelled with its layer
+    spaced = table[table["analysis"] != "classification"]
+    assert set(spaced["feature_space"]) == set(spaced["model"])
+    assert "visual:pool" in set(spaced["feature_space"])
+    assert table.loc[table["analysis"] == "classification", "feature_space"].isna().all()
     tested = table["metric"].isin(["peak_r", "peak_balanced_accuracy"])
     assert table.loc[tested, "inconclusive"].astype(bool).all()
     assert table.loc[tested, "p_value"].isna().all()
@@ -331,6 +337,11 @@ def test_rsa_fmri_stage_and_rows(tmp_path, rng):
     assert ds["roi_alignment"].shape == (2, 3, 3)
     rows = rsa_rows(ds)
     assert set(rows["subject"]) == {"01", "02", "group"}
+    # no layer order: the layer of a bare feature space is unknown, but still spelled
+    assert set(rows["feature_space"]) == set(rows["model"]) == {"visual:n/a"}
+    named = rsa_rows(ds, {"visual": ["early", "late"]})
+    assert set(named["feature_space"]) == {"visual:late"} and set(named["layer"]) == {"late"}
+    assert set(named["extractor"]) == {"visual"}
     assert plot_alignment(
         ds["roi_alignment"].mean("subject").values, list(ds["roi"].values), tmp_path / "a.png"
     ).exists()

@@ -12,7 +12,7 @@ import xarray as xr
 from neuroflow.artifacts import write_dataset
 from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows, r_time_course
 from neuroflow.evaluation.report import summarize_all
-from neuroflow.evaluation.summary import SUMMARY_COLUMNS
+from neuroflow.evaluation.summary import ENCODING_METRICS, TABLE_COLUMNS
 
 
 def _eeg_scores(
@@ -76,26 +76,33 @@ def test_r_time_course_averages_channels(rng: np.random.Generator) -> None:
 
 def test_eeg_encoding_rows_per_channel_and_peak(stores: list[xr.Dataset]) -> None:
     table = eeg_encoding_rows(stores, topk_percent=20.0)
+    assert list(table.columns) == list(TABLE_COLUMNS)
     assert set(table["analysis"]) == {"eeg_encoding"}
-    wide = table[table["metric"].isna()]
-    assert set(SUMMARY_COLUMNS) <= set(wide.columns)
-    per_subject = wide[wide["statistic"] == "value"]
-    # every channel and "all", per subject x model
-    assert len(per_subject) == 3 * 2 * 6
+    roi_rows = table[table["metric"].isin(ENCODING_METRICS)]
+    per_subject = roi_rows[roi_rows["statistic"] == "value"]
+    # every channel and "all", per subject x model x metric
+    assert len(per_subject) == 3 * 2 * 6 * len(ENCODING_METRICS)
     assert set(per_subject["roi"]) == {"Fz", "Cz", "Pz", "O1", "O2", "all"}
-    row = per_subject.set_index(["subject", "model", "roi"]).loc[("02", "words", "all")]
-    np.testing.assert_allclose(row["mean_r"], float(stores[3]["r"].mean()), rtol=1e-5)
+    mean_r = per_subject[per_subject["metric"] == "mean_r"].set_index(["subject", "model", "roi"])
+    row = mean_r.loc[("02", "words", "all")]
+    np.testing.assert_allclose(row["value"], float(stores[3]["r"].mean()), rtol=1e-5)
     assert row["n_targets"] == stores[3].sizes["target"]
-    o1 = per_subject.set_index(["subject", "model", "roi"]).loc[("01", "effnet", "O1")]
-    fz = per_subject.set_index(["subject", "model", "roi"]).loc[("01", "effnet", "Fz")]
-    assert o1["mean_r"] > 2 * fz["mean_r"]
+    o1, fz = (mean_r.loc[("01", "effnet", ch), "value"] for ch in ("O1", "Fz"))
+    assert o1 > 2 * fz
     # the layer of a lone ``name:layer`` space is its own column; a plain space has none
     assert set(per_subject.loc[per_subject["model"] == "effnet", "layer"]) == {"blocks.3"}
     assert set(per_subject.loc[per_subject["model"] == "words", "layer"]) == {"n/a"}
-    group = wide[(wide["subject"] == "group") & (wide["statistic"] == "mean")]
-    assert len(group) == 2 * 6 and (group["n_subjects"] == 3).all()
+    assert set(per_subject.loc[per_subject["model"] == "words", "feature_space"]) == {"minilm:n/a"}
+    group = roi_rows[(roi_rows["subject"] == "group") & (roi_rows["statistic"] == "mean")]
+    assert len(group) == 2 * 6 * len(ENCODING_METRICS) and (group["n_subjects"] == 3).all()
+    # with the extractors' layers, a plain space is spelled at its last layer
+    named = eeg_encoding_rows(stores, layer_order={"minilm": ["hidden", "embedding"]})
+    words = named[named["model"] == "words"]
+    assert set(words["feature_space"]) == {"minilm:embedding"}
+    assert set(words["layer"]) == {"embedding"} and set(words["extractor"]) == {"minilm"}
 
-    peaks = table[table["metric"].notna()].set_index(["subject", "model", "metric"])
+    peaks = table[~table["metric"].isin(ENCODING_METRICS)]
+    peaks = peaks.set_index(["subject", "model", "metric"])
     for i, subject in enumerate(("01", "02", "03")):
         latency = peaks.loc[(subject, "effnet", "peak_latency"), "value"]
         assert latency == pytest.approx(0.1 + 0.02 * i, abs=0.021)
@@ -158,7 +165,7 @@ def test_summarize_all_appends_eeg_encoding(stores: list[xr.Dataset], tmp_path: 
     df = pd.read_csv(table, sep="\t", dtype={"subject": str}, na_values=["n/a"])
     assert set(df["analysis"]) == {"eeg_encoding"}
     assert len(df) == len(eeg_encoding_rows(stores))
-    assert {"peak_r", "peak_latency"} <= set(df["metric"].dropna())
+    assert {"peak_r", "peak_latency", *ENCODING_METRICS} <= set(df["metric"])
     plots = sorted(p.name for p in (tmp_path / "summary" / "plots").glob("*.png"))
     assert plots == ["eeg_encoding_effnet_r.png", "eeg_encoding_words_r.png"]
     # the tidy table is also a store

@@ -13,7 +13,7 @@ from neuroflow.evaluation.stage import (
     evaluate_model,
     summarize_scores,
 )
-from neuroflow.evaluation.summary import METRIC_COLUMNS, SUMMARY_COLUMNS
+from neuroflow.evaluation.summary import ENCODING_METRICS, METRIC_COLUMNS, TABLE_COLUMNS
 
 FAST = {"permutation": {"n_permutations": 200, "block_length_s": 10.0}}
 
@@ -158,26 +158,32 @@ def test_summarize_scores(score_stores, tmp_path, provenance):
     df = pd.read_csv(
         table, sep="\t", dtype={"subject": str}, keep_default_na=False, na_values=["n/a"]
     )
-    assert list(df.columns) == list(SUMMARY_COLUMNS)
+    assert list(df.columns) == list(TABLE_COLUMNS)
+    assert set(df["analysis"]) == {"encoding"}
     subjects = df[df["statistic"] == "value"]
-    assert len(subjects) == 3 * 2 * 4  # subjects × models × (3 ROIs + all)
+    # subjects × models × (3 ROIs + all) × metrics
+    assert len(subjects) == 3 * 2 * 4 * len(ENCODING_METRICS)
     assert set(subjects["roi"]) == {"early_visual", "semantic", "noise", "all"}
+    assert set(subjects["metric"]) == set(ENCODING_METRICS)
     assert (subjects.loc[subjects["roi"] == "all", "n_targets"] == 27).all()
-    # one row per subject's ROI matches the store it came from
+    # one row per subject's ROI and metric matches the store it came from
     ds = open_dataset(score_stores[0]).load()
     row = subjects[(subjects["subject"] == "01") & (subjects["model"] == "minilm")]
-    row = row[row["roi"] == "semantic"].iloc[0]
+    row = row[row["roi"] == "semantic"].set_index("metric")["value"]
     sel = ds["roi"].values == "semantic"
     np.testing.assert_allclose(row["mean_r"], ds["r"].values[sel].mean(), rtol=1e-5)
     np.testing.assert_allclose(row["median_r"], np.median(ds["r"].values[sel]), rtol=1e-5)
     for flag in ("significant", "significant_fwer"):
-        np.testing.assert_allclose(row[f"frac_{flag}"], ds[flag].values[sel].mean())
+        np.testing.assert_allclose(row[f"frac_{flag}"], ds[flag].values[sel].mean(), rtol=1e-5)
     group = df[df["subject"] == "group"]
     assert set(group["statistic"]) == {"mean", "sd", "sem"}
-    mean = group[(group["statistic"] == "mean") & (group["model"] == "gpt2")]
-    mean = mean.set_index("roi")
-    values = subjects[subjects["model"] == "gpt2"].groupby("roi")["mean_r"]
-    np.testing.assert_allclose(mean.loc[values.mean().index, "mean_r"], values.mean(), rtol=1e-5)
+    mean = group[
+        (group["statistic"] == "mean") & (group["model"] == "gpt2") & (group["metric"] == "mean_r")
+    ]
+    mean = mean.set_index("roi")["value"]
+    gpt2 = subjects[(subjects["model"] == "gpt2") & (subjects["metric"] == "mean_r")]
+    values = gpt2.groupby("roi")["value"]
+    np.testing.assert_allclose(mean.loc[values.mean().index], values.mean(), rtol=1e-5)
     assert (group["n_subjects"] == 3).all()
 
     store = xr.open_zarr(table.with_suffix(".zarr"))
@@ -210,8 +216,9 @@ def test_summarize_without_plots_and_with_nan(make_prediction_store, tmp_path, p
     df = pd.read_csv(
         table, sep="\t", dtype={"subject": str}, keep_default_na=False, na_values=["n/a"]
     )
-    assert df.loc[df["statistic"] == "sd", "mean_r"].isna().all()  # one subject: no spread
-    assert df["noise_ceiling_r"].isna().all()
+    sd = df[(df["statistic"] == "sd") & (df["metric"] == "mean_r")]
+    assert len(sd) and sd["value"].isna().all()  # one subject: no spread
+    assert df.loc[df["metric"] == "noise_ceiling_r", "value"].isna().all()
     with pytest.raises(ValueError, match="at least one score store"):
         summarize_scores(scores=[], table=table, plots_dir=tmp_path / "p", config={}, provenance={})
 

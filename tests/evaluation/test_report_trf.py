@@ -10,9 +10,9 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.decoding.summary import DECODING_COLUMNS
 from neuroflow.evaluation import evaluate_model
 from neuroflow.evaluation.report import TRF_METRICS, summarize_all, trf_figures, trf_rows
+from neuroflow.evaluation.summary import TABLE_COLUMNS
 
 
 def _trf_store(
@@ -60,7 +60,7 @@ def stores(rng: np.random.Generator) -> list[xr.Dataset]:
 
 def test_trf_rows_per_subject_and_group(stores: list[xr.Dataset]) -> None:
     table = trf_rows(stores)
-    assert list(table.columns) == list(DECODING_COLUMNS)
+    assert list(table.columns) == list(TABLE_COLUMNS)
     assert set(table["analysis"]) == {"trf"} and set(table["roi"]) == {"eeg"}
     assert set(table["metric"]) == set(TRF_METRICS)
     subjects = table[table["statistic"] == "value"]
@@ -77,7 +77,10 @@ def test_trf_rows_per_subject_and_group(stores: list[xr.Dataset]) -> None:
     semantic_02 = semantic_02.set_index("metric")["value"]
     np.testing.assert_allclose(semantic_02["cv_score_max"], float(stores[3]["cv_score"].max()))
     assert semantic_02["peak_latency"] == pytest.approx(0.4, abs=0.011)
-    assert set(subjects["feature_space"]) == {"visual_space", "semantic_space"}
+    assert set(subjects["feature_space"]) == {"visual_space:n/a", "semantic_space:n/a"}
+    assert set(subjects["extractor"]) == {"visual_space", "semantic_space"}
+    named = trf_rows(stores, layer_order={"visual_space": ["a", "b"], "semantic_space": ["c"]})
+    assert set(named["feature_space"]) == {"visual_space:b", "semantic_space:c"}
 
     group = table[table["subject"] == "group"]
     assert len(group) == 2 * len(TRF_METRICS) * 3
@@ -113,7 +116,7 @@ def test_trf_rows_one_subject_has_no_spread(rng: np.random.Generator) -> None:
 
 def test_trf_rows_empty_and_errors(rng: np.random.Generator) -> None:
     empty = trf_rows([])
-    assert empty.empty and list(empty.columns) == list(DECODING_COLUMNS)
+    assert empty.empty and list(empty.columns) == list(TABLE_COLUMNS)
     ds = _trf_store(rng, subject="01", model="visual", peak=0.2).drop_vars("cv_score")
     with pytest.raises(ValueError, match=r"sub-01_trf\.zarr: variable `cv_score` is missing"):
         trf_rows([ds], ["results/eeg_trf/sub-01_trf.zarr"])

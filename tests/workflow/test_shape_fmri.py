@@ -131,7 +131,7 @@ def test_movie_with_subject_atlas_and_parcel_targets(tmp_path):
     table = summary_table(tmp_path / "run")
     rows = table[(table["analysis"] == "encoding") & (table["statistic"] == "value")]
     assert set(rows["roi"]) == {"blob", "left", "right", "all"}
-    r = rows.set_index("roi")["mean_r"]
+    r = rows[rows["metric"] == "mean_r"].set_index("roi")["value"]
     assert r["blob"] > 0.4 and r["blob"] > r["left"] + 0.2 and r["blob"] > r["right"] + 0.2
     notes = summary_notes(tmp_path / "run")
     assert any(
@@ -195,13 +195,14 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
         assert ds.attrs["method"] == "imported"
         assert {str(v) for v in ds["roi"].values} <= {"early_visual", "other", ""}
     table = summary_table(run)
-    enc = table[(table["analysis"] == "encoding") & (table["statistic"] == "value")]
-    visual = enc[(enc["model"] == "visual_trials")].set_index(["subject", "roi"])["mean_r"]
+    enc = table[(table["analysis"] == "trial_encoding") & (table["statistic"] == "value")]
+    enc = enc[enc["metric"] == "mean_r"]
+    visual = enc[(enc["model"] == "visual_trials")].set_index(["subject", "roi"])["value"]
     for subject in facts["subjects"]:
         assert visual[(subject, "early_visual")] > 0.5
         assert abs(visual[(subject, "other")]) < 0.15
     rsa = table[table["analysis"] == "rsa"]
-    assert {"image_statistics", "image_statistics_blur"} <= set(rsa["model"])
+    assert {"image_statistics", "image_statistics_blur"} <= set(rsa["extractor"])
     (store,) = open_stores(run, "rsa").values()
     models = [str(m) for m in store["model"].values]
     assert models[:2] == ["image_statistics", "image_statistics_blur"] and "cnn" in models
@@ -210,7 +211,7 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
     assert early["value"].mean() > other["value"].mean()
     # identification of the 15 held-out (repeated) images from the betas, per ROI
     ident = table[(table["analysis"] == "identification_fmri") & (table["metric"] == "top5")]
-    ident = ident[ident["model"] == "image_statistics"].set_index(["subject", "roi"])
+    ident = ident[ident["extractor"] == "image_statistics"].set_index(["subject", "roi"])
     for subject in facts["subjects"]:
         early_row, other_row = ident.loc[(subject, "early_visual")], ident.loc[(subject, "other")]
         assert early_row["value"] > early_row["chance"] and early_row["p_value"] < 0.05
@@ -283,7 +284,8 @@ def test_algonauts_like_parcel_time_series(tmp_path):
         assert ds.sizes["repeat"] == 2
     table = summary_table(run)
     rows = table[(table["subject"] == "group") & (table["statistic"] == "mean")]
-    rows = rows[(rows["roi"] != "all") & (rows["model"] == "visual")].set_index("roi")["mean_r"]
+    rows = rows[(rows["roi"] != "all") & (rows["model"] == "visual")]
+    rows = rows[rows["metric"] == "mean_r"].set_index("roi")["value"]
     assert len(rows) == len(facts["parcels"])  # one row per parcel
     visual = rows[[p for p in rows.index if p in facts["planted"]["visual"]]]
     others = rows[[p for p in rows.index if p not in facts["planted"]["visual"]]]
@@ -291,8 +293,9 @@ def test_algonauts_like_parcel_time_series(tmp_path):
     n_rows = len(facts["subjects"]) * (len(facts["parcels"]) + 1)
     for model in ("cnn__blocks_4", "cnn__avg_pooling"):
         cnn_rows = table[(table["model"] == model) & (table["statistic"] == "value")]
+        cnn_rows = cnn_rows[cnn_rows["metric"] == "mean_r"]
         assert len(cnn_rows) == n_rows, model
-        assert np.isfinite(cnn_rows["mean_r"]).all()
+        assert np.isfinite(cnn_rows["value"]).all()
     _check_layer_sweep(run, facts)
     assert any("rsa_fmri: skipped, parcel time series" in n for n in summary_notes(run))
 

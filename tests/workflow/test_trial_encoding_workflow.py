@@ -88,13 +88,15 @@ def test_trial_encoding_runs_end_to_end(tmp_path: Path) -> None:
 
     table = next(results.glob("summary/*/scores.tsv"))
     scores = pd.read_csv(table, sep="\t", na_values=["n/a"], keep_default_na=False)
-    subject_rows = scores[scores["statistic"] == "value"]
+    subject_rows = scores[(scores["statistic"] == "value") & (scores["metric"] == "mean_r")]
+    trials = subject_rows[subject_rows["analysis"] == "trial_encoding"]
+    runs = subject_rows[subject_rows["analysis"] == "encoding"]
     for model in models:
-        rows = subject_rows[subject_rows["model"] == f"{model}_trials"]
+        rows = trials[trials["model"] == f"{model}_trials"]
         assert set(rows["roi"]) >= {"early_visual", "semantic", "noise", "all"}
         assert len(rows) == len(set(rows["roi"]))  # one row per subject x model x ROI
-        assert len(subject_rows[subject_rows["model"] == model])  # run-based models stay
-    visual = subject_rows[subject_rows["model"] == "visual_trials"].set_index("roi")
-    assert visual.loc["early_visual", "mean_r"] > visual.loc["noise", "mean_r"]
+        assert len(runs[runs["model"] == model])  # run-based models stay
+    visual = trials[trials["model"] == "visual_trials"].set_index("roi")["value"]
+    assert visual.loc["early_visual"] > visual.loc["noise"]
 
     assert planned_jobs(tmp_path) == {}

@@ -108,7 +108,7 @@ def test_summary_table_ranks_planted_feature_spaces(tiny_run: Path) -> None:
     table = next((tiny_run / "results" / "summary").rglob("scores.tsv"))
     df = pd.read_csv(table, sep="\t", na_values="n/a")
     fmri = df[(df["analysis"] == "encoding") & (df["statistic"] == "value")]
-    rows = fmri.set_index(["model", "roi"])["mean_r"]
+    rows = fmri[fmri["metric"] == "mean_r"].set_index(["model", "roi"])["value"]
     assert rows[("visual", "early_visual")] > rows[("semantic", "early_visual")]
     assert rows[("semantic", "semantic")] > rows[("visual", "semantic")]
     plots = list(table.parent.joinpath("plots").glob("*.png"))
@@ -126,7 +126,7 @@ def test_summary_table_has_eeg_encoding_time_courses(tiny_run: Path) -> None:
     run_config = yaml.safe_load((table.parent / "config.yaml").read_text())
     epochs = run_config["preprocess_eeg"]
     assert peaks["value"].between(epochs["epochs_tmin"], epochs["epochs_tmax"]).all()
-    channels = eeg[(eeg["metric"].isna()) & (eeg["statistic"] == "value")]
+    channels = eeg[(eeg["metric"] == "mean_r") & (eeg["statistic"] == "value")]
     assert "all" in set(channels["roi"]) and channels["roi"].nunique() > 10
     plots = table.parent / "plots"
     assert {p.name for p in plots.glob("eeg_encoding_*.png")} == {
@@ -190,7 +190,7 @@ def test_export_in_the_formats_of_the_field(tiny_run: Path, tmp_path: Path) -> N
     (table,) = (tiny_run / "results" / "summary").glob("*/scores.tsv")
     assert (out / "summary" / "scores.tsv").read_bytes() == table.read_bytes()
     columns = json.loads((out / "summary" / "scores.json").read_text())
-    assert columns["mean_r"]["Units"] == "Pearson r"
+    assert "Pearson r" in columns["metric"]["Levels"]["mean_r"]
 
 
 def test_inspect_rejects_non_artifact(tmp_path: Path) -> None:

@@ -1,46 +1,54 @@
-"""Tidy summary rows of decoding and RSA stores, in the layout of the encoding summary.
+"""Tidy summary rows of decoding and RSA stores, in the layout of the summary table.
 
-Rows carry the encoding summary's key columns
-(:data:`neuroflow.evaluation.summary.KEY_COLUMNS`: subject, model, feature_space,
-layer, roi, statistic) and ``n_subjects``, then ``analysis``, ``metric``, ``value``,
-``chance`` and ``p_value``. :func:`append_rows` adds them to an existing TSV, keeping
-its columns and filling the ones a table lacks with ``n/a``. Rows of EEG decoding also
-carry ``inconclusive`` (:data:`EEG_DECODING_COLUMNS`): whether the cluster test behind
-the row's ``p_value`` could not reach its level (too few permutations, distinct
-relabellings or subjects); its ``p_value`` is then ``n/a``.
+Rows have the columns of :data:`neuroflow.evaluation.summary.TABLE_COLUMNS`. These
+analyses compare a feature space directly, so ``model`` is the feature space itself,
+spelled ``<extractor>:<layer>`` like ``feature_space`` (a bare extractor name in a store
+is its last layer, see :func:`neuroflow.evaluation.summary.space_names`); rows without a
+feature space (classification of conditions) leave ``model``, ``extractor``,
+``feature_space`` and ``layer`` empty. :func:`append_rows` adds rows to an existing TSV,
+keeping its columns and filling the ones a table lacks with ``n/a``. Rows of EEG cluster
+tests carry ``inconclusive``: whether the cluster test behind the row's ``p_value``
+could not reach its level (too few permutations, distinct relabellings or subjects); its
+``p_value`` is then ``n/a``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuroflow.evaluation.summary import KEY_COLUMNS
+from neuroflow.evaluation.summary import TABLE_COLUMNS, space_names
 
 __all__ = [
-    "DECODING_COLUMNS",
-    "EEG_DECODING_COLUMNS",
     "append_rows",
     "decoding_rows",
     "fmri_decoding_rows",
+    "rsa_eeg_rows",
     "rsa_rows",
 ]
 
-#: Column order of decoding/RSA rows.
-DECODING_COLUMNS = (*KEY_COLUMNS, "n_subjects", "analysis", "metric", "value", "chance", "p_value")
-#: Column order of :func:`decoding_rows` (EEG decoding): ``inconclusive`` added.
-EEG_DECODING_COLUMNS = (*DECODING_COLUMNS, "inconclusive")
+LayerOrder = Mapping[str, Sequence[str]] | None
 
 
 def _row(**kw) -> dict:
-    base = dict.fromkeys(DECODING_COLUMNS, np.nan)
-    base.update(statistic="value", n_subjects=1, layer="", roi="")
+    base = dict.fromkeys(TABLE_COLUMNS, np.nan)
+    base.update(statistic="value", n_subjects=1, roi="")
     base.update(kw)
     return base
+
+
+def _space(label: object, layer_order: LayerOrder) -> dict:
+    """``model``, ``extractor``, ``feature_space`` and ``layer`` of a compared feature space."""
+    extractor, layer, space = space_names(str(label), None, layer_order)
+    return {"model": space, "extractor": extractor, "feature_space": space, "layer": layer}
+
+
+_NO_SPACE = {"model": np.nan, "extractor": np.nan, "feature_space": np.nan, "layer": np.nan}
 
 
 def _cluster_row_p(ds: xr.Dataset, name: str, sel: dict) -> dict:
@@ -64,7 +72,7 @@ def _cluster_row_p(ds: xr.Dataset, name: str, sel: dict) -> dict:
     }
 
 
-def _group_rows(ds: xr.Dataset, info: dict) -> list[dict]:
+def _group_rows(ds: xr.Dataset, layer_order: LayerOrder) -> list[dict]:
     """Group rows of the sign-flip cluster tests: peak of the mean time course."""
     rows = []
     n_subjects = ds.sizes["subject"]
@@ -75,8 +83,7 @@ def _group_rows(ds: xr.Dataset, info: dict) -> list[dict]:
             rows.append(
                 _row(
                     **base,
-                    model=info.get(str(fs), {}).get("model", str(fs)),
-                    feature_space=str(fs),
+                    **_space(fs, layer_order),
                     analysis="feature_time_course",
                     metric="peak_r",
                     value=float(mean.sel(feature_space=fs).max()),
@@ -88,8 +95,7 @@ def _group_rows(ds: xr.Dataset, info: dict) -> list[dict]:
         rows.append(
             _row(
                 **base,
-                model="",
-                feature_space="",
+                **_NO_SPACE,
                 analysis="classification",
                 metric="peak_balanced_accuracy",
                 value=float(ds["class_score"].mean("subject").max()),
@@ -100,40 +106,42 @@ def _group_rows(ds: xr.Dataset, info: dict) -> list[dict]:
     return rows
 
 
-def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
+def decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
     """Summary rows of a ``decode_eeg`` store.
 
     Parameters
     ----------
     ds : xarray.Dataset
         The store.
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order (names the layer of a bare
+        feature space).
 
     Returns
     -------
     table : pandas.DataFrame
-        Columns :data:`EEG_DECODING_COLUMNS`. Identification metrics with chance and
-        permutation p per subject, feature space and decoder; peak score and latencies
-        of the feature time courses; peak classification score; with group tests, the
-        peak of the subjects' mean time courses (``subject = "group"``, ``statistic =
-        "mean"``). Peak rows carry the smallest cluster p-value of their cluster test
-        and ``inconclusive`` (True when the test cannot reach its level, and
-        ``p_value`` is then NaN); other rows have ``inconclusive`` NaN.
+        Columns :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`. Identification
+        metrics with chance and permutation p per subject, feature space and decoder;
+        peak score and latencies of the feature time courses; peak classification
+        score; with group tests, the peak of the subjects' mean time courses
+        (``subject = "group"``, ``statistic = "mean"``). Peak rows carry the smallest
+        cluster p-value of their cluster test and ``inconclusive`` (True when the test
+        cannot reach its level, and ``p_value`` is then NaN); other rows have
+        ``inconclusive`` NaN.
     """
-    info = ds.attrs.get("feature_models", {})
     rows = []
     for sub in ds["subject"].values:
         s = str(sub)
         if "identification" in ds:
             for fs in ds["feature_space"].values:
-                model = info.get(str(fs), {}).get("model", str(fs))
+                names = _space(fs, layer_order)
                 for dec in ds["decoder"].values:
                     for met in ds["metric"].values:
                         sel = {"subject": sub, "feature_space": fs, "decoder": dec, "metric": met}
                         rows.append(
                             _row(
                                 subject=s,
-                                model=model,
-                                feature_space=str(fs),
+                                **names,
                                 roi="eeg",
                                 analysis=f"identification_{dec}",
                                 metric=str(met),
@@ -148,9 +156,8 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                         )
         if "feature_score" in ds:
             for fs in ds["feature_space"].values:
-                model = info.get(str(fs), {}).get("model", str(fs))
                 sel = {"subject": sub, "feature_space": fs}
-                common = {"subject": s, "model": model, "feature_space": str(fs), "roi": "eeg"}
+                common = {"subject": s, **_space(fs, layer_order), "roi": "eeg"}
                 rows += [
                     _row(
                         **common,
@@ -177,8 +184,7 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
             rows.append(
                 _row(
                     subject=s,
-                    model="",
-                    feature_space="",
+                    **_NO_SPACE,
                     roi="eeg",
                     analysis="classification",
                     metric="peak_balanced_accuracy",
@@ -187,17 +193,20 @@ def decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                     **_cluster_row_p(ds, "class_cluster_p", {"subject": sub}),
                 )
             )
-    rows += _group_rows(ds, info)
-    return pd.DataFrame(rows, columns=list(EEG_DECODING_COLUMNS))
+    rows += _group_rows(ds, layer_order)
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
-def fmri_decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
+def fmri_decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
     """Summary rows of a ``decode_fmri`` store: identification per subject, ROI and space.
 
     Parameters
     ----------
     ds : xarray.Dataset
         The store (see :func:`neuroflow.decoding.fmri.decode_fmri`).
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order (names the layer of a bare
+        feature space).
 
     Returns
     -------
@@ -206,7 +215,6 @@ def fmri_decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
         chance and permutation p; undefined values (a region a subject lacks, top-k with
         k at or above the number of test stimuli) are left out.
     """
-    info = ds.attrs.get("feature_models", {})
     rows = []
     for sub in ds["subject"].values:
         for roi in ds["roi"].values:
@@ -219,8 +227,7 @@ def fmri_decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                     rows.append(
                         _row(
                             subject=str(sub),
-                            model=info.get(str(fs), {}).get("model", str(fs)),
-                            feature_space=str(fs),
+                            **_space(fs, layer_order),
                             roi=str(roi),
                             analysis="identification_fmri",
                             metric=str(met),
@@ -229,16 +236,19 @@ def fmri_decoding_rows(ds: xr.Dataset) -> pd.DataFrame:
                             p_value=float(ds["identification_p"].sel(sel)),
                         )
                     )
-    return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
-def rsa_rows(ds: xr.Dataset) -> pd.DataFrame:
+def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
     """Summary rows of an ``rsa_fmri`` store (model similarity per ROI, with ceilings).
 
     Parameters
     ----------
     ds : xarray.Dataset
         The store.
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order (names the layer of a bare
+        feature space).
 
     Returns
     -------
@@ -246,11 +256,9 @@ def rsa_rows(ds: xr.Dataset) -> pd.DataFrame:
         One row per subject × comparison × layer × ROI (``metric`` is the comparison)
         and group rows with the noise ceiling's lower and upper bounds.
     """
-    info = ds.attrs.get("feature_models", {})
     rows = []
     for layer in ds["layer"].values:
-        model = info.get(str(layer), {}).get("model", str(layer))
-        space = info.get(str(layer), {}).get("feature_space", str(layer))
+        names = _space(layer, layer_order)
         for comp in ds["comparison"].values:
             for roi in ds["roi"].values:
                 for sub in ds["subject"].values:
@@ -258,9 +266,7 @@ def rsa_rows(ds: xr.Dataset) -> pd.DataFrame:
                     rows.append(
                         _row(
                             subject=str(sub),
-                            model=model,
-                            feature_space=space,
-                            layer=str(layer),
+                            **names,
                             roi=str(roi),
                             analysis="rsa",
                             metric=str(comp),
@@ -274,9 +280,7 @@ def rsa_rows(ds: xr.Dataset) -> pd.DataFrame:
                                 subject="group",
                                 statistic=f"noise_ceiling_{bound}",
                                 n_subjects=ds.sizes["subject"],
-                                model=model,
-                                feature_space=space,
-                                layer=str(layer),
+                                **names,
                                 roi=str(roi),
                                 analysis="rsa",
                                 metric=str(comp),
@@ -285,7 +289,44 @@ def rsa_rows(ds: xr.Dataset) -> pd.DataFrame:
                                 ),
                             )
                         )
-    return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def rsa_eeg_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
+    """Peak of each layer's cross-temporal RSA time course, per subject (``rsa_eeg`` store).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store: ``cross_temporal`` (subject, comparison, layer, time).
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order (names the layer of a bare
+        feature space).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Columns :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`, with
+        ``analysis = "rsa_eeg"``, ``roi = "eeg"``, ``metric = "<comparison>_peak"``
+        (the similarity at the peak) and ``"<comparison>_peak_latency"`` (s); courses
+        without a finite value are left out.
+    """
+    da = ds["cross_temporal"]
+    times = np.asarray(ds["time"].values, float)
+    rows = []
+    for sub in ds["subject"].values:
+        for comp in ds["comparison"].values:
+            for layer in ds["layer"].values:
+                course = np.asarray(da.sel(subject=sub, comparison=comp, layer=layer).values)
+                if not np.isfinite(course).any():
+                    continue
+                peak = int(np.nanargmax(course))
+                base = _row(
+                    subject=str(sub), **_space(layer, layer_order), roi="eeg", analysis="rsa_eeg"
+                )
+                rows.append({**base, "metric": f"{comp}_peak", "value": float(course[peak])})
+                rows.append({**base, "metric": f"{comp}_peak_latency", "value": times[peak]})
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
 def append_rows(table: pd.DataFrame, path: str | os.PathLike) -> Path:

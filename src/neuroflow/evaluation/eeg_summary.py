@@ -2,9 +2,10 @@
 
 An EEG encoding score store (written by the ``eeg_evaluation`` stage) holds one target
 per channel × latency of the epochs, with the channel as its ``roi``. The summary keeps
-the same wide rows as the fMRI encoding models (one per subject × model × channel, plus
-``roi = "all"``; see :func:`neuroflow.evaluation.summary.roi_summary`), with
-``analysis = "eeg_encoding"``, and adds the peak of the channel-averaged accuracy over
+the same rows as the fMRI encoding models (the ROI metrics per subject × model × channel,
+plus ``roi = "all"``; see :func:`neuroflow.evaluation.summary.roi_summary` and
+:func:`neuroflow.evaluation.summary.long_rows`), with ``analysis = "eeg_encoding"``, and
+adds the peak of the channel-averaged accuracy over
 latency (``metric`` ``peak_r`` and ``peak_latency``), the number an EEG encoding study
 reports. One figure per model draws that time course per subject.
 """
@@ -12,7 +13,7 @@ reports. One figure per model draws that time course per subject.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -75,51 +76,41 @@ def r_time_course(ds: xr.Dataset, path: str | os.PathLike = "score store") -> xr
     return r.mean("channel", skipna=True).sortby("latency")
 
 
-def _layer(ds: xr.Dataset) -> str:
-    """The model's layer: its ``layer`` attribute, else that of a lone ``name:layer`` space."""
-    if ds.attrs.get("layer"):
-        return str(ds.attrs["layer"])
-    spaces = [str(s) for s in ds.attrs.get("feature_spaces") or []]
-    if len(spaces) == 1 and ":" in spaces[0]:
-        return spaces[0].split(":", 1)[1]
-    return "n/a"
-
-
 def _peak_rows(
     stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike], keys: pd.DataFrame
 ) -> pd.DataFrame:
     """Long ``peak_r`` / ``peak_latency`` rows per subject, and of the group mean course."""
-    from neuroflow.decoding.summary import DECODING_COLUMNS
-    from neuroflow.evaluation.summary import GROUP_SUBJECT
+    from neuroflow.evaluation.summary import GROUP_SUBJECT, TABLE_COLUMNS
 
     rows = []
-    courses: dict[tuple[str, str, str], list[xr.DataArray]] = {}
+    courses: dict[tuple[str, str, str, str], list[xr.DataArray]] = {}
     for ds, path, (_, key) in zip(stores, paths, keys.iterrows(), strict=True):
         course = r_time_course(ds, path)
-        ident = (key["model"], key["feature_space"], key["layer"])
+        ident = (key["model"], key["extractor"], key["feature_space"], key["layer"])
         courses.setdefault(ident, []).append(course)
         rows += _peak(course, key["subject"], ident, "value", 1)
     for ident, parts in courses.items():
         joined = xr.concat(parts, dim="subject", join="outer")
         n = int(np.isfinite(joined.values).any(axis=-1).sum())
         rows += _peak(joined.mean("subject", skipna=True), GROUP_SUBJECT, ident, "mean", n)
-    out = pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     out["analysis"] = EEG_ENCODING_ANALYSIS
     return out
 
 
 def _peak(
-    course: xr.DataArray, subject: str, ident: tuple[str, str, str], statistic: str, n: int
+    course: xr.DataArray, subject: str, ident: tuple[str, str, str, str], statistic: str, n: int
 ) -> list[dict]:
     """The two peak rows of one time course (none when it has no finite value)."""
     values = np.asarray(course.values, dtype=float)
     if not np.isfinite(values).any():
         return []
     peak = int(np.nanargmax(values))
-    model, space, layer = ident
+    model, extractor, space, layer = ident
     base = {
         "subject": subject,
         "model": model,
+        "extractor": extractor,
         "feature_space": space,
         "layer": layer,
         "roi": "all",
@@ -138,6 +129,7 @@ def eeg_encoding_rows(
     stores: Sequence[xr.Dataset],
     paths: Sequence[str | os.PathLike] = (),
     topk_percent: float = 10.0,
+    layer_order: Mapping[str, Sequence[str]] | None = None,
 ) -> pd.DataFrame:
     """Tidy summary rows of EEG encoding score stores, per subject and model, with group rows.
 
@@ -152,12 +144,17 @@ def eeg_encoding_rows(
         Their paths, named in errors (optional).
     topk_percent : float
         Share of targets in ``topk_r``, in ``(0, 100]``.
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order: a bare feature space (EEG
+        score stores record no layer) is its extractor's last layer (see
+        :func:`~neuroflow.evaluation.summary.space_names`).
 
     Returns
     -------
     table : pandas.DataFrame
-        With ``analysis = "eeg_encoding"``: the columns of
-        :data:`~neuroflow.evaluation.summary.SUMMARY_COLUMNS` per subject × model ×
+        Columns :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`, with
+        ``analysis = "eeg_encoding"``: the metrics of
+        :data:`~neuroflow.evaluation.summary.ENCODING_METRICS` per subject × model ×
         channel (``roi`` the channel, ``"all"`` over every channel × latency), and
         group rows (``subject = "group"``, ``statistic`` mean, sd, sem); then
         ``metric`` ``peak_r`` (the largest channel-averaged test r over latency,
@@ -165,7 +162,7 @@ def eeg_encoding_rows(
         and of the group mean time course (``statistic = "mean"``).
     """
     from neuroflow.evaluation.stage import _store_summary
-    from neuroflow.evaluation.summary import group_summary
+    from neuroflow.evaluation.summary import TABLE_COLUMNS, group_summary, long_rows
 
     paths = list(paths) or [f"EEG encoding score store {i}" for i in range(len(stores))]
     if len(paths) != len(stores):
@@ -173,17 +170,18 @@ def eeg_encoding_rows(
             f"`paths` must have one entry per store ({len(stores)}), got {len(paths)} instead."
         )
     if not stores:
-        return pd.DataFrame()
-    per_store = []
-    for ds, path in zip(stores, paths, strict=True):
-        table = _store_summary(Path(path), ds, topk_percent)
-        table["layer"] = _layer(ds)
-        per_store.append(table)
+        return pd.DataFrame(columns=list(TABLE_COLUMNS))
+    per_store = [
+        _store_summary(Path(path), ds, topk_percent, layer_order)
+        for ds, path in zip(stores, paths, strict=True)
+    ]
     per_subject = pd.concat(per_store, ignore_index=True)
     wide = pd.concat([per_subject, group_summary(per_subject)], ignore_index=True)
-    wide["analysis"] = EEG_ENCODING_ANALYSIS
     keys = pd.concat([t.iloc[:1] for t in per_store], ignore_index=True)
-    return pd.concat([wide, _peak_rows(stores, paths, keys)], ignore_index=True)
+    return pd.concat(
+        [long_rows(wide, EEG_ENCODING_ANALYSIS), _peak_rows(stores, paths, keys)],
+        ignore_index=True,
+    )
 
 
 def eeg_encoding_figures(

@@ -245,8 +245,8 @@ def _sweep_model(name: str, stage: str) -> str:
 
 
 def _space_label(row: Any) -> str:
-    """``"<extractor>:<layer>"`` of a summary row (RSA rows keep it in ``layer``)."""
-    for value in (row.layer, row.feature_space):
+    """``"<extractor>:<layer>"`` of a summary row (its ``feature_space``)."""
+    for value in (row.feature_space, row.layer):
         if isinstance(value, str) and ":" in value:
             return value
     return str(row.feature_space)
@@ -265,10 +265,11 @@ def analysis_sweep_table(
     Parameters
     ----------
     summary : pandas.DataFrame
-        The summary table (``scores.tsv``): rows with ``analysis``, ``metric``,
-        ``value``, ``subject``, ``feature_space`` and ``layer`` (one of them
-        ``"<extractor>:<layer>"``; else ``feature_space`` names an extractor, taken at
-        its last layer), ``roi`` and ``statistic``.
+        The summary table (``scores.tsv``,
+        :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`): rows with ``analysis``,
+        ``metric``, ``value``, ``subject``, ``feature_space`` (``"<extractor>:<layer>"``;
+        a bare extractor name is taken at its last layer), ``layer``, ``roi`` and
+        ``statistic``.
     layer_order : dict of str to list of str
         Extractor -> its layer store names in extraction order. Extractors with fewer
         than two layers among an analysis's rows form no sweep.

@@ -1,12 +1,13 @@
 """One summary of every analysis: encoding scores, decoding, RSA and TRF results.
 
 :func:`summarize_all` is the entry point of the workflow's summary job. It
-writes the encoding table, store and figures with
-:func:`neuroflow.evaluation.stage.summarize_scores`, then appends the decoding,
-RSA and temporal response function (TRF) rows to the same tidy table and adds
-their figures. Beside the table, ``warnings.tsv`` lists the warnings about the dataset
-raised when the workflow was planned and those kept in the stores behind the results
-(see :mod:`neuroflow.stage_warnings`).
+writes the encoding rows, store and figures with
+:func:`neuroflow.evaluation.stage.summarize_scores`, then adds the decoding, RSA,
+EEG encoding and temporal response function (TRF) rows to the same tidy table (see
+:func:`neuroflow.evaluation.summary.summary_table`) and their figures. Beside the
+table, ``warnings.tsv`` lists the warnings about the dataset raised when the workflow
+was planned and those kept in the stores behind the results (see
+:mod:`neuroflow.stage_warnings`).
 """
 
 from __future__ import annotations
@@ -141,61 +142,39 @@ def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
     return out
 
 
-def _rsa_eeg_rows(ds: xr.Dataset) -> pd.DataFrame:
-    """Peak of each layer's cross-temporal RSA time course, per subject.
-
-    Returns
-    -------
-    table : pandas.DataFrame
-        Rows with ``analysis = "rsa_eeg"``, ``metric = "<comparison>_peak"`` (the
-        similarity at the peak) and ``"<comparison>_peak_latency"`` (s).
-    """
-    from neuroflow.decoding.summary import DECODING_COLUMNS
-
-    da = ds["cross_temporal"]
-    times = np.asarray(ds["time"].values, float)
-    rows = []
-    for sub in ds["subject"].values:
-        for comp in ds["comparison"].values:
-            for layer in ds["layer"].values:
-                course = np.asarray(da.sel(subject=sub, comparison=comp, layer=layer).values)
-                if not np.isfinite(course).any():
-                    continue
-                peak = int(np.nanargmax(course))
-                base = dict.fromkeys(DECODING_COLUMNS, np.nan)
-                base.update(
-                    subject=str(sub),
-                    model=str(layer),
-                    feature_space=str(layer),
-                    layer=str(layer),
-                    roi="",
-                    statistic="value",
-                    n_subjects=1,
-                    analysis="rsa_eeg",
-                )
-                rows.append({**base, "metric": f"{comp}_peak", "value": float(course[peak])})
-                rows.append({**base, "metric": f"{comp}_peak_latency", "value": times[peak]})
-    return pd.DataFrame(rows, columns=list(DECODING_COLUMNS))
-
-
-def _trf_record(ds: xr.Dataset, path: str | os.PathLike) -> dict[str, Any]:
+def _trf_record(
+    ds: xr.Dataset, path: str | os.PathLike, layer_order: Mapping[str, Sequence[str]] | None
+) -> dict[str, Any]:
     """Subject, model, feature spaces and metrics of one TRF store."""
+    from neuroflow.evaluation.summary import space_names
+
     for name in ("cv_score", "peak_latency", "trf_power"):
         if name not in ds.variables:
             raise ValueError(f"{path}: variable `{name}` is missing.")
     cv = np.asarray(ds["cv_score"].values, dtype=float)
     finite = cv[np.isfinite(cv)]
+    model = str(ds.attrs.get("model", Path(path).stem))
+    spaces = ds.attrs.get("feature_spaces") or [model]
+    extractor, layer, space = space_names(
+        [spaces] if isinstance(spaces, str) else list(spaces), ds.attrs.get("layer"), layer_order
+    )
     return {
         "subject": str(ds.attrs.get("subject", "n/a")),
-        "model": str(ds.attrs.get("model", Path(path).stem)),
-        "feature_space": "+".join(str(s) for s in ds.attrs.get("feature_spaces", [])),
+        "model": model,
+        "extractor": extractor,
+        "feature_space": space,
+        "layer": layer,
         "cv_score_mean": float(finite.mean()) if finite.size else np.nan,
         "cv_score_max": float(finite.max()) if finite.size else np.nan,
         "peak_latency": float(ds["peak_latency"].values),
     }
 
 
-def trf_rows(stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike] = ()) -> pd.DataFrame:
+def trf_rows(
+    stores: Sequence[xr.Dataset],
+    paths: Sequence[str | os.PathLike] = (),
+    layer_order: Mapping[str, Sequence[str]] | None = None,
+) -> pd.DataFrame:
     """Tidy summary rows of TRF stores, per subject and model, with group means.
 
     Parameters
@@ -206,30 +185,35 @@ def trf_rows(stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike] = 
         and the attributes ``subject``, ``model`` and ``feature_spaces``.
     paths : list of path-like
         Their paths, named in errors (optional).
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order (names the layer of a bare
+        feature space, see :func:`neuroflow.evaluation.summary.space_names`).
 
     Returns
     -------
     table : pandas.DataFrame
-        Rows with ``analysis = "trf"``, ``roi = "eeg"`` and ``metric`` one of
-        :data:`TRF_METRICS`. Per-subject rows (``statistic = "value"``) average
-        the subject's recordings; group rows (``subject = "group"``,
-        ``statistic`` ``mean``, ``sd`` with ``ddof=1`` and ``sem``) summarise the
-        subjects, ``n_subjects`` counting those with a finite value. The
+        Columns :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`, with
+        ``analysis = "trf"``, ``roi = "eeg"`` and ``metric`` one of
+        :data:`TRF_METRICS`; ``model`` is the TRF model's name. Per-subject rows
+        (``statistic = "value"``) average the subject's recordings; group rows
+        (``subject = "group"``, ``statistic`` ``mean``, ``sd`` with ``ddof=1`` and
+        ``sem``) summarise the subjects, ``n_subjects`` counting those with a finite value. The
         cross-validated scores (values and means) have chance 0.
     """
-    from neuroflow.decoding.summary import DECODING_COLUMNS
-    from neuroflow.evaluation.summary import GROUP_SUBJECT
+    from neuroflow.evaluation.summary import GROUP_SUBJECT, TABLE_COLUMNS
 
     paths = list(paths) or [f"TRF store {i}" for i in range(len(stores))]
     if len(paths) != len(stores):
         raise ValueError(
             f"`paths` must have one entry per store ({len(stores)}), got {len(paths)} instead."
         )
-    columns = list(DECODING_COLUMNS)
+    columns = list(TABLE_COLUMNS)
     if not stores:
         return pd.DataFrame(columns=columns)
-    records = pd.DataFrame([_trf_record(ds, p) for ds, p in zip(stores, paths, strict=True)])
-    keys = ["model", "feature_space"]
+    records = pd.DataFrame(
+        [_trf_record(ds, p, layer_order) for ds, p in zip(stores, paths, strict=True)]
+    )
+    keys = ["model", "extractor", "feature_space", "layer"]
     per_subject = records.groupby(["subject", *keys], sort=True).mean()
     long = per_subject.reset_index().melt(
         id_vars=["subject", *keys], var_name="metric", value_name="value"
@@ -237,7 +221,9 @@ def trf_rows(stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike] = 
     long["statistic"] = "value"
     long["n_subjects"] = 1
     group = []
-    for (model, space, metric), part in long.groupby([*keys, "metric"], sort=True):
+    for (model, extractor, space, layer, metric), part in long.groupby(
+        [*keys, "metric"], sort=True
+    ):
         values = part["value"].astype(float)
         n = int(values.notna().sum())
         sd = float(values.std(ddof=1)) if n > 1 else np.nan
@@ -250,7 +236,9 @@ def trf_rows(stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike] = 
                 {
                     "subject": GROUP_SUBJECT,
                     "model": model,
+                    "extractor": extractor,
                     "feature_space": space,
+                    "layer": layer,
                     "metric": metric,
                     "value": value,
                     "statistic": stat,
@@ -258,12 +246,13 @@ def trf_rows(stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike] = 
                 }
             )
     out = pd.concat([long, pd.DataFrame(group)], ignore_index=True)
-    out["layer"] = ""
     out["roi"] = "eeg"
     out["analysis"] = "trf"
     scored = out["metric"].str.startswith("cv_score") & out["statistic"].isin(["value", "mean"])
     out["chance"] = np.where(scored, 0.0, np.nan)
     out["p_value"] = np.nan
+    out["n_targets"] = np.nan
+    out["inconclusive"] = np.nan
     order = {m: i for i, m in enumerate(TRF_METRICS)}
     out["_order"] = out["metric"].map(order)
     out["_group"] = out["subject"] == GROUP_SUBJECT
@@ -427,9 +416,11 @@ def summarize_all(
         Per-target score stores of the encoding models (may be empty: an EEG-only
         dataset has none).
     table : path-like
-        Tidy TSV: one row per subject x model x feature space x layer x ROI
-        (encoding), then the decoding, RSA and TRF rows (``analysis``, ``metric``,
-        ``value``, ``chance``, ``p_value`` columns; see :func:`trf_rows`).
+        Tidy TSV (columns :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`): one
+        row per analysis × subject × model × layer × ROI × metric × statistic. The
+        encoding rows (``encoding``, ``trial_encoding``) first, then decoding, RSA,
+        EEG encoding and TRF rows (see :mod:`neuroflow.evaluation.summary` for the
+        naming of models, extractors, feature spaces and layers).
     plots_dir : path-like
         Folder of the figures (PNG).
     config : dict
@@ -459,8 +450,9 @@ def summarize_all(
         Layer models of the layer sweeps (see
         :meth:`neuroflow.workflow.plan.WorkflowPlan.layer_sweeps`).
     layer_order : dict of str to list of str | None
-        Extractor -> its layer names in extraction order: RSA and decoding rows of an
-        extractor with several layers form a sweep.
+        Extractor -> its layer names in extraction order: a bare feature space of a
+        store is its extractor's last layer, and RSA and decoding rows of an extractor
+        with several layers form a sweep.
     layer_sweep_tsv : path-like | None
         Layer × ROI table of the sweeps to write (see
         :mod:`neuroflow.evaluation.layer_sweep`; only the header when there is no
@@ -479,74 +471,80 @@ def summarize_all(
     Returns
     -------
     table : Path
-        The written table. Beside it, ``scores.zarr`` holds the across-subject
-        encoding summary (roi, model) when there are encoding scores, else the tidy
-        table itself (one ``row`` per line of the TSV).
+        The written table. Beside it, ``scores.zarr`` holds the wide across-subject
+        encoding summary (roi, model; one variable per metric) when there are fMRI
+        encoding scores, else the tidy table itself (one ``row`` per line of the TSV).
     """
     from neuroflow.artifacts import atomic_directory, write_dataset
     from neuroflow.decoding.summary import (
-        append_rows,
         decoding_rows,
         fmri_decoding_rows,
+        rsa_eeg_rows,
         rsa_rows,
     )
     from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows
     from neuroflow.evaluation.stage import _with_defaults, _write_table, summarize_scores
-    from neuroflow.evaluation.summary import SUMMARY_COLUMNS
+    from neuroflow.evaluation.summary import summary_table
 
     table = Path(table)
     plots_dir = Path(plots_dir)
+    layer_order = dict(layer_order or {})
     record = {**dict(provenance), "notes": list(notes)}
     for note in notes:
         logger.info("Left out: %s", note)
+    rows: list[pd.DataFrame] = []
     if scores:
         summarize_scores(
-            scores=list(scores), table=table, plots_dir=plots_dir, config=config, provenance=record
+            scores=list(scores),
+            table=table,
+            plots_dir=plots_dir,
+            config=config,
+            provenance=record,
+            layer_order=layer_order,
+        )
+        rows.append(
+            pd.read_csv(
+                table,
+                sep="\t",
+                na_values=["n/a"],
+                keep_default_na=False,
+                dtype={"subject": str},
+            )
         )
     else:
-        _write_table(pd.DataFrame(columns=list(SUMMARY_COLUMNS)), table)
         with atomic_directory(plots_dir):
             pass
     plots_enabled = bool((config.get("plots") or {}).get("enabled", True))
     alpha = float((config.get("fdr") or {}).get("alpha", 0.05))
-    rows: list[pd.DataFrame] = []
     for path in decoding:
         ds = open_dataset(path)
         if "roi" in ds.dims:  # fMRI identification (per ROI), no time courses
-            rows.append(fmri_decoding_rows(ds))
+            rows.append(fmri_decoding_rows(ds, layer_order))
             continue
-        rows.append(decoding_rows(ds))
+        rows.append(decoding_rows(ds, layer_order))
         if plots_enabled:
             _decoding_figures(ds, plots_dir, alpha)
     for path in rsa:
         ds = open_dataset(path)
-        rows.append(rsa_rows(ds) if "roi" in ds.dims else _rsa_eeg_rows(ds))
+        rsa_of = rsa_rows if "roi" in ds.dims else rsa_eeg_rows
+        rows.append(rsa_of(ds, layer_order))
         if plots_enabled:
             _rsa_figures(ds, Path(path).stem, plots_dir)
     eeg_scores = list(eeg_scores)
     if eeg_scores:
         stores = [open_dataset(path) for path in eeg_scores]
         topk = float(_with_defaults(config)["topk_percent"])
-        rows.append(eeg_encoding_rows(stores, eeg_scores, topk))
+        rows.append(eeg_encoding_rows(stores, eeg_scores, topk, layer_order))
         if plots_enabled:
             eeg_encoding_figures(stores, plots_dir, eeg_scores)
     trf = list(trf or ())
     if trf:
         stores = [open_dataset(path) for path in trf]
-        rows.append(trf_rows(stores, trf))
+        rows.append(trf_rows(stores, trf, layer_order))
         if plots_enabled:
             trf_figures(stores, plots_dir)
-    if rows:
-        append_rows(pd.concat(rows, ignore_index=True), table)
-    merged = pd.read_csv(
-        table, sep="\t", na_values=["n/a"], keep_default_na=False, dtype={"subject": str}
-    )
-    if rows or "analysis" not in merged.columns:
-        # every row names its analysis, encoding tables alone included
-        merged["analysis"] = (
-            merged["analysis"].fillna("encoding") if "analysis" in merged else "encoding"
-        )
-        merged.to_csv(table, sep="\t", index=False, na_rep="n/a")
+    merged = summary_table(rows)
+    _write_table(merged, table, float_format=None)
     if not scores:
         write_dataset(_table_dataset(merged), table.with_suffix(".zarr"), provenance=record)
     if layer_sweep_tsv is not None:

@@ -35,9 +35,12 @@ from neuroflow.evaluation.significance import PermutationInference, permutation_
 from neuroflow.evaluation.summary import (
     GROUP_SUBJECT,
     METRIC_COLUMNS,
-    SUMMARY_COLUMNS,
+    WIDE_COLUMNS,
     group_summary,
+    long_rows,
     roi_summary,
+    space_names,
+    summary_table,
 )
 from neuroflow.variables import describe_variables
 
@@ -410,7 +413,18 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "x"
 
 
-def _store_summary(path: Path, ds: xr.Dataset, topk_percent: float) -> pd.DataFrame:
+def _store_summary(
+    path: Path,
+    ds: xr.Dataset,
+    topk_percent: float,
+    layer_order: Mapping[str, Sequence[str]] | None = None,
+) -> pd.DataFrame:
+    """Wide ROI summary (:data:`~neuroflow.evaluation.summary.WIDE_COLUMNS`) of one store.
+
+    ``extractor``, ``layer`` and ``feature_space`` come from the store's
+    ``feature_spaces`` and ``layer`` attributes (see
+    :func:`~neuroflow.evaluation.summary.space_names`).
+    """
     for name in ("r", "r_normalized", "significant", "noise_ceiling_r"):
         if name not in ds:
             raise ValueError(f"{path}: variable `{name}` is missing from the score store.")
@@ -428,13 +442,29 @@ def _store_summary(path: Path, ds: xr.Dataset, topk_percent: float) -> pd.DataFr
         topk_percent=topk_percent,
         significant_fwer=ds["significant_fwer"].values if "significant_fwer" in ds else None,
     )
+    spaces = ds.attrs.get("feature_spaces") or [_label(ds.attrs["model"])]
+    extractor, layer, feature_space = space_names(
+        [spaces] if isinstance(spaces, str) else list(spaces), ds.attrs.get("layer"), layer_order
+    )
     table.insert(0, "subject", _label(ds.attrs["subject"]))
     table.insert(1, "model", _label(ds.attrs["model"]))
-    table.insert(2, "feature_space", _label(ds.attrs.get("feature_spaces")))
-    table.insert(3, "layer", _label(ds.attrs.get("layer")))
+    table.insert(2, "extractor", extractor)
+    table.insert(3, "feature_space", feature_space)
+    table.insert(4, "layer", layer)
     table["statistic"] = "value"
     table["n_subjects"] = 1
-    return table[list(SUMMARY_COLUMNS)]
+    return table[list(WIDE_COLUMNS)]
+
+
+#: ``analysis`` of the rows of run-based fMRI encoding models.
+ENCODING_ANALYSIS = "encoding"
+#: ``analysis`` of the rows of single-trial fMRI encoding models.
+TRIAL_ENCODING_ANALYSIS = "trial_encoding"
+
+
+def _analysis_of(ds: xr.Dataset) -> str:
+    """The analysis of an fMRI score store: single-trial models are their own."""
+    return TRIAL_ENCODING_ANALYSIS if ds.attrs.get("design") == "trials" else ENCODING_ANALYSIS
 
 
 def _model_labels(table: pd.DataFrame) -> pd.Series:
@@ -495,12 +525,12 @@ def _bar_rows(per_subject: pd.DataFrame) -> pd.DataFrame:
     return per_subject[per_subject["roi"].isin(keep)]
 
 
-def _write_table(table: pd.DataFrame, path: Path) -> None:
+def _write_table(table: pd.DataFrame, path: Path, float_format: str | None = "%.6g") -> None:
     """Write a TSV atomically (``n/a`` for missing values)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
-        table.to_csv(tmp, sep="\t", index=False, na_rep=_NA, float_format="%.6g")
+        table.to_csv(tmp, sep="\t", index=False, na_rep=_NA, float_format=float_format)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -551,6 +581,7 @@ def summarize_scores(
     plots_dir: Path,
     config: dict,
     provenance: dict,
+    layer_order: Mapping[str, Sequence[str]] | None = None,
 ) -> Path:
     """ROI summaries per subject and across subjects, with figures.
 
@@ -560,7 +591,10 @@ def summarize_scores(
         Score stores written by :func:`evaluate_model` (any subjects × models).
     table : Path
         Tidy TSV to write, with the columns of
-        :data:`~neuroflow.evaluation.summary.SUMMARY_COLUMNS`: per-subject rows
+        :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`: one row per subject ×
+        model × ROI × metric (:data:`~neuroflow.evaluation.summary.ENCODING_METRICS`)
+        × statistic, ``analysis`` ``"encoding"`` (``"trial_encoding"`` for single-trial
+        models, whose stores have ``design == "trials"``); per-subject rows
         (``statistic == "value"``) and ``subject == "group"`` rows with the
         across-subject ``mean``, ``sd`` and ``sem`` (``n_subjects`` gives n).
         ROI ``"all"`` summarises every target.
@@ -573,11 +607,15 @@ def summarize_scores(
         The ``evaluation`` config section.
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order: names the layer of a bare
+        feature space whose store records none (see
+        :func:`~neuroflow.evaluation.summary.space_names`).
 
     Returns
     -------
     table : Path
-        The TSV. Beside it, ``table`` with suffix ``.zarr`` holds the
+        The TSV. Beside it, ``table`` with suffix ``.zarr`` holds the wide
         across-subject summary with dims
         (roi, model), one variable per metric column (mean) plus ``<metric>_sd``,
         ``<metric>_sem`` and ``n_subjects``; coords ``model_name``,
@@ -588,11 +626,19 @@ def summarize_scores(
         raise ValueError("`scores` must list at least one score store, got an empty list instead.")
     table, plots_dir = Path(table), Path(plots_dir)
     stores = [(Path(p), open_dataset(p)) for p in scores]
-    per_subject = pd.concat(
-        [_store_summary(path, ds, cfg["topk_percent"]) for path, ds in stores], ignore_index=True
-    )
+    per_store = [_store_summary(path, ds, cfg["topk_percent"], layer_order) for path, ds in stores]
+    per_subject = pd.concat(per_store, ignore_index=True)
     group = group_summary(per_subject)
-    full = pd.concat([per_subject, group], ignore_index=True)[list(SUMMARY_COLUMNS)]
+    analyses = pd.Series(
+        np.repeat([_analysis_of(ds) for _, ds in stores], [len(t) for t in per_store])
+    )
+    parts = []
+    for analysis in (ENCODING_ANALYSIS, TRIAL_ENCODING_ANALYSIS):
+        mine = per_subject[analyses.to_numpy() == analysis]
+        if mine.empty:
+            continue
+        parts.append(long_rows(pd.concat([mine, group_summary(mine)], ignore_index=True), analysis))
+    full = summary_table(parts)
     group_store = describe_variables(_group_dataset(group))
     write_dataset(group_store, table.with_suffix(".zarr"), provenance=provenance)
     plots = cfg["plots"]

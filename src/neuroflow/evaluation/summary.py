@@ -1,16 +1,25 @@
-"""ROI summaries of per-target scores, per subject and across subjects.
+"""ROI summaries of per-target scores, per subject and across subjects, and the layout
+of the summary table (``scores.tsv``).
 
-Per-subject rows and group rows share one tidy table layout
-(:data:`SUMMARY_COLUMNS`): per-subject rows have ``statistic == "value"``;
-group rows have ``subject == "group"`` and ``statistic`` one of ``"mean"``,
-``"sd"`` and ``"sem"``, each metric column then holding that statistic of the
-per-subject values.
+ROI summaries are wide (:data:`WIDE_COLUMNS`, one column per metric): per-subject rows
+have ``statistic == "value"``; group rows have ``subject == "group"`` and ``statistic``
+one of ``"mean"``, ``"sd"`` and ``"sem"``, each metric column then holding that
+statistic of the per-subject values. The summary store keeps them so.
+
+The summary table is long and tidy (:data:`TABLE_COLUMNS`): one row per analysis ×
+subject × model × layer × ROI × metric × statistic, for every analysis of the run
+(:func:`long_rows` turns wide ROI summaries into such rows, :func:`summary_table`
+checks and orders them). Its names follow one rule: ``feature_space`` is always spelled
+``<extractor>:<layer>`` (``+``-joined for joint models), ``extractor`` and ``layer`` hold
+its parts (``+``-joined alike), and ``model`` is the encoding model's configured name,
+or, for analyses that compare a feature space directly (decoding, identification, RSA),
+the feature space itself (see :func:`space_names`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,12 +28,19 @@ from neuroflow.rois import labelled_rois
 
 __all__ = [
     "ALL_ROI",
+    "ENCODING_METRICS",
     "GROUP_SUBJECT",
-    "KEY_COLUMNS",
     "METRIC_COLUMNS",
-    "SUMMARY_COLUMNS",
+    "ROW_KEY",
+    "TABLE_COLUMNS",
+    "UNKNOWN_LAYER",
+    "WIDE_COLUMNS",
+    "WIDE_KEY_COLUMNS",
     "group_summary",
+    "long_rows",
     "roi_summary",
+    "space_names",
+    "summary_table",
     "topk_mean",
 ]
 
@@ -32,11 +48,12 @@ __all__ = [
 ALL_ROI = "all"
 #: Subject label of across-subject rows.
 GROUP_SUBJECT = "group"
-#: Columns identifying a summary row.
-KEY_COLUMNS = ("subject", "model", "feature_space", "layer", "roi", "statistic")
-#: Columns holding summary values.
-METRIC_COLUMNS = (
-    "n_targets",
+#: Layer label of a feature space whose layer no input records.
+UNKNOWN_LAYER = "n/a"
+#: Columns identifying a wide ROI-summary row.
+WIDE_KEY_COLUMNS = ("subject", "model", "extractor", "feature_space", "layer", "roi", "statistic")
+#: Metrics of the encoding ROI summaries (the value columns of a wide summary).
+ENCODING_METRICS = (
     "mean_r",
     "median_r",
     "topk_r",
@@ -45,8 +62,30 @@ METRIC_COLUMNS = (
     "frac_significant_fwer",
     "noise_ceiling_r",
 )
-#: Column order of the summary table.
-SUMMARY_COLUMNS = (*KEY_COLUMNS, "n_subjects", *METRIC_COLUMNS)
+#: Columns holding wide summary values: the target count and :data:`ENCODING_METRICS`.
+METRIC_COLUMNS = ("n_targets", *ENCODING_METRICS)
+#: Column order of a wide ROI summary.
+WIDE_COLUMNS = (*WIDE_KEY_COLUMNS, "n_subjects", *METRIC_COLUMNS)
+#: Column order of the summary table (``scores.tsv``).
+TABLE_COLUMNS = (
+    "analysis",
+    "subject",
+    "model",
+    "extractor",
+    "feature_space",
+    "layer",
+    "roi",
+    "metric",
+    "statistic",
+    "value",
+    "n_subjects",
+    "n_targets",
+    "chance",
+    "p_value",
+    "inconclusive",
+)
+#: Columns that identify a row of the summary table: no two rows share them.
+ROW_KEY = ("analysis", "subject", "model", "feature_space", "layer", "roi", "metric", "statistic")
 
 
 def topk_mean(values: np.ndarray, percent: float) -> float:
@@ -162,7 +201,7 @@ def group_summary(table: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     table : pandas.DataFrame
-        Per-subject rows with the :data:`SUMMARY_COLUMNS` (``statistic ==
+        Per-subject rows with the :data:`WIDE_COLUMNS` (``statistic ==
         "value"``), one per subject × model × feature space × layer × ROI.
 
     Returns
@@ -173,7 +212,7 @@ def group_summary(table: pd.DataFrame) -> pd.DataFrame:
         of subjects with a finite value of ``mean_r``. SD and SEM are NaN for a
         single subject.
     """
-    missing = [c for c in SUMMARY_COLUMNS if c not in table.columns]
+    missing = [c for c in WIDE_COLUMNS if c not in table.columns]
     if missing:
         raise ValueError(f"`table` must have columns {missing}, got {list(table.columns)} instead.")
     subjects = table[table["subject"] != GROUP_SUBJECT]
@@ -186,7 +225,7 @@ def group_summary(table: pd.DataFrame) -> pd.DataFrame:
             f"roi {first['roi']!r} instead."
         )
     rows = []
-    keys = ["model", "feature_space", "layer", "roi"]
+    keys = ["model", "extractor", "feature_space", "layer", "roi"]
     for key, part in subjects.groupby(keys, sort=True, dropna=False):
         values = part[list(METRIC_COLUMNS)].astype(float)
         n_subjects = int(np.isfinite(part["mean_r"].astype(float)).sum())
@@ -198,4 +237,183 @@ def group_summary(table: pd.DataFrame) -> pd.DataFrame:
             row.update(subject=GROUP_SUBJECT, statistic=stat, n_subjects=n_subjects)
             row.update(series.to_dict())
             rows.append(row)
-    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    return pd.DataFrame(rows, columns=list(WIDE_COLUMNS))
+
+
+def _layers_of(layers: str | Sequence[str] | None, n: int) -> list[str]:
+    """One layer name per feature space from a ``+``-joined label or a list; else blanks."""
+    if layers is None:
+        return [""] * n
+    parts = str(layers).split("+") if isinstance(layers, str) else [str(v) for v in layers]
+    if len(parts) != n:
+        return [""] * n
+    return ["" if p in ("", UNKNOWN_LAYER, "None") else p for p in parts]
+
+
+def space_names(
+    spaces: str | Sequence[str],
+    layers: str | Sequence[str] | None = None,
+    layer_order: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[str, str, str]:
+    """Extractor, layer and feature-space labels of a model's feature spaces.
+
+    Parameters
+    ----------
+    spaces : str or sequence of str
+        The feature spaces, each ``"<extractor>:<layer>"`` or a bare ``"<extractor>"``
+        (its last layer); a lone string is one feature space.
+    layers : str or sequence of str | None
+        The layer of each space as the input recorded it (a ``+``-joined label like a
+        score store's ``layer`` attribute, or a list); used for bare spaces when it
+        has one entry per space.
+    layer_order : dict of str to list of str | None
+        Extractor -> its layer names in extraction order; a bare space without a
+        recorded layer takes its extractor's last layer.
+
+    Returns
+    -------
+    extractor, layer, feature_space : str
+        ``+``-joined over the spaces, e.g. ``("image_statistics+minilm",
+        "output+embedding", "image_statistics:output+minilm:embedding")``; a layer
+        nothing records is :data:`UNKNOWN_LAYER`.
+    """
+    spaces = [spaces] if isinstance(spaces, str) else [str(s) for s in spaces]
+    if not spaces or any(not s for s in spaces):
+        raise ValueError(f"`spaces` must name at least one feature space, got {spaces!r} instead.")
+    recorded = _layers_of(layers, len(spaces))
+    extractors, names = [], []
+    for space, known in zip(spaces, recorded, strict=True):
+        extractor, _, layer = space.partition(":")
+        if not layer:
+            order = list((layer_order or {}).get(extractor) or ())
+            layer = known or (order[-1] if order else UNKNOWN_LAYER)
+        extractors.append(extractor)
+        names.append(layer)
+    return (
+        "+".join(extractors),
+        "+".join(names),
+        "+".join(f"{e}:{la}" for e, la in zip(extractors, names, strict=True)),
+    )
+
+
+def long_rows(wide: pd.DataFrame, analysis: str) -> pd.DataFrame:
+    """Rows of the summary table from wide ROI summaries: one per metric.
+
+    Parameters
+    ----------
+    wide : pandas.DataFrame
+        Rows with the :data:`WIDE_COLUMNS` (per-subject and group rows, see
+        :func:`roi_summary` and :func:`group_summary`).
+    analysis : str
+        The rows' ``analysis`` (e.g. ``"encoding"``).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Columns :data:`TABLE_COLUMNS`: each wide row becomes one row per
+        :data:`ENCODING_METRICS` entry (in that order), its value in ``value`` and
+        its ``statistic`` kept. ``n_targets`` is the ROI's number of targets (group
+        rows: the mean over subjects); ``chance``, ``p_value`` and ``inconclusive``
+        are NaN.
+    """
+    missing = [c for c in WIDE_COLUMNS if c not in wide.columns]
+    if missing:
+        raise ValueError(f"`wide` must have columns {missing}, got {list(wide.columns)} instead.")
+    if not analysis:
+        raise ValueError("`analysis` must name the rows' analysis, got an empty string instead.")
+    wide = wide.reset_index(drop=True)
+    n_targets = wide["n_targets"].astype(float)
+    group = wide["subject"].astype(str) == GROUP_SUBJECT
+    if group.any():
+        # a group row's target count is the subjects' mean, whatever its statistic
+        keys = ["subject", *WIDE_KEY_COLUMNS[1:-1]]
+        means = wide[group & (wide["statistic"] == "mean")].set_index(keys)["n_targets"]
+        index = pd.MultiIndex.from_frame(wide.loc[group, keys].astype(object))
+        found = means.reindex(index).to_numpy(dtype=float)
+        n_targets[group] = np.where(np.isfinite(found), found, n_targets[group])
+    wide = wide.assign(n_targets=n_targets, _row=np.arange(len(wide)))
+    long = wide.melt(
+        id_vars=[*WIDE_KEY_COLUMNS, "n_subjects", "n_targets", "_row"],
+        value_vars=list(ENCODING_METRICS),
+        var_name="metric",
+        value_name="value",
+    )
+    order = {m: i for i, m in enumerate(ENCODING_METRICS)}
+    long = long.assign(_metric=long["metric"].map(order)).sort_values(
+        ["_row", "_metric"], kind="stable"
+    )
+    long["analysis"] = analysis
+    for column in ("chance", "p_value", "inconclusive"):
+        long[column] = np.nan
+    return long[list(TABLE_COLUMNS)].reset_index(drop=True)
+
+
+def _blank(values: pd.Series) -> pd.Series:
+    """True where a label is missing or empty."""
+    text = [str(v).strip() for v in values]
+    return values.isna() | pd.Series([t in ("", "n/a", "nan") for t in text], index=values.index)
+
+
+def summary_table(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Join rows of the summary table and check them.
+
+    Parameters
+    ----------
+    parts : list of pandas.DataFrame
+        Rows of the analyses, each with columns among :data:`TABLE_COLUMNS`
+        (missing ones are filled with NaN).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Columns :data:`TABLE_COLUMNS`, the parts' rows in order.
+
+    Raises
+    ------
+    ValueError
+        When a part has a column outside :data:`TABLE_COLUMNS`, a row lacks its
+        ``analysis``, ``metric`` or ``statistic``, a ``feature_space`` is not spelled
+        ``<extractor>:<layer>``, or two rows share their :data:`ROW_KEY`.
+    """
+    frames = []
+    for part in parts:
+        extra = [c for c in part.columns if c not in TABLE_COLUMNS]
+        if extra:
+            raise ValueError(
+                f"Summary rows must have only the columns {list(TABLE_COLUMNS)}, got {extra} "
+                "besides."
+            )
+        if len(part):
+            frames.append(part.reindex(columns=list(TABLE_COLUMNS)))
+    if not frames:
+        return pd.DataFrame(columns=list(TABLE_COLUMNS))
+    table = pd.concat(frames, ignore_index=True)
+    table["subject"] = table["subject"].astype(str)
+    for column in ("analysis", "metric", "statistic"):
+        blank = _blank(table[column])
+        if blank.any():
+            first = table[blank].iloc[0]
+            raise ValueError(
+                f"Every row of the summary table must name its {column}, got {int(blank.sum())} "
+                f"without one (the first: analysis {first['analysis']!r}, model "
+                f"{first['model']!r}, metric {first['metric']!r})."
+            )
+    named = ~_blank(table["feature_space"])
+    spelled = [all(":" in p for p in str(v).split("+")) for v in table["feature_space"]]
+    bare = named & ~np.asarray(spelled, dtype=bool)
+    if bare.any():
+        first = table[bare].iloc[0]
+        raise ValueError(
+            "`feature_space` must be spelled '<extractor>:<layer>' ('+'-joined for joint "
+            f"models), got {first['feature_space']!r} in a row of analysis "
+            f"{first['analysis']!r}."
+        )
+    dupes = table.duplicated(list(ROW_KEY), keep=False)
+    if dupes.any():
+        first = table[dupes].iloc[0]
+        key = ", ".join(f"{c}={first[c]!r}" for c in ROW_KEY)
+        raise ValueError(
+            f"Every row of the summary table must have its own {list(ROW_KEY)}, got "
+            f"{int(dupes.sum())} rows sharing one ({key})."
+        )
+    return table

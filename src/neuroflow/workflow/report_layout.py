@@ -11,8 +11,10 @@ has exactly two values, each on half of a subcategory's entries, and then expect
 combination of the other labels to exist with both values; a label that follows from
 the others (a metric fixed by the analysis, a subject that the recording names) breaks
 the page. So no label here is a function of the others: a measure that depends on the
-analysis is part of the analysis label, and a recording's label is its whole entity key. :func:`figure_entry` reads all of it from the file name, which
-the summary builds from the same parts (see :mod:`neuroflow.evaluation.stage` and
+analysis is part of the analysis label, and a recording's label is its whole entity key.
+
+:func:`figure_entry` reads all of it from the file name, which the summary builds from
+the same parts (see :mod:`neuroflow.evaluation.stage` and
 :mod:`neuroflow.evaluation.report`). The caption of each kind of figure is in
 ``workflow/report/figures.rst``.
 """

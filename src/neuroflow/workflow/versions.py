@@ -45,7 +45,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "align_features": 2,
     "encoding": 5,
     "evaluation": 4,
-    "summary": 6,
+    "summary": 7,
     "single_trial": 3,
     "eeg_encoding": 4,
     "eeg_evaluation": 1,
