@@ -108,6 +108,7 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
     jobs = planned_jobs(tiny_copy)
     fmri_chain = {
         "preprocess_fmri",
+        "qc_fmri",
         "align_features",
         "fit_encoding",
         "evaluate_encoding",
@@ -120,7 +121,7 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
     assert not set(jobs) & EEG_ONLY, jobs
     fmri = TINY_CONFIG["demo"]["fmri"]
     n_runs = fmri["n_train_runs"] + fmri["n_test_repeats"]
-    assert jobs["preprocess_fmri"] == n_runs
+    assert jobs["preprocess_fmri"] == jobs["qc_fmri"] == n_runs
     assert jobs["align_features"] == 2 * n_runs  # two extractors with one layer each
 
 
