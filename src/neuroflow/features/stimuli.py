@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuroflow.extras import require
 from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.events import stimulus_mask
 from neuroflow.io.files import read_image, read_table
@@ -846,7 +847,7 @@ def load_video(path: str | os.PathLike, *, fps: float = 24.0) -> Video:
         frames = np.load(path)
         rate = float(fps)
     else:
-        import cv2
+        cv2 = require("cv2", "Reading video files")
 
         cap = cv2.VideoCapture(str(path))
         if not cap.isOpened():
@@ -912,7 +913,7 @@ def video_info(path: str | os.PathLike, *, fps: float = 24.0) -> tuple[int, floa
         stack = np.load(path, mmap_mode="r")
         _check_frame_shape(stack.shape, path)
         return int(stack.shape[0]), float(fps)
-    import cv2
+    cv2 = require("cv2", "Reading video files")
 
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
@@ -1037,7 +1038,7 @@ def iter_video_frames(
             frame = _to_unit_rgb(np.array(stack[min(i, last)]), scale, grey=grey)
             yield apply_transforms(frame, transforms)
         return
-    import cv2
+    cv2 = require("cv2", "Reading video files")
 
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():

@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from neuroflow.extras import install_hint
 from neuroflow.features.hf import _video_means, hash_state_dict, select_device, select_dtype
 from neuroflow.features.layers import layer_spec, pool
 from neuroflow.features.registry import Extractor, register_extractor
@@ -150,7 +151,8 @@ def import_builder(spec: str) -> Callable[..., Any]:
     except ImportError as err:
         raise ValueError(
             f"`builder` {spec!r} names module {module_name!r}, which cannot be imported ({err}); "
-            "install its package or add its folder to PYTHONPATH."
+            "install its package or add its folder to PYTHONPATH. "
+            f"{install_hint(module_name.split('.')[0])}".rstrip()
         ) from err
     for attr in attr_path.split("."):
         if not hasattr(target, attr):
