@@ -146,3 +146,19 @@ def test_a_run_aligned_with_another_library_is_an_error(tmp_path):
             },
             provenance=PROV,
         )
+
+
+def test_stored_library_model_reproduces_the_test_predictions(tmp_path):
+    from neuroflow.encoding.stored import predict_run
+
+    both, _, feats = _fit(tmp_path, 2, LIBRARY)
+    test = open_dataset(feats[-1])
+    pred = predict_run(
+        both,
+        {"x": test["features"].values},
+        variants={"x": test["hrf_variant"].values},
+    )
+    np.testing.assert_allclose(pred, both["y_pred"].values, rtol=1e-5, atol=1e-5)
+    assert list(both["variant"].values) == LIBRARY
+    assert both["design_mean"].dims == ("variant", "design")
+    assert both["feature_mean"].shape == (len(LIBRARY), N_FEATURES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import xarray as xr
 
 from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
 from neuroflow.encoding import fit_encoding, group_repeats
+from neuroflow.encoding.stored import predict_run
 from neuroflow.models import fir_delays
 
 TR = 2.0
@@ -259,3 +261,120 @@ def test_group_repeats_uses_stimulus_lists_first(rng):
     ]
     # same stimulus list despite different features; else identical features
     assert group_repeats(runs) == [[0, 1], [2, 4], [3]]
+
+
+# --------------------------------------------------------------- the stored model
+def _add_nuisance(paths, rng):
+    """Give every run store an orthonormal drift basis, as the cleaning stores it."""
+    for path in paths:
+        ds = open_dataset(path).load()
+        n = ds.sizes["time"]
+        drift = np.column_stack([np.ones(n), np.linspace(-1, 1, n), rng.standard_normal(n)])
+        basis, _ = np.linalg.qr(drift)
+        ds["nuisance_basis"] = (("time", "nuisance"), basis)
+        ds.attrs.pop("neuroflow", None)
+        shutil.rmtree(path)
+        write_dataset(
+            ds, path, provenance=build_provenance(stage="preprocess_fmri", version="t", config={})
+        )
+
+
+def _replay(store, features):
+    """Mean over the repeats of each test run's prediction from the stored model."""
+    ds = open_dataset(store).load()
+    repeats = ds.attrs["repeat_runs"]
+    preds = []
+    for group in repeats:
+        per_repeat = []
+        for key in group:
+            run = key.rsplit("run-", 1)[1]
+            brain = next(p for p in features["brain"] if p.name == f"bold_run-{run}.zarr")
+            feats = {
+                s: open_dataset(next(p for p in paths if p.name == f"{s}_run-{run}.zarr"))[
+                    "features"
+                ].values
+                for s, paths in features.items()
+                if s != "brain"
+            }
+            run_ds = open_dataset(brain)
+            nuisance = run_ds["nuisance_basis"].values if "nuisance_basis" in run_ds else None
+            per_repeat.append(predict_run(ds, feats, nuisance=nuisance))
+        preds.append(np.mean(per_repeat, axis=0))
+    return ds, np.concatenate(preds, axis=0)
+
+
+@pytest.mark.parametrize(
+    ("spaces", "delays", "filtered"),
+    [
+        (("a",), {"method": "fir", "lags": [1, 2]}, False),
+        (("a", "b"), {"method": "fir", "lags": [1, 2]}, True),
+        (("b", "a"), {"method": "hrf", "hrf_model": "glover"}, True),
+    ],
+    ids=["ridge-fir", "banded-fir-filtered", "banded-hrf-filtered"],
+)
+def test_stored_model_reproduces_the_test_predictions(tmp_path, rng, spaces, delays, filtered):
+    brain, features, _ = _dataset(tmp_path, rng, spaces=("a", "b"), signal=(1.0, 0.5))
+    if filtered:
+        _add_nuisance(brain, rng)
+    cfg = _config(list(spaces), ["5", "6"], delays=delays, filter_design=filtered)
+    out = fit_encoding(
+        brain=brain,
+        features={s: features[s] for s in spaces},
+        output=tmp_path / "enc.zarr",
+        config=cfg,
+        provenance=_prov(cfg),
+    )
+    ds, replayed = _replay(out, {"brain": brain, **{s: features[s] for s in spaces}})
+    assert ds.attrs["design_filtered"] is filtered
+    np.testing.assert_allclose(replayed, ds["y_pred"].values, rtol=1e-5, atol=1e-5)
+    # the layout of the stored model
+    n_inputs = {"a": 7, "b": 8}
+    n_lags = len(delays.get("lags", [0])) if delays["method"] == "fir" else 1
+    n_design = n_lags * sum(n_inputs[s] for s in spaces)
+    assert ds["coef"].dims == ("design", "voxel") and ds["coef"].shape == (n_design, N_VOXELS)
+    assert ds["coef"].dtype == np.float32
+    assert list(dict.fromkeys(ds["design_space"].values)) == list(spaces)
+    assert ds["feature_mean"].dims == ("variant", "input")
+    assert ds["feature_scale"].shape == (1, sum(n_inputs[s] for s in spaces))
+    assert ds["target_mean"].dims == ("voxel",)
+    for name in ("coef", "design_mean", "feature_mean", "feature_scale", "target_mean"):
+        assert ds[name].attrs["long_name"]
+
+
+def test_stored_model_reads_new_features(tmp_path, rng):
+    """New stimuli: the prediction is linear in the standardised features."""
+    brain, features, _ = _dataset(tmp_path, rng, spaces=("a",), signal=(1.0,))
+    cfg = _config(["a"], ["5", "6"], delays={"method": "none"}, filter_design=False)
+    out = fit_encoding(
+        brain=brain,
+        features=features,
+        output=tmp_path / "e.zarr",
+        config=cfg,
+        provenance=_prov(cfg),
+    )
+    ds = open_dataset(out).load()
+    X = rng.standard_normal((13, 7))
+    mean, scale = ds["feature_mean"].values[0], ds["feature_scale"].values[0]
+    expected = ((X - mean) / scale - ds["design_mean"].values[0]) @ ds["coef"].values
+    np.testing.assert_allclose(
+        predict_run(ds, {"a": X}), expected + ds["target_mean"].values, rtol=1e-4, atol=1e-4
+    )
+
+
+def test_predict_errors(tmp_path, rng):
+    brain, features, _ = _dataset(tmp_path, rng, spaces=("a",), signal=(1.0,))
+    cfg = _config(["a"], ["5", "6"])
+    out = fit_encoding(
+        brain=brain,
+        features=features,
+        output=tmp_path / "e.zarr",
+        config=cfg,
+        provenance=_prov(cfg),
+    )
+    ds = open_dataset(out).load()
+    with pytest.raises(ValueError, match=r"features must hold every feature space .*\['a'\]"):
+        predict_run(ds, {"b": np.zeros((5, 7))})
+    with pytest.raises(ValueError, match=r"features\['a'\] must have shape \(n_times, 7\)"):
+        predict_run(ds, {"a": np.zeros((5, 6))})
+    with pytest.raises(ValueError, match="encoder must be an encoding store with the fitted"):
+        predict_run(xr.Dataset(attrs={"tr": 2.0}), {"a": np.zeros((5, 7))})

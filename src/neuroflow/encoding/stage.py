@@ -399,6 +399,10 @@ class _Fit:
     y_pred: np.ndarray  # (n_test_times, n_targets)
     parts: list[np.ndarray] | None  # per test sequence (n_spaces, n_times, n_targets)
     n_train: int
+    coef: np.ndarray  # (n_design, n_targets), on the centred design
+    design_mean: np.ndarray  # (n_design,), training mean of the design, per variant
+    target_mean: np.ndarray  # (n_targets,)
+    feature_stats: dict[str, tuple[np.ndarray, np.ndarray]]  # space -> (mean, scale)
 
 
 def _fit_and_predict(
@@ -466,6 +470,10 @@ def _fit_and_predict(
         y_pred=np.concatenate(preds, axis=0),
         parts=all_parts if model != "ridge" else None,
         n_train=n_train,
+        coef=np.asarray(result.coef, dtype=np.float32),
+        design_mean=np.concatenate(x_means).astype(np.float32),
+        target_mean=np.asarray(y_mean, dtype=np.float32),
+        feature_stats=stats,
     )
 
 
@@ -498,6 +506,10 @@ def _choose_per_target(fits: Sequence[_Fit]) -> tuple[_Fit, np.ndarray]:
         y_pred=pick([f.y_pred for f in fits]),
         parts=parts,
         n_train=fits[0].n_train,
+        coef=pick([f.coef for f in fits]),
+        design_mean=fits[0].design_mean,
+        target_mean=fits[0].target_mean,
+        feature_stats=fits[0].feature_stats,
     )
     return fit, choice
 
@@ -618,6 +630,7 @@ def fit_encoding(
     )
 
     ds = _output_dataset(first, y_pred, y_test, np.concatenate(times), fit, model, spaces)
+    ds = ds.merge(_stored_encoder(fit, fits, spaces, cfg["delays"], library, ds["y_pred"].attrs))
     if model == "banded_ridge":
         ds["variance_split"] = _variance_split(split_parts, spaces)
     if library:
@@ -644,6 +657,7 @@ def fit_encoding(
         device=str(device),
         dtype=cfg["dtype"],
         design_filtered=bool(cfg["filter_design"] and all(r.nuisance is not None for r in runs)),
+        delays=dict(cfg["delays"]),
         test_segments=[int(test[grp[0]].time.size) for grp in groups_test],
     )
     nuisance = _test_nuisance([test[grp[0]] for grp in groups_test])
@@ -764,6 +778,95 @@ def _output_dataset(
         coords["space"] = ("space", np.array(list(spaces), dtype=object))
         data["best_alpha"] = (("space", "voxel"), result.best_alpha, {"units": "1"})
     coords["repeat"] = ("repeat", np.arange(y_test.shape[0]))
+    return xr.Dataset(data, coords=coords)
+
+
+def _design_columns(
+    spaces: Sequence[str], n_features: Sequence[int], delays: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """Space, input column and lag of every design column (the order of :func:`_design`)."""
+    lags = [int(d) for d in delays.get("lags", [1, 2, 3, 4])] if delays["method"] == "fir" else [0]
+    space, column, lag = [], [], []
+    for name, n in zip(spaces, n_features, strict=True):
+        for d in lags:
+            space += [name] * n
+            column += list(range(n))
+            lag += [d] * n
+    return {
+        "design_space": np.array(space, dtype=object),
+        "design_input": np.array(column, dtype=np.int64),
+        "design_lag": np.array(lag, dtype=np.int64),
+    }
+
+
+def _stored_encoder(
+    fit: _Fit,
+    fits: Sequence[_Fit],
+    spaces: Sequence[str],
+    delays: Mapping[str, Any],
+    library: Sequence[str],
+    units: Mapping[str, Any],
+) -> xr.Dataset:
+    """The fitted model, enough to predict new feature time series without refitting.
+
+    Dims ``design`` (columns of the standardised, delayed design: ``design_space``,
+    ``design_input`` (column of that space's features) and ``design_lag`` (TRs; 0 for
+    HRF or no delays)), ``input`` (feature columns of the spaces, before delays) and
+    ``variant`` (the HRF models of a library, or the one delay model).
+    """
+    n_features = [len(fits[0].feature_stats[s][0]) for s in spaces]
+    columns = _design_columns(spaces, n_features, delays)
+    variants = list(library) or [
+        str(delays.get("hrf_model", "")) if delays["method"] == "hrf" else str(delays["method"])
+    ]
+    input_space = np.concatenate(
+        [np.full(n, s, dtype=object) for s, n in zip(spaces, n_features, strict=True)]
+    )
+    input_index = np.concatenate([np.arange(n) for n in n_features])
+
+    def stats(k: int) -> np.ndarray:
+        return np.stack(
+            [np.concatenate([f.feature_stats[s][k] for s in spaces]) for f in fits]
+        ).astype(np.float64)
+
+    bold_units = str(units.get("units", ""))
+    coords = {
+        **{name: ("design", values) for name, values in columns.items()},
+        "variant": ("variant", np.array(variants, dtype=object)),
+        "input_space": ("input", input_space),
+        "input_index": ("input", input_index),
+    }
+    data = {
+        "coef": (
+            ("design", "voxel"),
+            fit.coef,
+            {
+                "units": f"{bold_units} per s.d." if bold_units else "1",
+                "long_name": "ridge coefficients on the centred, standardised, delayed design "
+                "(of each target's chosen HRF variant)",
+            },
+        ),
+        "design_mean": (
+            ("variant", "design"),
+            np.stack([f.design_mean for f in fits]),
+            {"units": "s.d.", "long_name": "training mean of the design (subtracted)"},
+        ),
+        "feature_mean": (
+            ("variant", "input"),
+            stats(0),
+            {"long_name": "training mean of each feature (standardisation)"},
+        ),
+        "feature_scale": (
+            ("variant", "input"),
+            stats(1),
+            {"long_name": "training standard deviation of each feature (standardisation)"},
+        ),
+        "target_mean": (
+            ("voxel",),
+            fit.target_mean,
+            {"units": bold_units, "long_name": "training mean of each target (added back)"},
+        ),
+    }
     return xr.Dataset(data, coords=coords)
 
 

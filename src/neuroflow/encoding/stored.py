@@ -1,0 +1,124 @@
+"""Apply a stored encoding model to new feature time series, without refitting.
+
+``fit_encoding`` stores the fitted model next to its test-set predictions: the ridge
+coefficients ``coef`` (design, voxel) on the centred, standardised, delayed design, the
+standardisation statistics ``feature_mean`` / ``feature_scale`` (variant, input), the
+design means ``design_mean`` (variant, design), the target means ``target_mean`` (voxel),
+the delays (attribute ``delays``) and, with an HRF library, each target's chosen HRF
+model (``hrf_model``). :func:`predict_run` rebuilds the design of one run exactly as
+the fit did and returns the prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+
+from neuroflow.models import matmul
+from neuroflow.models.delays import apply_delays
+
+__all__ = ["ENCODER_VARIABLES", "predict_run"]
+
+#: Variables of an encoding store that hold the fitted model.
+ENCODER_VARIABLES = ("coef", "design_mean", "feature_mean", "feature_scale", "target_mean")
+
+
+def _check_encoder(encoder: xr.Dataset) -> None:
+    missing = [name for name in ENCODER_VARIABLES if name not in encoder]
+    if missing or "delays" not in encoder.attrs or "tr" not in encoder.attrs:
+        raise ValueError(
+            "encoder must be an encoding store with the fitted model (variables "
+            f"{list(ENCODER_VARIABLES)}, attributes `delays` and `tr`), got one without "
+            f"{missing or ['delays/tr']} instead."
+        )
+
+
+def _design(
+    encoder: xr.Dataset,
+    features: Mapping[str, np.ndarray],
+    variant: int,
+    variants: Mapping[str, np.ndarray],
+    nuisance: np.ndarray | None,
+) -> np.ndarray:
+    """The centred design of one run for one HRF variant, shape (n_times, n_design)."""
+    from neuroflow.encoding.stage import filter_like_data
+
+    spaces = list(dict.fromkeys(str(s) for s in encoder["input_space"].values))
+    input_space = encoder["input_space"].values
+    mean = encoder["feature_mean"].values[variant]
+    scale = encoder["feature_scale"].values[variant]
+    delays = dict(encoder.attrs["delays"])
+    tr = float(encoder.attrs["tr"])
+    blocks = []
+    for space in spaces:
+        if space not in features:
+            raise ValueError(
+                f"features must hold every feature space of the encoder {spaces}, got "
+                f"{sorted(features)} instead."
+            )
+        X = np.asarray(features[space], dtype=np.float64)
+        if space in variants:
+            X = X[:, np.asarray(variants[space]) == variant]
+        cols = input_space == space
+        if X.ndim != 2 or X.shape[1] != cols.sum():
+            raise ValueError(
+                f"features[{space!r}] must have shape (n_times, {int(cols.sum())}), got "
+                f"{X.shape} instead."
+            )
+        Xd = apply_delays((X - mean[cols]) / scale[cols], delays, tr)
+        blocks.append(filter_like_data(Xd, nuisance).astype(np.float32))
+    design = np.concatenate(blocks, axis=1)
+    return design - encoder["design_mean"].values[variant].astype(np.float32)
+
+
+def predict_run(
+    encoder: xr.Dataset,
+    features: Mapping[str, np.ndarray],
+    *,
+    variants: Mapping[str, np.ndarray] | None = None,
+    nuisance: np.ndarray | None = None,
+) -> np.ndarray:
+    """Predict one run's responses from its aligned features with a stored model.
+
+    Parameters
+    ----------
+    encoder : xarray.Dataset
+        An encoding store written by ``fit_encoding``.
+    features : dict of str to ndarray, shape (n_times, n_features)
+        Aligned features of the run per feature space (the ``features`` variable of
+        the run's aligned stores; for a space aligned with an HRF library, every
+        variant's columns).
+    variants : dict of str to ndarray of int, shape (n_features,) | None
+        HRF model index of each column of a library-aligned space (its store's
+        ``hrf_variant`` coordinate).
+    nuisance : ndarray, shape (n_times, n_nuisance) | None
+        The run's orthonormal nuisance basis (``nuisance_basis`` of its preprocessed
+        store); used when the model was fitted on a filtered design
+        (attribute ``design_filtered``).
+
+    Returns
+    -------
+    y_pred : ndarray, shape (n_times, n_voxels)
+        float32 prediction (the model's own units, e.g. percent signal change).
+    """
+    _check_encoder(encoder)
+    variants = dict(variants or {})
+    basis = nuisance if encoder.attrs.get("design_filtered") else None
+    coef = encoder["coef"].values
+    names = [str(v) for v in encoder["variant"].values]
+    if "hrf_model" in encoder:
+        choice = np.array([names.index(str(m)) for m in encoder["hrf_model"].values])
+    else:
+        choice = np.zeros(coef.shape[1], dtype=int)
+    out: np.ndarray | None = None
+    for v in np.unique(choice):
+        design = _design(encoder, features, int(v), variants, basis)
+        targets = choice == v
+        pred = matmul(design, coef[:, targets])
+        if out is None:
+            out = np.empty((design.shape[0], coef.shape[1]), dtype=np.float32)
+        out[:, targets] = pred
+    assert out is not None
+    return (out + encoder["target_mean"].values).astype(np.float32)
