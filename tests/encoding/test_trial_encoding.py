@@ -264,3 +264,20 @@ def test_errors(tmp_path: Path, rng) -> None:
     with pytest.raises(FileNotFoundError, match="No artifact at"):
         _fit(tmp_path / "missing.zarr", feats, out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("bands", "model"), [(("low",), "ridge"), (("low", "high"), "auto")])
+def test_stored_model_predicts_the_test_stimuli(tmp_path: Path, rng, bands, model) -> None:
+    """The fitted model in the store reproduces y_pred from the test stimuli's features."""
+    from neuroflow.encoding.stored import predict_run
+    from neuroflow.features.align import features_for_stimuli
+
+    world = _world(rng, noise=0.05, bands=bands)
+    betas, feats = _inputs(tmp_path, world, bands)
+    ds = _fit(betas, feats, tmp_path / "enc.zarr", model=model)
+    ids = [str(s) for s in ds["stimulus"].values]
+    rows = {b: features_for_stimuli(feats[b], ids) for b in bands}
+    np.testing.assert_allclose(predict_run(ds, rows), ds["y_pred"].values, rtol=1e-5, atol=1e-5)
+    assert ds["coef"].dims == ("design", "voxel")
+    assert list(dict.fromkeys(ds["design_space"].values)) == list(bands)
+    assert ds.attrs["delays"] == {"method": "none"}

@@ -19,6 +19,7 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.encoding.stored import encoder_dataset
 from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.records import entity_key, run_matches
 from neuroflow.models import (
@@ -781,24 +782,6 @@ def _output_dataset(
     return xr.Dataset(data, coords=coords)
 
 
-def _design_columns(
-    spaces: Sequence[str], n_features: Sequence[int], delays: Mapping[str, Any]
-) -> dict[str, np.ndarray]:
-    """Space, input column and lag of every design column (the order of :func:`_design`)."""
-    lags = [int(d) for d in delays.get("lags", [1, 2, 3, 4])] if delays["method"] == "fir" else [0]
-    space, column, lag = [], [], []
-    for name, n in zip(spaces, n_features, strict=True):
-        for d in lags:
-            space += [name] * n
-            column += list(range(n))
-            lag += [d] * n
-    return {
-        "design_space": np.array(space, dtype=object),
-        "design_input": np.array(column, dtype=np.int64),
-        "design_lag": np.array(lag, dtype=np.int64),
-    }
-
-
 def _stored_encoder(
     fit: _Fit,
     fits: Sequence[_Fit],
@@ -807,67 +790,27 @@ def _stored_encoder(
     library: Sequence[str],
     units: Mapping[str, Any],
 ) -> xr.Dataset:
-    """The fitted model, enough to predict new feature time series without refitting.
-
-    Dims ``design`` (columns of the standardised, delayed design: ``design_space``,
-    ``design_input`` (column of that space's features) and ``design_lag`` (TRs; 0 for
-    HRF or no delays)), ``input`` (feature columns of the spaces, before delays) and
-    ``variant`` (the HRF models of a library, or the one delay model).
-    """
-    n_features = [len(fits[0].feature_stats[s][0]) for s in spaces]
-    columns = _design_columns(spaces, n_features, delays)
-    variants = list(library) or [
-        str(delays.get("hrf_model", "")) if delays["method"] == "hrf" else str(delays["method"])
-    ]
-    input_space = np.concatenate(
-        [np.full(n, s, dtype=object) for s, n in zip(spaces, n_features, strict=True)]
-    )
-    input_index = np.concatenate([np.arange(n) for n in n_features])
+    """The fitted model (:func:`neuroflow.encoding.stored.encoder_dataset`)."""
+    if library:
+        variants = list(library)
+    else:
+        variants = [str(delays.get("hrf_model")) if delays["method"] == "hrf" else delays["method"]]
 
     def stats(k: int) -> np.ndarray:
-        return np.stack(
-            [np.concatenate([f.feature_stats[s][k] for s in spaces]) for f in fits]
-        ).astype(np.float64)
+        return np.stack([np.concatenate([f.feature_stats[s][k] for s in spaces]) for f in fits])
 
-    bold_units = str(units.get("units", ""))
-    coords = {
-        **{name: ("design", values) for name, values in columns.items()},
-        "variant": ("variant", np.array(variants, dtype=object)),
-        "input_space": ("input", input_space),
-        "input_index": ("input", input_index),
-    }
-    data = {
-        "coef": (
-            ("design", "voxel"),
-            fit.coef,
-            {
-                "units": f"{bold_units} per s.d." if bold_units else "1",
-                "long_name": "ridge coefficients on the centred, standardised, delayed design "
-                "(of each target's chosen HRF variant)",
-            },
-        ),
-        "design_mean": (
-            ("variant", "design"),
-            np.stack([f.design_mean for f in fits]),
-            {"units": "s.d.", "long_name": "training mean of the design (subtracted)"},
-        ),
-        "feature_mean": (
-            ("variant", "input"),
-            stats(0),
-            {"long_name": "training mean of each feature (standardisation)"},
-        ),
-        "feature_scale": (
-            ("variant", "input"),
-            stats(1),
-            {"long_name": "training standard deviation of each feature (standardisation)"},
-        ),
-        "target_mean": (
-            ("voxel",),
-            fit.target_mean,
-            {"units": bold_units, "long_name": "training mean of each target (added back)"},
-        ),
-    }
-    return xr.Dataset(data, coords=coords)
+    return encoder_dataset(
+        coef=fit.coef,
+        spaces=spaces,
+        n_features=[len(fits[0].feature_stats[s][0]) for s in spaces],
+        delays=delays,
+        variants=variants,
+        design_mean=np.stack([f.design_mean for f in fits]),
+        feature_mean=stats(0),
+        feature_scale=stats(1),
+        target_mean=fit.target_mean,
+        units=str(units.get("units", "")),
+    )
 
 
 def _variance_split(

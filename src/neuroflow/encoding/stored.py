@@ -11,7 +11,8 @@ the fit did and returns the prediction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -19,15 +20,121 @@ import xarray as xr
 from neuroflow.models import matmul
 from neuroflow.models.delays import apply_delays
 
-__all__ = ["ENCODER_VARIABLES", "predict_run"]
+__all__ = ["ENCODER_VARIABLES", "encoder_dataset", "predict_run"]
 
 #: Variables of an encoding store that hold the fitted model.
 ENCODER_VARIABLES = ("coef", "design_mean", "feature_mean", "feature_scale", "target_mean")
 
 
+def _design_columns(
+    spaces: Sequence[str], n_features: Sequence[int], delays: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """Space, input column and lag of every design column (the order the fit uses)."""
+    lags = [int(d) for d in delays.get("lags", [1, 2, 3, 4])] if delays["method"] == "fir" else [0]
+    space, column, lag = [], [], []
+    for name, n in zip(spaces, n_features, strict=True):
+        for d in lags:
+            space += [name] * n
+            column += list(range(n))
+            lag += [d] * n
+    return {
+        "design_space": np.array(space, dtype=object),
+        "design_input": np.array(column, dtype=np.int64),
+        "design_lag": np.array(lag, dtype=np.int64),
+    }
+
+
+def encoder_dataset(
+    *,
+    coef: np.ndarray,
+    spaces: Sequence[str],
+    n_features: Sequence[int],
+    delays: Mapping[str, Any],
+    variants: Sequence[str],
+    design_mean: np.ndarray,
+    feature_mean: np.ndarray,
+    feature_scale: np.ndarray,
+    target_mean: np.ndarray,
+    units: str,
+) -> xr.Dataset:
+    """The variables of a fitted encoding model, to merge into its store.
+
+    Parameters
+    ----------
+    coef : ndarray, shape (n_design, n_targets)
+        Ridge coefficients on the centred design (each target's chosen variant).
+    spaces : sequence of str
+        Feature spaces, in the design's order.
+    n_features : sequence of int
+        Input features of each space (before delays).
+    delays : dict
+        The ``delays`` section the design was built with.
+    variants : sequence of str
+        The HRF models of a library, or the one delay model.
+    design_mean : ndarray, shape (n_variants, n_design)
+        Training mean of the design, subtracted before ``coef``.
+    feature_mean, feature_scale : ndarray, shape (n_variants, n_inputs)
+        Standardisation of the input features (training statistics).
+    target_mean : ndarray, shape (n_targets,)
+        Training mean of each target, added to the prediction.
+    units : str
+        Units of the targets.
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        Dims ``design`` (coordinates ``design_space``, ``design_input``: column of that
+        space's features, ``design_lag``: TRs, 0 for HRF or no delays), ``input``
+        (``input_space``, ``input_index``), ``variant`` and the targets' ``voxel``.
+    """
+    columns = _design_columns(spaces, n_features, delays)
+    input_space = np.concatenate(
+        [np.full(n, s, dtype=object) for s, n in zip(spaces, n_features, strict=True)]
+    )
+    coords = {
+        **{name: ("design", values) for name, values in columns.items()},
+        "variant": ("variant", np.array(list(variants), dtype=object)),
+        "input_space": ("input", input_space),
+        "input_index": ("input", np.concatenate([np.arange(n) for n in n_features])),
+    }
+    data = {
+        "coef": (
+            ("design", "voxel"),
+            np.asarray(coef, dtype=np.float32),
+            {
+                "units": f"{units} per s.d." if units else "1",
+                "long_name": "ridge coefficients on the centred, standardised, delayed design "
+                "(of each target's chosen HRF variant)",
+            },
+        ),
+        "design_mean": (
+            ("variant", "design"),
+            np.asarray(design_mean, dtype=np.float32),
+            {"units": "s.d.", "long_name": "training mean of the design (subtracted)"},
+        ),
+        "feature_mean": (
+            ("variant", "input"),
+            np.asarray(feature_mean, dtype=np.float64),
+            {"long_name": "training mean of each feature (standardisation)"},
+        ),
+        "feature_scale": (
+            ("variant", "input"),
+            np.asarray(feature_scale, dtype=np.float64),
+            {"long_name": "training standard deviation of each feature (standardisation)"},
+        ),
+        "target_mean": (
+            ("voxel",),
+            np.asarray(target_mean, dtype=np.float32),
+            {"units": units, "long_name": "training mean of each target (added back)"},
+        ),
+    }
+    return xr.Dataset(data, coords=coords)
+
+
 def _check_encoder(encoder: xr.Dataset) -> None:
     missing = [name for name in ENCODER_VARIABLES if name not in encoder]
-    if missing or "delays" not in encoder.attrs or "tr" not in encoder.attrs:
+    needs_tr = (encoder.attrs.get("delays") or {}).get("method") == "hrf"
+    if missing or "delays" not in encoder.attrs or (needs_tr and "tr" not in encoder.attrs):
         raise ValueError(
             "encoder must be an encoding store with the fitted model (variables "
             f"{list(ENCODER_VARIABLES)}, attributes `delays` and `tr`), got one without "
@@ -50,7 +157,7 @@ def _design(
     mean = encoder["feature_mean"].values[variant]
     scale = encoder["feature_scale"].values[variant]
     delays = dict(encoder.attrs["delays"])
-    tr = float(encoder.attrs["tr"])
+    tr = float(encoder.attrs.get("tr", 1.0))  # only HRF delays use it
     blocks = []
     for space in spaces:
         if space not in features:

@@ -29,6 +29,7 @@ import xarray as xr
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.encoding.eeg import select_feature_spaces
 from neuroflow.encoding.stage import choose_solver, solver_options, with_defaults
+from neuroflow.encoding.stored import encoder_dataset
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import (
     banded_ridge_cv,
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 #: Appended to a model's name in trial-based outputs, so that summaries tell a model fit
 #: on single trials (held-out stimuli) from the same model fit on runs (held-out runs).
 TRIAL_MODEL_SUFFIX = "_trials"
+#: Single-trial responses are modelled without delays.
+NO_DELAYS: dict[str, str] = {"method": "none"}
 _LOSO = "leave-one-stimulus-out"
 
 
@@ -365,6 +368,21 @@ def fit_trial_encoding(
         y_pred = parts.sum(0) + y_mean
 
     out = _output_dataset(ds, y_pred, y_test, test_ids, result, solver, spaces)
+    n_design = int(np.asarray(result.coef).shape[0])
+    out = out.merge(
+        encoder_dataset(
+            coef=result.coef,
+            spaces=spaces,
+            n_features=[X.shape[1] for X in X_train],
+            delays=NO_DELAYS,
+            variants=[NO_DELAYS["method"]],
+            design_mean=np.zeros((1, n_design)),
+            feature_mean=np.concatenate([m for m, _ in stats])[None],
+            feature_scale=np.concatenate([sd for _, sd in stats])[None],
+            target_mean=y_mean,
+            units=str(out["y_pred"].attrs.get("units", "")),
+        )
+    )
     if parts is not None:
         out["variance_split"] = _variance_split(y_test, parts)
     name = str(cfg.get("name") or "+".join(spaces))
@@ -387,6 +405,8 @@ def fit_trial_encoding(
         n_folds=len(splits),
         device=str(device),
         dtype=cfg["dtype"],
+        delays=dict(NO_DELAYS),
+        design_filtered=False,
     )
     logger.info(
         "%s: %d training trials of %d stimuli, %d test stimuli x %d repeats, %s.",
