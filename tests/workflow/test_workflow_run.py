@@ -135,6 +135,54 @@ def test_summary_table_has_eeg_encoding_time_courses(tiny_run: Path) -> None:
     }
 
 
+def test_stored_encoders_reproduce_the_test_predictions(tiny_run: Path) -> None:
+    """Every encoding store's fitted model, applied to its test runs' aligned features
+    (and their nuisance bases), gives back the stored y_pred."""
+    from neuroflow.encoding.stored import predict_run
+
+    stores = sorted((tiny_run / "results" / "encoding").glob("*/sub-*_encoding.zarr"))
+    assert stores
+    for store in stores:
+        enc = xr.open_zarr(store).load()
+        inputs = [Path(rec["path"]) for rec in enc.attrs[PROVENANCE_KEY]["inputs"]]
+        inputs = [p if p.is_absolute() else tiny_run / p for p in inputs]
+
+        def store_of(run_key: str, stage_dir: str, inputs=inputs) -> list[Path]:
+            return [p for p in inputs if stage_dir in p.parts and p.name.startswith(run_key)]
+
+        predictions = []
+        for group in enc.attrs["repeat_runs"]:
+            per_repeat = []
+            for key in group:
+                (brain,) = store_of(key, "preprocess_fmri")
+                feats = {}
+                for space in enc.attrs["feature_spaces"]:
+                    extractor = space.split(":")[0]
+                    (path,) = [
+                        p
+                        for p in store_of(key, "align_features")
+                        if p.parent.parent.name.startswith(f"{extractor}-")
+                    ]
+                    feats[space] = xr.open_zarr(path)
+                run = xr.open_zarr(brain)
+                basis = run["nuisance_basis"].values if "nuisance_basis" in run else None
+                variants = {
+                    s: f["hrf_variant"].values
+                    for s, f in feats.items()
+                    if "hrf_variant" in f.coords
+                }
+                arrays = {s: f["features"].values for s, f in feats.items()}
+                per_repeat.append(predict_run(enc, arrays, variants=variants, nuisance=basis))
+            predictions.append(np.mean(per_repeat, axis=0))
+        np.testing.assert_allclose(
+            np.concatenate(predictions),
+            enc["y_pred"].values,
+            rtol=1e-4,
+            atol=1e-4,
+            err_msg=str(store),
+        )
+
+
 def test_provenance_chain_reaches_raw_inputs(tiny_run: Path) -> None:
     scores = next((tiny_run / "results" / "evaluation").rglob("*_scores.zarr"))
     encoding = Path(read_provenance(scores)["inputs"][0]["path"])
