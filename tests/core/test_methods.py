@@ -69,3 +69,59 @@ def test_settings_choose_the_citations(config):
         assert REFERENCES[key] in joined, key
     for key in ("bh", "glover", "schoppe"):
         assert REFERENCES[key] not in joined, key
+
+
+def test_quality_control_is_described_when_enabled(config):
+    assert config["qc"]["enabled"]
+    text = methods_rst(config, FMRI_EEG)
+    assert "Quality control of each EEG recording" in text
+    assert "Quality control of each fMRI run" in text
+    for measure in ("power spectrum", "flagged bad", "drop log", "evoked response"):
+        assert measure in text, measure
+    for measure in ("temporal SNR", "carpet plot", "framewise", "variance explained"):
+        assert measure in text, measure
+    markers, refs = _cited(text)
+    assert markers == set(range(1, len(refs) + 1))
+    joined = "\n".join(refs)
+    for key in ("power_carpet", "power_fd", "mne", "nilearn"):
+        assert REFERENCES[key] in joined, key
+    # ICA is described only when it runs
+    assert "ICA components removed" not in text
+    cfg = copy.deepcopy(config)
+    cfg["preprocess_eeg"]["spatial_filter"] = "ica"
+    assert "ICA components removed" in methods_rst(cfg, FMRI_EEG)
+
+
+def test_quality_control_is_absent_when_disabled(config):
+    cfg = copy.deepcopy(config)
+    cfg["qc"]["enabled"] = False
+    text = methods_rst(cfg, FMRI_EEG)
+    assert "Quality control" not in text and "carpet" not in text
+    markers, refs = _cited(text)
+    assert markers == set(range(1, len(refs) + 1))
+    joined = "\n".join(refs)
+    assert REFERENCES["power_carpet"] not in joined and REFERENCES["power_fd"] not in joined
+
+
+def test_quality_control_follows_the_modalities_that_run(config):
+    text = methods_rst(config, RunFacts(n_eeg_subjects=1, decoding=True))
+    assert "Quality control of each EEG recording" in text
+    assert "fMRI run" not in text and REFERENCES["power_carpet"] not in text
+    cfg = copy.deepcopy(config)
+    cfg["dataset"]["source"] = "timeseries"  # parcel series: no image to check
+    assert "Quality control of each fMRI run" not in methods_rst(cfg, FMRI_EEG)
+
+
+def test_eeg_ica_is_described_only_when_it_runs(config):
+    cfg = copy.deepcopy(config)
+    cfg["preprocess_eeg"]["spatial_filter"] = None
+    text = methods_rst(cfg, FMRI_EEG)
+    assert "ICA (" not in text and "Pion-Tonachini" not in text
+    cfg["preprocess_eeg"]["spatial_filter"] = "ica"
+    text = methods_rst(cfg, FMRI_EEG)
+    assert "ICA (fastica) removed components labelled as artefacts by ICLabel" in text
+    assert "Pion-Tonachini" in text
+    cfg["preprocess_eeg"]["ica_use_icalabel"] = False
+    text = methods_rst(cfg, FMRI_EEG)
+    assert "ICA (fastica) removed components correlated with EOG channels" in text
+    assert "Pion-Tonachini" not in text

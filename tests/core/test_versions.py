@@ -257,3 +257,15 @@ def test_trf_plan_paths_and_section(default_config: dict) -> None:
     assert not {"cv", "test", "tmin", "tmax", "decim", "enabled"} & set(section)
     assert "trf" not in plan.eeg_encoding_config("joint")
     assert WorkflowPlan(default_config).all_trf_stores() == []
+
+
+def test_qc_settings_reach_the_qc_stages_and_the_summary(default_config: dict) -> None:
+    # the summary's methods paragraph describes the quality control
+    changed = copy.deepcopy(default_config)
+    changed["qc"]["dpi"] = 150
+    assert _changed(default_config, changed) == {"qc_eeg", "qc_fmri", "summary"}
+    off = copy.deepcopy(default_config)
+    off["qc"]["enabled"] = False
+    before, after = stage_versions(default_config), stage_versions(off)
+    assert set(before) - set(after) == {"qc_eeg", "qc_fmri"}
+    assert {k for k in after if before[k] != after[k]} == {"summary"}

@@ -367,3 +367,28 @@ def test_figures(case, run, request, tmp_path):
         assert path.stat().st_size > 5_000, path.name
     with pytest.raises(ValueError, match="prefix"):
         fmri_qc_figures(qc, bold=run["bold"], out_dir=tmp_path, prefix="")
+
+
+def test_stage_entry_point_writes_store_and_figures(run, with_confounds, tmp_path):
+    from neuroflow.qc import qc_fmri_run
+
+    out = tmp_path / "sub-01" / "sub-01_run-1_qc.zarr"
+    store, plots = qc_fmri_run(
+        bold=run["bold"],
+        clean_store=with_confounds["store"],
+        confounds=run["confounds"],
+        preprocess_config={},
+        output=out,
+        plots=out.with_suffix(""),
+        prefix="sub-01_run-1",
+        config={"enabled": True, "dpi": 100},
+        provenance={"stage": "qc_fmri", "version": "test"},
+    )
+    assert store == out and plots == out.with_suffix("")
+    kinds = ["mean", "tsnr", "carpet", "motion", "variance_removed"]
+    assert sorted(p.name for p in plots.iterdir()) == sorted(
+        f"sub-01_run-1_qc-{k}.png" for k in kinds
+    )
+    written = open_dataset(store)
+    np.testing.assert_allclose(written["tsnr"].values, with_confounds["qc"]["tsnr"].values)
+    assert list(written["confound"].values) == list(with_confounds["qc"]["confound"].values)

@@ -28,6 +28,7 @@ from neuroflow.artifacts import open_dataset
 from neuroflow.io.records import EegRecording
 from neuroflow.preprocessing.eeg.read import read_epochs_file, read_raw_file
 from neuroflow.preprocessing.eeg.sidecars import recording_from_path
+from neuroflow.qc._variables import described
 
 __all__ = [
     "ALL_CONDITIONS",
@@ -268,7 +269,7 @@ def _assemble(
 ) -> xr.Dataset:
     """The QC dataset from its parts (see :func:`eeg_qc_dataset`)."""
     per_condition = events.groupby("condition", sort=True)["kept"].agg(["size", "sum"])
-    psd_units = {"units": "V**2/Hz"}
+    psd = "V**2/Hz"
     channel_coords = {
         c: ("channel", epochs[c].values, epochs[c].attrs)
         for c in ("ch_type", "ch_x", "ch_y", "ch_z")
@@ -276,60 +277,62 @@ def _assemble(
     }
     ds = xr.Dataset(
         {
-            "psd_before": (
-                ("channel", "frequency"),
+            "psd_before": described(
                 spectra["before"].astype(np.float32),
-                {"long_name": "power spectral density of the recording as read", **psd_units},
-            ),
-            "psd_after": (
                 ("channel", "frequency"),
+                "power spectral density of the recording as read",
+                psd,
+            ),
+            "psd_after": described(
                 spectra["after"].astype(np.float32),
-                {"long_name": "power spectral density after preprocessing", **psd_units},
+                ("channel", "frequency"),
+                "power spectral density after preprocessing",
+                psd,
             ),
-            "bad_reason": (
-                "bad_channel",
+            "bad_reason": described(
                 bads["reason"].to_numpy(dtype=str),
-                {"long_name": "why the channel was flagged bad", "units": "text"},
+                ("bad_channel",),
+                "why the channel was flagged bad",
+                "text",
             ),
-            "bad_interpolated": (
-                "bad_channel",
+            "bad_interpolated": described(
                 bads["interpolated"].to_numpy(dtype=bool),
-                {"long_name": "bad channel interpolated from its neighbours", "units": "bool"},
+                ("bad_channel",),
+                "bad channel interpolated from its neighbours",
+                "bool",
             ),
-            "event_onset": (
-                "event",
-                events["onset"].to_numpy(float),
-                {"long_name": "event onset", "units": "s"},
+            "event_onset": described(
+                events["onset"].to_numpy(float), ("event",), "event onset", "s"
             ),
-            "event_condition": (
-                "event",
-                events["condition"].to_numpy(dtype=str),
-                {"long_name": "event condition", "units": "text"},
+            "event_condition": described(
+                events["condition"].to_numpy(dtype=str), ("event",), "event condition", "text"
             ),
-            "event_kept": (
-                "event",
-                events["kept"].to_numpy(bool),
-                {"long_name": "epoch kept after rejection", "units": "bool"},
+            "event_kept": described(
+                events["kept"].to_numpy(bool), ("event",), "epoch kept after rejection", "bool"
             ),
-            "drop_reason": (
-                "event",
+            "drop_reason": described(
                 events["reason"].to_numpy(dtype=str),
-                {"long_name": "why the epoch was dropped (empty: kept)", "units": "text"},
+                ("event",),
+                "why the epoch was dropped (empty: kept)",
+                "text",
             ),
-            "n_events": (
-                "condition",
+            "n_events": described(
                 per_condition["size"].to_numpy(np.int64),
-                {"long_name": "events per condition", "units": "count"},
+                ("condition",),
+                "events per condition",
+                "count",
             ),
-            "n_kept": (
-                "condition",
+            "n_kept": described(
                 per_condition["sum"].to_numpy(np.int64),
-                {"long_name": "epochs kept per condition", "units": "count"},
+                ("condition",),
+                "epochs kept per condition",
+                "count",
             ),
-            "erp": (
-                ("erp_condition", "channel", "time"),
+            "erp": described(
                 erp,
-                {"long_name": "evoked response (mean of the kept epochs)", "units": "V"},
+                ("erp_condition", "channel", "time"),
+                "evoked response (mean of the kept epochs)",
+                "V",
             ),
         },
         coords={
@@ -347,10 +350,8 @@ def _assemble(
     if ica:
         excluded = np.zeros(int(ica["n_components"]), bool)
         excluded[list(ica["excluded"])] = True
-        ds["ica_excluded"] = (
-            "ica_component",
-            excluded,
-            {"long_name": "ICA component removed as an artefact", "units": "bool"},
+        ds["ica_excluded"] = described(
+            excluded, ("ica_component",), "ICA component removed as an artefact", "bool"
         )
         ds = ds.assign_coords(ica_component=np.arange(len(excluded)))
     keep = ("sfreq", "filters", "reference", "montage", "ica", "entities", "source_file", "input")

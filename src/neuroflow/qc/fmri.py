@@ -44,8 +44,9 @@ from neuroflow.preprocessing.fmri.clean import (
     polynomial_drifts,
 )
 from neuroflow.preprocessing.fmri.confounds import read_confounds_table, select_confounds
-from neuroflow.preprocessing.fmri.inputs import load_bold, load_masked
-from neuroflow.preprocessing.fmri.stage import resolve_config
+from neuroflow.preprocessing.fmri.inputs import load_bold, load_masked, smooth_image
+from neuroflow.preprocessing.fmri.stage import cleaning_steps, resolve_config
+from neuroflow.qc._variables import described
 
 __all__ = [
     "CONFOUND_SETS",
@@ -400,30 +401,14 @@ def _check_grid(
         )
 
 
-def _expected_filter_steps(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The ``detrend`` and ``temporal_filter`` records the section gives a store."""
-    filt = cfg["high_pass"]["filter"]
-    high_pass = cfg["high_pass"]["cutoff_hz"] if filt != "none" else None
-    low_pass = cfg["low_pass_hz"] if filt == "butterworth" else None
-    steps: list[dict[str, Any]] = []
-    if cfg["detrend_order"] is not None:
-        steps.append({"name": "detrend", "order": cfg["detrend_order"]})
-    if high_pass is not None or low_pass is not None:
-        steps.append(
-            {
-                "name": "temporal_filter",
-                "filter": filt,
-                "high_pass_hz": high_pass,
-                "low_pass_hz": low_pass,
-            }
-        )
-    return steps
+#: The cleaning's ``steps`` records that the quality control must reproduce.
+_FILTER_STEPS = ("detrend", "temporal_filter")
 
 
 def _check_config(cfg: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], store: Path) -> None:
     """Refuse a section whose detrending or filter differ from the store's records."""
-    expected = _expected_filter_steps(cfg)
-    recorded = [dict(s) for s in steps if s.get("name") in ("detrend", "temporal_filter")]
+    expected = [s for s in cleaning_steps(cfg) if s["name"] in _FILTER_STEPS]
+    recorded = [dict(s) for s in steps if s.get("name") in _FILTER_STEPS]
     if recorded != expected:
         raise ValueError(
             f"`preprocess_config` must give the detrending and temporal filter the clean "
@@ -460,9 +445,7 @@ def _cleaning_confounds(
         smooth = _step(steps, "smooth")
         if smooth is not None:
             # the stage computed this regressor from the smoothed image
-            from neuroflow.preprocessing.fmri.stage import _smooth
-
-            smoothed = _smooth(img, float(smooth["fwhm_mm"]))
+            smoothed = smooth_image(img, float(smooth["fwhm_mm"]))
             signal_data = load_masked(smoothed, voxels, source=str(bold), start=n_drop)
             del smoothed
         else:
@@ -557,11 +540,6 @@ def _fd_threshold(cfg: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) ->
 def _strings(values: Sequence[str]) -> np.ndarray:
     """Variable-length strings (zarr v3 ``string`` data type)."""
     return np.array(list(values), dtype=np.dtypes.StringDType())
-
-
-def _described(values: Any, dims: tuple[str, ...], long_name: str, units: str, **extra: Any):
-    """A ``(dims, values, attrs)`` variable tuple with ``long_name`` and ``units``."""
-    return (dims, values, {"long_name": long_name, "units": units, **extra})
 
 
 def fmri_qc_dataset(
@@ -679,30 +657,30 @@ def fmri_qc_dataset(
         "nuisance_set": ("nuisance_set", _strings(list(designs))),
     }
     variables: dict[str, Any] = {
-        "mean": _described(mean, ("voxel",), "temporal mean of the raw BOLD signal", "a.u."),
-        "tsnr": _described(
+        "mean": described(mean, ("voxel",), "temporal mean of the raw BOLD signal", "a.u."),
+        "tsnr": described(
             tsnr,
             ("voxel",),
             "temporal SNR: mean over the SD of the linearly detrended raw signal",
             "ratio",
         ),
-        "global_signal": _described(
+        "global_signal": described(
             global_signal(data), ("volume",), "mean raw BOLD signal over the voxels", "a.u."
         ),
-        "dvars": _described(
+        "dvars": described(
             dvars(data, mean),
             ("volume",),
             "RMS over voxels of the volume-to-volume change (DVARS)",
             "% of voxel mean",
         ),
-        "scrubbed": _described(outliers, ("volume",), "volume scrubbed by the cleaning", "boolean"),
-        "confounds": _described(
+        "scrubbed": described(outliers, ("volume",), "volume scrubbed by the cleaning", "boolean"),
+        "confounds": described(
             regressors.to_numpy(np.float32).reshape(len(acquired), regressors.shape[1]),
             ("volume", "confound"),
             "nuisance regressors of the cleaning",
             "a.u.",
         ),
-        "variance_removed": _described(
+        "variance_removed": described(
             removed,
             ("nuisance_set", "voxel"),
             "fraction of the raw signal's variance explained by the nuisance set",
@@ -710,7 +688,7 @@ def fmri_qc_dataset(
             description="least-squares R² with a constant"
             + (", over the uncensored volumes" if censor and outliers.any() else ""),
         ),
-        "variance_removed_median": _described(
+        "variance_removed_median": described(
             np.median(removed, axis=1) if removed.shape[1] else np.zeros(len(designs)),
             ("nuisance_set",),
             "median over voxels of the variance explained by the nuisance set",
@@ -718,7 +696,7 @@ def fmri_qc_dataset(
         ),
     }
     if fd is not None:
-        variables["framewise_displacement"] = _described(
+        variables["framewise_displacement"] = described(
             fd[n_drop:], ("volume",), "framewise displacement", "mm", source=fd_source
         )
     qc = xr.Dataset(variables, coords=coords)

@@ -9,12 +9,16 @@ Both are written atomically: an interrupted job leaves neither.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuroflow.artifacts import atomic_directory, variable_length_strings, write_dataset
 from neuroflow.io.records import EegRecording
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["QC_CATEGORY", "qc_eeg_recording", "qc_fmri_run"]
 
@@ -61,10 +65,13 @@ def qc_eeg_recording(
     ds = eeg_qc_dataset(
         recording=recording, epochs_store=epochs_store, continuous_store=continuous_store
     )
-    with atomic_directory(plots) as tmp:
-        eeg_qc_figures(ds, out_dir=tmp, prefix=prefix, dpi=int(config.get("dpi", 100)))
-    store = write_dataset(variable_length_strings(ds), output, provenance=provenance)
-    return store, Path(plots)
+    return _write_qc(
+        ds,
+        partial(eeg_qc_figures, ds, prefix=prefix, dpi=int(config.get("dpi", 100))),
+        output=output,
+        plots=plots,
+        provenance=provenance,
+    )
 
 
 def qc_fmri_run(
@@ -114,7 +121,26 @@ def qc_fmri_run(
         confounds=confounds,
         preprocess_config=preprocess_config,
     )
+    return _write_qc(
+        ds,
+        partial(fmri_qc_figures, ds, bold=bold, prefix=prefix),
+        output=output,
+        plots=plots,
+        provenance=provenance,
+    )
+
+
+def _write_qc(
+    ds: xr.Dataset,
+    draw: Callable[..., object],
+    *,
+    output: str | os.PathLike,
+    plots: str | os.PathLike,
+    provenance: Mapping[str, Any],
+) -> tuple[Path, Path]:
+    """Draw the figures into ``plots`` (``draw(out_dir=<temporary folder>)``), then write
+    ``ds`` to the store ``output``, each atomically; returns both paths."""
     with atomic_directory(plots) as tmp:
-        fmri_qc_figures(ds, bold=bold, out_dir=tmp, prefix=prefix)
+        draw(out_dir=tmp)
     store = write_dataset(variable_length_strings(ds), output, provenance=provenance)
     return store, Path(plots)

@@ -1,10 +1,10 @@
 """A methods paragraph for the report, written from the run's config and plan.
 
 :func:`methods_rst` says what was done to the data in the words of a methods
-section (preprocessing, features, models, statistics), with the settings the run
-used and the citations of the methods and tools behind each step, so that a reader
-of the report can check a run (and a writer can start from it). Only the analyses
-the run performs are described.
+section (preprocessing, quality control, features, models, statistics), with the
+settings the run used and the citations of the methods and tools behind each step, so
+that a reader of the report can check a run (and a writer can start from it). Only the
+analyses the run performs are described.
 """
 
 from __future__ import annotations
@@ -110,6 +110,15 @@ REFERENCES: dict[str, str] = {
         "van den Oord A, Li Y, Vinyals O (2018). Representation learning with "
         "contrastive predictive coding. arXiv:1807.03748."
     ),
+    "power_carpet": (
+        "Power JD (2017). A simple but useful way to assess fMRI scan qualities. "
+        "NeuroImage 154:150-158."
+    ),
+    "power_fd": (
+        "Power JD, Barnes KA, Snyder AZ, Schlaggar BL, Petersen SE (2012). Spurious but "
+        "systematic correlations in functional connectivity MRI networks arise from "
+        "subject motion. NeuroImage 59(3):2142-2154."
+    ),
 }
 
 
@@ -192,13 +201,52 @@ def _eeg_preprocessing(config: Mapping[str, Any], keys: list[str]) -> str:
         text += f", {', '.join(bads)} channels marked bad"
         if cfg["interpolate_bads"]:
             text += " and interpolated"
-    text += (
-        f", re-referenced ({cfg['eeg_reference']}); ICA ({cfg['ica_algorithm']}) "
-        "removed components labelled as artefacts by ICLabel "
-        f"{_cite(keys, 'iclabel')} or correlated with EOG channels; epochs spanned "
-        f"{cfg['epochs_tmin']} to {cfg['epochs_tmax']} s around each event."
-    )
+    text += f", re-referenced ({cfg['eeg_reference']})"
+    if cfg["spatial_filter"] == "ica":
+        labelled = (
+            f"labelled as artefacts by ICLabel {_cite(keys, 'iclabel')} (where mne-icalabel "
+            "is installed) or "
+            if cfg["ica_use_icalabel"]
+            else ""
+        )
+        text += (
+            f"; ICA ({cfg['ica_algorithm']}) removed components {labelled}"
+            "correlated with EOG channels"
+        )
+    text += f"; epochs spanned {cfg['epochs_tmin']} to {cfg['epochs_tmax']} s around each event."
     return text
+
+
+def _quality_control(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
+    """What the ``qc_eeg`` and ``qc_fmri`` stages compute (see :mod:`neuroflow.qc`)."""
+    if not config["qc"]["enabled"]:
+        return ""
+    sentences = []
+    eeg = config["preprocess_eeg"]
+    if facts.n_eeg_subjects and eeg.get("enabled", True):
+        ica = ", the ICA components removed" if eeg.get("spatial_filter") == "ica" else ""
+        sentences.append(
+            "Quality control of each EEG recording, computed and drawn with MNE-Python "
+            f"{_cite(keys, 'mne')}, comprised the Welch power spectrum of each channel "
+            "before and after preprocessing, the channels flagged bad with their reasons "
+            f"(and whether they were interpolated){ica}, the drop log (why each rejected "
+            "epoch was dropped), the number of epochs kept per condition and the evoked "
+            "response (mean of the kept epochs) over all conditions and per condition."
+        )
+    if facts.n_fmri_subjects and config["dataset"].get("source") != "timeseries":
+        sentences.append(
+            "Quality control of each fMRI run, drawn with nilearn "
+            f"{_cite(keys, 'nilearn')} from the raw BOLD signal (the voxels the cleaning "
+            "kept, non-steady-state volumes left out), comprised maps of the temporal mean "
+            "and of the temporal SNR (mean over the standard deviation of the linearly "
+            f"detrended signal), a carpet plot {_cite(keys, 'power_carpet')}, the "
+            f"framewise displacement {_cite(keys, 'power_fd')}, DVARS and global signal "
+            "over time with the scrubbed volumes, the confounds the cleaning used, and the "
+            "fraction of each voxel's variance explained by each nuisance set the cleaning "
+            "used (polynomial trends, cosine drifts, each set of confounds) and by its "
+            "whole design (least-squares R²)."
+        )
+    return " ".join(sentences)
 
 
 def _features(config: Mapping[str, Any], facts: RunFacts) -> str:
@@ -351,6 +399,7 @@ def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> str:
         paragraphs.append(_fmri_preprocessing(config, keys))
     if facts.n_eeg_subjects:
         paragraphs.append(_eeg_preprocessing(config, keys))
+    paragraphs.append(_quality_control(config, facts, keys))
     paragraphs.append(_features(config, facts))
     if facts.encoding_models:
         paragraphs.append(_encoding(config, facts, keys))

@@ -43,7 +43,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "preprocess_eeg": 3,
     "features": 5,
     "align_features": 2,
-    "encoding": 5,
+    "encoding": 6,
     "evaluation": 4,
     "summary": 7,
     "single_trial": 3,
@@ -53,7 +53,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "decoding": 7,
     "decoding_fmri": 2,
     "rsa": 4,
-    "trial_encoding": 3,
+    "trial_encoding": 4,
     "trial_evaluation": 2,
     "qc_eeg": 1,
     "qc_fmri": 1,
@@ -328,7 +328,8 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
             {brain: versions[brain], **space_versions("rsa"), **pooled},
         )
     # Every analysis the summary gathers or describes (its methods paragraph names the
-    # EEG encoding models too), so that changing one gives the summary a new version.
+    # EEG encoding models and the quality control too), so that changing one gives the
+    # summary a new version.
     evaluation_inputs = {
         k: v
         for k, v in versions.items()
@@ -337,7 +338,7 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
     }
     versions["summary"] = _v(
         "summary",
-        {**config["evaluation"], "notes": list(scope.notes)},
+        {**config["evaluation"], "qc": config["qc"], "notes": list(scope.notes)},
         {**evaluation_inputs, **pooled},
     )
     return versions

@@ -399,3 +399,43 @@ def test_truncated_mask_or_atlas_is_named(make_run, tmp_path, rng, role):
     with pytest.raises(ValueError, match=rf"{what} .*{role}.nii.gz must .* truncated"):
         _run(run, tmp_path / "o.zarr", **kwargs)
     assert not (tmp_path / "o.zarr").exists()
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        {},
+        {"detrend_order": None, "standardize": False},
+        {"high_pass": {"filter": "none"}},
+        {"high_pass": {"filter": "butterworth", "cutoff_hz": 0.02}, "low_pass_hz": 0.1},
+        {"high_pass": {"filter": "cosine"}, "low_pass_hz": 0.1},  # low-pass: Butterworth only
+    ],
+)
+def test_cleaning_steps_are_the_records_of_the_cleaning(section):
+    from neuroflow.preprocessing.fmri.stage import clean_time_series, cleaning_steps
+
+    cfg = resolve_config(section)
+    data = np.random.default_rng(0).standard_normal((120, 5))
+    _, _, steps = clean_time_series(data, cfg, tr=2.0)
+    assert steps == cleaning_steps(cfg)
+    names = [s["name"] for s in steps]
+    assert ("detrend" in names) == (cfg["detrend_order"] is not None)
+    assert ("zscore" in names) == bool(cfg["standardize"])
+    assert ("temporal_filter" in names) == (cfg["high_pass"]["filter"] != "none")
+    low = [s["low_pass_hz"] for s in steps if s["name"] == "temporal_filter"]
+    if cfg["high_pass"]["filter"] == "cosine":
+        assert low == [None]
+
+
+def test_smooth_image_keeps_grid_and_blocks_agree():
+    from neuroflow.preprocessing.fmri.inputs import smooth_image
+
+    rng = np.random.default_rng(1)
+    raw = rng.standard_normal((6, 6, 6, 5)).astype(np.float32)
+    affine = np.diag([2.0, 2.0, 2.0, 1.0])
+    one = smooth_image(nib.Nifti1Image(raw.copy(), affine), 4.0, block=1)
+    all_at_once = smooth_image(nib.Nifti1Image(raw.copy(), affine), 4.0, block=16)
+    assert one.shape == raw.shape and np.allclose(one.affine, affine)
+    assert one.dataobj.dtype == np.float32
+    np.testing.assert_allclose(one.get_fdata(), all_at_once.get_fdata(), rtol=1e-6)
+    assert not np.allclose(one.get_fdata(), raw)

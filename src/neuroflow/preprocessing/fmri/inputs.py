@@ -28,6 +28,7 @@ __all__ = [
     "mean_image",
     "on_bold_grid",
     "repetition_time",
+    "smooth_image",
     "world_extent",
 ]
 
@@ -418,6 +419,35 @@ def load_masked(
             f"(first in volume {first}); it must be finite within the brain mask."
         )
     return out.T
+
+
+def smooth_image(img: nib.Nifti1Image, fwhm: float, *, block: int = 16) -> nib.Nifti1Image:
+    """Gaussian smoothing of a 4-D image, a few volumes at a time.
+
+    Parameters
+    ----------
+    img : nibabel.Nifti1Image
+        4-D image.
+    fwhm : float
+        Full width at half maximum of the kernel (mm), as
+        :func:`nilearn.image.smooth_img` takes it.
+    block : int
+        Volumes smoothed at once.
+
+    Returns
+    -------
+    smoothed : nibabel.Nifti1Image
+        Float32 image with the affine and header of ``img``. No second 4-D copy is
+        made: the array ``img.get_fdata`` returns (and caches) is smoothed in place,
+        so ``img``'s data must not be read after the call.
+    """
+    from nilearn.image import smooth_img
+
+    data = img.get_fdata(dtype=np.float32)
+    for start in range(0, data.shape[3], block):
+        part = nib.Nifti1Image(data[..., start : start + block], img.affine)
+        data[..., start : start + block] = smooth_img(part, fwhm).get_fdata(dtype=np.float32)
+    return nib.Nifti1Image(data, img.affine, img.header)
 
 
 def sidecar_paths(sidecars: Sequence[str | os.PathLike] | None) -> list[Path]:

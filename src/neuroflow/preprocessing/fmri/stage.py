@@ -45,6 +45,7 @@ from neuroflow.preprocessing.fmri.inputs import (
     on_bold_grid,
     repetition_time,
     sidecar_paths,
+    smooth_image,
 )
 from neuroflow.rois import UNLABELLED
 from neuroflow.stage_warnings import record_warnings
@@ -54,6 +55,7 @@ __all__ = [
     "FORMAT_VERSION",
     "check_not_constant",
     "clean_time_series",
+    "cleaning_steps",
     "preprocess_fmri_run",
     "resolve_config",
 ]
@@ -206,17 +208,6 @@ def _brain_mask(
     return data, record
 
 
-def _smooth(img: nib.Nifti1Image, fwhm: float, *, block: int = 16) -> nib.Nifti1Image:
-    """Gaussian smoothing with :func:`nilearn.image.smooth_img`, a few volumes at a time."""
-    from nilearn.image import smooth_img
-
-    data = img.get_fdata(dtype=np.float32)
-    for start in range(0, data.shape[3], block):
-        part = nib.Nifti1Image(data[..., start : start + block], img.affine)
-        data[..., start : start + block] = smooth_img(part, fwhm).get_fdata(dtype=np.float32)
-    return nib.Nifti1Image(data, img.affine, img.header)
-
-
 def _strings(values: Sequence[str]) -> np.ndarray:
     """Variable-length strings (zarr v3 ``string`` data type)."""
     return np.array(list(values), dtype=np.dtypes.StringDType())
@@ -343,11 +334,10 @@ def clean_time_series(
         What the cleaning projected out (:func:`~neuroflow.preprocessing.fmri.clean.
         cleaning_basis`).
     steps : list of dict
-        The ``detrend``, ``temporal_filter`` and ``zscore`` records of the store.
+        The ``detrend``, ``temporal_filter`` and ``zscore`` records of the store
+        (:func:`cleaning_steps`).
     """
-    filt = cfg["high_pass"]["filter"]
-    high_pass = cfg["high_pass"]["cutoff_hz"] if filt != "none" else None
-    low_pass = cfg["low_pass_hz"] if filt == "butterworth" else None
+    filt, high_pass, low_pass = _filter_cutoffs(cfg)
     cleaning = {
         "t_r": tr,
         "detrend_order": cfg["detrend_order"],
@@ -360,6 +350,36 @@ def clean_time_series(
     }
     cleaned = clean_signals(data, copy=False, **cleaning)
     basis = cleaning_basis(data.shape[0], **cleaning)
+    return cleaned, basis, cleaning_steps(cfg)
+
+
+def _filter_cutoffs(cfg: Mapping[str, Any]) -> tuple[str, float | None, float | None]:
+    """The section's high-pass filter kind and its high- and low-pass cutoffs (Hz).
+
+    The low-pass cutoff applies to the Butterworth filter only; neither applies
+    without a filter.
+    """
+    filt = cfg["high_pass"]["filter"]
+    high_pass = cfg["high_pass"]["cutoff_hz"] if filt != "none" else None
+    low_pass = cfg["low_pass_hz"] if filt == "butterworth" else None
+    return filt, high_pass, low_pass
+
+
+def cleaning_steps(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``steps`` records :func:`clean_time_series` gives a store.
+
+    Parameters
+    ----------
+    cfg : dict
+        A resolved ``preprocess_fmri`` section.
+
+    Returns
+    -------
+    steps : list of dict
+        In order, those that apply: ``detrend`` (``order``), ``temporal_filter``
+        (``filter``, ``high_pass_hz``, ``low_pass_hz``) and ``zscore`` (``ddof``).
+    """
+    filt, high_pass, low_pass = _filter_cutoffs(cfg)
     steps: list[dict[str, Any]] = []
     if cfg["detrend_order"] is not None:
         steps.append({"name": "detrend", "order": cfg["detrend_order"]})
@@ -374,7 +394,7 @@ def clean_time_series(
         )
     if cfg["standardize"]:
         steps.append({"name": "zscore", "ddof": 1})
-    return cleaned, basis, steps
+    return steps
 
 
 def _chunk_voxels(n_times: int, n_voxels: int) -> int:
@@ -485,7 +505,7 @@ def _clean_run(
     )
 
     if cfg["smoothing_fwhm"] is not None:
-        img = _smooth(img, float(cfg["smoothing_fwhm"]))
+        img = smooth_image(img, float(cfg["smoothing_fwhm"]))
         steps.append({"name": "smooth", "fwhm_mm": float(cfg["smoothing_fwhm"])})
     mask_data, mask_step = _brain_mask(img, Path(mask) if mask else None, cfg["mask"], source)
     voxels = np.argwhere(mask_data)
@@ -536,14 +556,14 @@ def _clean_run(
             }
         )
 
-    cleaned, basis, cleaning_steps = clean_time_series(
+    cleaned, basis, clean_steps = clean_time_series(
         data,
         cfg,
         tr=tr,
         confounds=regressors if regressors.shape[1] else None,
         sample_mask=sample_mask,
     )
-    steps += cleaning_steps
+    steps += clean_steps
     del data
     if sample_mask is not None:
         kept = kept[sample_mask]

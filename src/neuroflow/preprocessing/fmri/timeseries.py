@@ -569,8 +569,8 @@ def _clean_timeseries(
     ]
     kept = np.arange(n_drop, n_volumes)
     check_not_constant(data[n_drop:], source=where)
-    cleaned, basis, cleaning_steps = clean_time_series(data[n_drop:], cfg, tr=tr)
-    steps += cleaning_steps
+    cleaned, basis, clean_steps = clean_time_series(data[n_drop:], cfg, tr=tr)
+    steps += clean_steps
 
     coords: dict[str, Any] = {
         "time": ("time", kept * tr, {"units": "s"}),
