@@ -1,4 +1,4 @@
-"""The ``neuroflow`` command line: inspect artifacts, list versions, clean up.
+"""The ``neuroflow`` command line: run the workflow, inspect artifacts, list versions, clean up.
 
 Run ``neuroflow --help`` or ``neuroflow <command> --help``.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from neuroflow import __version__
 from neuroflow.artifacts import PARTIAL_MARKER, PROVENANCE_KEY, read_provenance
-from neuroflow.workflow.defaults import REPOSITORY
+from neuroflow.workflow.defaults import default_config, workflow_root
 
 if TYPE_CHECKING:
     from neuroflow.workflow.runs import RunRecord
@@ -28,8 +28,30 @@ DEFAULT_SCHEMA = "workflow/schemas/config.schema.yaml"
 
 
 # --------------------------------------------------------------------------- helpers
+def _in_workflow(
+    path: str | os.PathLike,
+    root: str | os.PathLike | None = None,
+    cwd: str | os.PathLike | None = None,
+) -> Path:
+    """``path`` if it exists, else the same relative path in the workflow tree if there.
+
+    ``root`` defaults to :func:`~neuroflow.workflow.defaults.workflow_root`, ``cwd`` (the
+    folder a relative ``path`` is relative to) to the current one.
+    """
+    path = Path(path)
+    if path.is_absolute() or (path if cwd is None else Path(cwd) / path).exists():
+        return path
+    if root is None:
+        try:
+            root = workflow_root()
+        except FileNotFoundError:
+            return path
+    packaged = Path(root) / path
+    return packaged if packaged.exists() else path
+
+
 def schema_path(path: str | os.PathLike) -> Path:
-    """The config schema: ``path`` if it exists, else the same path in the repository.
+    """The config schema: ``path`` if it exists, else the same path in the workflow tree.
 
     Parameters
     ----------
@@ -39,23 +61,30 @@ def schema_path(path: str | os.PathLike) -> Path:
     Returns
     -------
     schema : Path
-        ``path``, or ``REPOSITORY / path`` when a relative ``path`` is missing from
-        the working folder but present there (commands run from a run's folder).
+        ``path``, or ``workflow_root() / path`` when a relative ``path`` is missing from
+        the working folder but present there (commands run from any folder).
     """
-    path = Path(path)
-    if not path.exists() and not path.is_absolute() and (REPOSITORY / path).is_file():
-        return REPOSITORY / path
-    return path
+    return _in_workflow(path)
+
+
+def _base_config() -> Path:
+    """The config a run starts from: the working folder's, else the shipped default."""
+    try:
+        return default_config()
+    except FileNotFoundError:
+        return Path(DEFAULT_CONFIG)  # missing: fine when --configfile files are given
 
 
 def _load_config(args: argparse.Namespace) -> dict[str, Any]:
     """The validated config a run gets from the same --configfile / --config arguments."""
     from neuroflow.workflow.runs import snakemake_config
 
+    # as with `neuroflow run`: a --config value that is a file (no "=") adds a config file
+    files = [v for v in args.config if "=" not in v or Path(v).is_file()]
     return snakemake_config(
-        args.configfile,
-        args.config,
-        base=DEFAULT_CONFIG,
+        [*args.configfile, *files],
+        [v for v in args.config if v not in files],
+        base=_base_config(),
         schema=schema_path(args.schema),
         replace=args.replace_workflow_config,
     )
@@ -362,15 +391,134 @@ def _snakemake_command() -> list[str]:
     return [str(beside)] if beside.is_file() else [sys.executable, "-m", "snakemake"]
 
 
+#: Snakemake options whose values ``neuroflow run`` reads (all others pass through).
+_CONFIGFILE_FLAGS = ("--configfile", "--configfiles")
+_CONFIG_FLAGS = ("--config", "-C")
+_PROFILE_FLAGS = ("--profile", "--workflow-profile")
+_SNAKEFILE_FLAGS = ("--snakefile", "-s")
+_DIRECTORY_FLAGS = ("--directory", "-d")
+
+
+def _option(arg: str, flags: Sequence[str]) -> tuple[str, str | None] | None:
+    """``(flag, value)`` when ``arg`` is one of ``flags`` (``value``: after ``=``)."""
+    flag, eq, value = arg.partition("=")
+    if flag in flags:
+        return flag, (value if eq else None)
+    return None
+
+
+def snakemake_run_args(
+    argv: Sequence[str], root: str | os.PathLike, *, cwd: str | os.PathLike | None = None
+) -> tuple[list[str], list[str]]:
+    """The snakemake arguments of ``neuroflow run``, and the user's config files.
+
+    Every argument passes through unchanged, except that:
+
+    - ``-s <root>/Snakefile`` is added (unless ``-s``/``--snakefile`` is given);
+    - every ``--configfile`` file and every ``--config`` value that is a file (has no
+      ``=``, or exists) become one ``--configfile`` list at the end, in command-line
+      order, after ``<root>/config/config.yaml`` (left out when the working folder has
+      its own ``config/config.yaml``, which the Snakefile reads first, with
+      ``--replace-workflow-config``, or with ``-s``); the ``KEY=VALUE`` values of
+      ``--config`` become one ``--config`` list (Snakemake keeps only the last of repeated
+      options);
+    - ``--workflow-profile <root>/workflow/profiles/local`` is added (unless
+      ``--profile`` or ``--workflow-profile`` is given); a relative profile path missing
+      from the working folder is looked for in ``root`` (``workflow/profiles/slurm``).
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The arguments after ``neuroflow run``.
+    root : path-like
+        The folder that holds the Snakefile (:func:`neuroflow.workflow.defaults.workflow_root`).
+    cwd : path-like | None
+        The working folder (default: the current one); ``-d``/``--directory`` replaces it.
+
+    Returns
+    -------
+    args : list of str
+        Snakemake's arguments.
+    configfiles : list of str
+        The user's config files, in order (without the default config).
+    """
+    root = Path(root).resolve()
+    argv = list(argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    passthrough: list[str] = []
+    configfiles: list[str] = []
+    overrides: list[str] = []
+    taking: str | None = None  # "files" or "config" while an option's values follow
+    has_snakefile = has_profile = replace = False
+    start = Path.cwd() if cwd is None else Path(cwd)
+    workdir = start
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if taking and not arg.startswith("-"):
+            if taking == "files" or "=" not in arg or (start / arg).is_file():
+                configfiles.append(arg)
+            else:
+                overrides.append(arg)
+            continue
+        taking = None
+        if (option := _option(arg, _CONFIGFILE_FLAGS + _CONFIG_FLAGS)) is not None:
+            flag, value = option
+            kind = "files" if flag in _CONFIGFILE_FLAGS else "config"
+            if value is None:
+                taking = kind  # the values follow
+            elif kind == "files" or "=" not in value or (start / value).is_file():
+                configfiles.append(value)  # --configfile=FILE: one value only
+            else:
+                overrides.append(value)
+            continue
+        passthrough.append(arg)
+        if arg == "--replace-workflow-config":
+            replace = True
+        elif _option(arg, _SNAKEFILE_FLAGS) is not None:
+            has_snakefile = True
+        elif (option := _option(arg, _PROFILE_FLAGS)) is not None:
+            has_profile = True
+            flag, value = option
+            if value is None and i < len(argv):
+                value = argv[i]
+                passthrough.append(str(_in_workflow(value, root, start)))
+                i += 1
+            elif value is not None:
+                passthrough[-1] = f"{flag}={_in_workflow(value, root, start)}"
+        elif (option := _option(arg, _DIRECTORY_FLAGS)) is not None:
+            value = option[1]
+            if value is None and i < len(argv):
+                value = argv[i]
+                passthrough.append(value)
+                i += 1
+            if value is not None:
+                workdir = workdir / value
+    args: list[str] = []
+    if not has_snakefile:
+        args += ["-s", str(root / "Snakefile")]
+    if not has_profile:
+        args += ["--workflow-profile", str(root / "workflow" / "profiles" / "local")]
+    args += passthrough
+    base = root / DEFAULT_CONFIG
+    own_base = (workdir / DEFAULT_CONFIG).is_file() or has_snakefile
+    files = configfiles if own_base or (replace and configfiles) else [str(base), *configfiles]
+    if files:
+        args += ["--configfile", *files]
+    if overrides:
+        args += ["--config", *overrides]
+    return args, configfiles
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Check the config files' YAML, then run snakemake with the same arguments."""
+    """Check the config files' YAML, then run the workflow with snakemake."""
     from neuroflow.config import ConfigError
     from neuroflow.workflow.runs import check_yaml_syntax
 
-    argv = list(args.snakemake_args)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    for path in snakemake_configfiles(argv):
+    argv, configfiles = snakemake_run_args(args.snakemake_args, workflow_root())
+    for path in configfiles:
         if not Path(path).is_file():
             raise ConfigError(f"Config file {path} must be an existing file, got no such file.")
         check_yaml_syntax(path)
@@ -593,8 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``neuroflow`` command."""
     parser = argparse.ArgumentParser(
         prog="neuroflow",
-        description="neuroflow: inspect and manage the versioned artifacts of the workflow. "
-        "Run the workflow itself with `snakemake`.",
+        description="neuroflow: run the workflow (`neuroflow run`), inspect and manage its "
+        "versioned artifacts.",
     )
     parser.add_argument("--version", action="version", version=f"neuroflow {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -606,8 +754,8 @@ def build_parser() -> argparse.ArgumentParser:
             action="extend",
             default=[],
             metavar="FILE",
-            help=f"config files merged in order on top of {DEFAULT_CONFIG}, as with "
-            "`snakemake --configfile`",
+            help=f"config files merged in order on top of {DEFAULT_CONFIG} (the working "
+            "folder's, else the one shipped with the workflow), as with `neuroflow run`",
         )
         p.add_argument(
             "--config",
@@ -615,7 +763,8 @@ def build_parser() -> argparse.ArgumentParser:
             action="extend",
             default=[],
             metavar="KEY=VALUE",
-            help="overrides applied last, parsed as `snakemake --config` parses them",
+            help="overrides applied last, parsed as `snakemake --config` parses them; a "
+            "FILE (no '=') is read after the --configfile files, as `neuroflow run` does",
         )
         p.add_argument(
             "--replace-workflow-config",
@@ -661,12 +810,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "run",
-        help="run snakemake, after checking the config files' YAML",
-        description="Run `snakemake` with the arguments given (everything after `run`), "
-        "after reading every --configfile: a YAML syntax error is reported with the file, "
-        "line and column (snakemake itself says only that the file is not valid YAML). "
-        "Everything else is snakemake's own behaviour, e.g. `neuroflow run --cores 2 "
-        "--configfile my.yaml`.",
+        help="run the workflow (snakemake) from any folder",
+        description="Run the installed workflow with `snakemake` in the working folder "
+        "(results/ and .snakemake/ go there), from any folder: `neuroflow run --config "
+        "my.yaml --cores 4`. The Snakefile, the default config (config/config.yaml of the "
+        "working folder when it has one, else the shipped one) and the local workflow "
+        "profile come with the package; --config FILE and --configfile FILE add config files "
+        "on top of the default, in order; --config KEY=VALUE sets single values. Every "
+        "other argument goes to snakemake unchanged (e.g. `-n`, `--cores 2`, a target, "
+        "`--report report.html`, `--profile` or `--workflow-profile`, which replace the "
+        "local profile). Every config file's YAML is read first: a syntax error is "
+        "reported with the file, line and column.",
     )
     p.add_argument(
         "snakemake_args", nargs=argparse.REMAINDER, help="snakemake's arguments, unchanged"

@@ -13,16 +13,102 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPOSITORY", "SCHEMA", "drop_orphan_defaults", "shipped_encoding_models"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "REPOSITORY",
+    "SCHEMA",
+    "default_config",
+    "drop_orphan_defaults",
+    "shipped_encoding_models",
+    "workflow_root",
+]
 
-#: The repository this package runs from (an editable install of a clone).
-REPOSITORY = Path(__file__).resolve().parents[3]
-#: The config schema of that repository.
+#: The installed package folder (``src/neuroflow`` of a clone, or in site-packages).
+PACKAGE = Path(__file__).resolve().parents[1]
+#: Where a wheel carries the workflow (Snakefile, rules, scripts, config, workflow/).
+PACKAGED_WORKFLOW = PACKAGE / "_workflow"
+#: The default config, relative to the folder that holds the Snakefile (and to the
+#: working folder, where the Snakefile's ``configfile:`` reads it).
+DEFAULT_CONFIG = Path("config") / "config.yaml"
+
+
+def _find_workflow_root() -> Path | None:
+    """The folder with the Snakefile: the clone of an editable install, else the wheel's copy."""
+    clone = PACKAGE.parents[1]
+    if PACKAGE.parent.name == "src" and all(
+        (clone / name).is_file() for name in ("Snakefile", "pyproject.toml")
+    ):
+        return clone
+    if (PACKAGED_WORKFLOW / "Snakefile").is_file():
+        return PACKAGED_WORKFLOW
+    return None
+
+
+#: The folder that holds the Snakefile, rules/, scripts/, config/ and workflow/: the
+#: clone for an editable install (``pip install -e .``), the packaged copy
+#: ``neuroflow/_workflow`` for a wheel. Where neither exists, the packaged path (missing;
+#: :func:`workflow_root` then says how to fix the install).
+REPOSITORY = _find_workflow_root() or PACKAGED_WORKFLOW
+#: The config schema of that workflow.
 SCHEMA = REPOSITORY / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def workflow_root() -> Path:
+    """The folder that holds the workflow's Snakefile.
+
+    Returns
+    -------
+    root : Path
+        The clone of an editable install, or ``neuroflow/_workflow`` inside an installed
+        wheel; either has ``Snakefile``, ``rules/``, ``scripts/``, ``config/`` and
+        ``workflow/`` (schemas, profiles, report captions).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the install has no workflow tree (e.g. a package copied without it).
+    """
+    if not (REPOSITORY / "Snakefile").is_file():
+        raise FileNotFoundError(
+            "The neuroflow workflow (Snakefile, rules/, scripts/, config/, workflow/) must "
+            f"be installed with the package, got no Snakefile in {PACKAGED_WORKFLOW} nor in "
+            f"a clone around {PACKAGE} instead. Reinstall neuroflow from a wheel or source "
+            "distribution (`pip install --force-reinstall neuroflow`), or install a clone "
+            "with `pip install -e <clone>`."
+        )
+    return REPOSITORY
+
+
+def default_config(cwd: str | os.PathLike | None = None) -> Path:
+    """The config a run starts from, before any ``--configfile``.
+
+    Parameters
+    ----------
+    cwd : path-like | None
+        The working folder of the run (default: the current one).
+
+    Returns
+    -------
+    config : Path
+        ``config/config.yaml`` of the working folder when it has one (the Snakefile's
+        ``configfile:`` reads it, as ``snakemake`` run in a clone does), else the default
+        config shipped with the workflow (:func:`workflow_root`). Relative to the working
+        folder in the first case, absolute in the second.
+
+    Raises
+    ------
+    FileNotFoundError
+        When neither exists.
+    """
+    local = DEFAULT_CONFIG if cwd is None else Path(cwd) / DEFAULT_CONFIG
+    if local.is_file():
+        return local
+    return workflow_root() / DEFAULT_CONFIG
 
 
 @functools.cache
