@@ -142,6 +142,6 @@ def test_cross_temporal_rsa_peaks_in_planted_order(eeg_run, subject):
 def test_eeg_encoding_peaks_at_planted_latency(eeg_run, subject, space, course):
     planted = eeg_run["latencies"][SPACES[space]]
     ds = eeg_run["encoding"][(subject, space)]
-    lat = ds["course_latency"].values
+    lat = ds["latency"].values
     peak = float(lat[int(np.nanargmax(ds[course].values))])
     assert abs(peak - planted) <= LATENCY_TOL, (peak, planted)

@@ -19,6 +19,7 @@ from neuroflow.encoding.eeg import (
     select_test_stimuli,
     with_defaults,
 )
+from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.models import ridge_cv, run_splits
 
 SFREQ = 100.0
@@ -74,17 +75,39 @@ def test_planted_latency_recovered(tmp_path, rng):
         provenance={},
     )
     ds = xr.open_zarr(out)
-    assert ds["y_pred"].dims == ("stimulus", "target")
-    assert ds["y_test"].dims == ("repeat", "stimulus", "target")
-    assert ds.sizes == {"stimulus": 9, "repeat": 3, "target": 61 * 7, "course_latency": 61}
+    assert ds["y_pred"].dims == ("stimulus", "channel", "latency")
+    assert ds["y_test"].dims == ("repeat", "stimulus", "channel", "latency")
+    for name in ("best_alpha", "cv_score"):
+        assert ds[name].dims == ("channel", "latency"), name
+    assert ds["r_course"].dims == ds["cv_course"].dims == ("latency",)
+    assert ds.sizes == {"stimulus": 9, "repeat": 3, "channel": 7, "latency": 61}
+    assert "target" not in ds.dims and "target" not in ds.coords
+    assert set(ds.indexes) == {"stimulus", "repeat", "channel", "latency"}
+    assert ds["latency"].attrs["units"] == "s"
+    np.testing.assert_allclose(ds["latency"].values, np.arange(-0.1, 0.5 + 1e-9, 1 / SFREQ))
+    assert list(ds["channel"].values) == [f"E{i}" for i in range(7)]
+    assert ds["roi"].dims == ("channel",)
+    np.testing.assert_array_equal(ds["roi"].values, ds["channel"].values)
+    for name, var in ds.data_vars.items():
+        assert "units" in var.attrs, name
     assert abs(float(ds["peak_latency"]) - 0.1) <= 0.015
     r = ds["r_course"].values
-    assert r[np.argmin(np.abs(ds["course_latency"].values - 0.1))] > 0.8
-    assert np.nanmax(r[ds["course_latency"].values > 0.3]) < 0.5
-    # Targets are latency-major, so a reshape gives (latency, channel) maps.
-    lat = ds["latency"].values.reshape(61, 7)
-    assert np.allclose(lat, lat[:, :1])
-    assert list(ds["channel"].values[:7]) == [f"E{i}" for i in range(7)]
+    assert r[np.argmin(np.abs(ds["latency"].values - 0.1))] > 0.8
+    assert np.nanmax(r[ds["latency"].values > 0.3]) < 0.5
+    # the maps are the test r per channel and latency: their channel mean is r_course
+    y_mean = ds["y_test"].values.astype(np.float64).mean(0)
+    y_pred = ds["y_pred"].values.astype(np.float64)
+    r_map = pearson_r(y_mean.reshape(9, -1), y_pred.reshape(9, -1)).reshape(7, 61)
+    assert r_map.shape == (7, 61)
+    np.testing.assert_allclose(r_map.mean(0), r, rtol=1e-4, atol=1e-5)
+    # the planted response is in the data, on the right channel and latency
+    data = xr.open_zarr(epochs)["epochs"]
+    first = str(ds["stimulus"].values[0])
+    shown = data.isel(epoch=np.flatnonzero(data["stimulus"].values == first))
+    observed = ds["y_test"].sel(stimulus=first).isel(channel=3, latency=20).values
+    np.testing.assert_allclose(
+        observed, shown.isel(channel=3, time=20).values * 1e6, rtol=1e-5, atol=1e-4
+    )
 
 
 def test_flattened_solve_equals_loop(rng):
@@ -254,6 +277,9 @@ def test_trf_recovers_latency(tmp_path, rng):
     )
     res = xr.open_zarr(out)
     assert res["trf"].dims == ("lag", "feature", "channel")
+    assert res["best_alpha"].dims == res["cv_score"].dims == ("channel",)
+    assert res["trf_power"].dims == ("lag",) and "target" not in res.dims
+    assert res["lag"].attrs["units"] == "s"
     assert res.sizes["lag"] == 61
     assert abs(float(res["peak_latency"]) - 0.25) <= 0.02
     assert float(res["cv_score"].mean()) > 0.3

@@ -25,26 +25,28 @@ def _eeg_scores(
     latencies: np.ndarray | None = None,
     feature_spaces: tuple[str, ...] = ("effnet:blocks.3",),
 ) -> xr.Dataset:
-    """A store shaped like the ``eeg_evaluation`` stage's: targets are channel x latency
-    (latency fastest), r peaks at ``peak`` s on every channel, O1 and O2 the strongest."""
+    """A store shaped like the ``eeg_evaluation`` stage's: scores on (channel, latency), r
+    peaks at ``peak`` s on every channel, O1 and O2 the strongest."""
     latencies = np.round(np.arange(-0.1, 0.51, 0.02), 2) if latencies is None else latencies
     gain = np.where(np.isin(channels, ["O1", "O2"]), 0.6, 0.2)
     shape = np.exp(-((latencies - peak) ** 2) / (2 * 0.05**2))
     r = gain[:, None] * shape[None, :] + 0.01 * rng.standard_normal((len(channels), latencies.size))
-    n = r.size
+    r = r.astype(np.float32)
+    dims = ("channel", "latency")
+    names = np.array(channels, dtype=object)
     return xr.Dataset(
         {
-            "r": ("target", r.ravel().astype(np.float32)),
-            "r_normalized": ("target", (r.ravel() / 0.8).astype(np.float32)),
-            "significant": ("target", r.ravel() > 0.3),
-            "significant_fwer": ("target", r.ravel() > 0.4),
-            "noise_ceiling_r": ("target", np.full(n, 0.8, np.float32)),
+            "r": (dims, r),
+            "r_normalized": (dims, r / np.float32(0.8)),
+            "significant": (dims, r > 0.3),
+            "significant_fwer": (dims, r > 0.4),
+            "noise_ceiling_r": (dims, np.full(r.shape, 0.8, np.float32)),
+            "r_course": (("latency",), r.astype(np.float64).mean(0)),
         },
         coords={
-            "target": np.arange(n),
-            "channel": ("target", np.repeat(np.array(channels, dtype=object), latencies.size)),
-            "latency": ("target", np.tile(latencies, len(channels))),
-            "roi": ("target", np.repeat(np.array(channels, dtype=object), latencies.size)),
+            "channel": names,
+            "latency": ("latency", latencies, {"units": "s"}),
+            "roi": ("channel", names.copy()),
         },
         attrs={"subject": subject, "model": model, "feature_spaces": list(feature_spaces)},
     )
@@ -62,16 +64,18 @@ def stores(rng: np.random.Generator) -> list[xr.Dataset]:
     return out
 
 
-def test_r_time_course_averages_channels(rng: np.random.Generator) -> None:
+def test_r_time_course_reads_the_stored_course(rng: np.random.Generator) -> None:
     ds = _eeg_scores(rng, subject="01", model="m", peak=0.2)
     course = r_time_course(ds)
     assert course.dims == ("latency",) and course.sizes["latency"] == 31
-    expected = pd.Series(ds["r"].values, dtype=float).groupby(ds["latency"].values).mean()
-    np.testing.assert_allclose(course.values, expected.to_numpy(), rtol=1e-6)
+    np.testing.assert_allclose(course.values, ds["r"].values.astype(float).mean(0), rtol=1e-12)
     assert float(course["latency"][int(np.argmax(course.values))]) == pytest.approx(0.2)
-    # target order does not matter
-    shuffled = ds.isel(target=rng.permutation(ds.sizes["target"]))
-    np.testing.assert_allclose(r_time_course(shuffled).values, course.values, rtol=1e-6)
+    # the stored course is read, not recomputed from `r`
+    planted = ds.assign(r_course=ds["r_course"] * 0 + np.linspace(0, 1, 31))
+    np.testing.assert_array_equal(r_time_course(planted).values, np.linspace(0, 1, 31))
+    # latency order of the store does not matter
+    shuffled = ds.isel(latency=rng.permutation(ds.sizes["latency"]))
+    np.testing.assert_allclose(r_time_course(shuffled).values, course.values, rtol=1e-12)
 
 
 def test_eeg_encoding_rows_per_channel_and_peak(stores: list[xr.Dataset]) -> None:
@@ -86,7 +90,7 @@ def test_eeg_encoding_rows_per_channel_and_peak(stores: list[xr.Dataset]) -> Non
     mean_r = per_subject[per_subject["metric"] == "mean_r"].set_index(["subject", "model", "roi"])
     row = mean_r.loc[("02", "words", "all")]
     np.testing.assert_allclose(row["value"], float(stores[3]["r"].mean()), rtol=1e-5)
-    assert row["n_targets"] == stores[3].sizes["target"]
+    assert row["n_targets"] == stores[3]["r"].size
     o1, fz = (mean_r.loc[("01", "effnet", ch), "value"] for ch in ("O1", "Fz"))
     assert o1 > 2 * fz
     # the layer of a lone ``name:layer`` space is its own column; a plain space has none
@@ -124,9 +128,18 @@ def test_eeg_encoding_rows_errors(rng: np.random.Generator) -> None:
     path = "results/eeg_evaluation/m-1/sub-01_scores.zarr"
     with pytest.raises(ValueError, match=r"sub-01_scores\.zarr: an EEG encoding score store must"):
         eeg_encoding_rows([ds.drop_vars("latency")], [path])
-    doubled = ds.assign_coords(latency=("target", np.zeros(ds.sizes["target"])))
-    with pytest.raises(ValueError, match=r"each \(channel, latency\) must be one target"):
+    doubled = ds.assign_coords(latency=np.zeros(ds.sizes["latency"]))
+    with pytest.raises(ValueError, match=r"coordinate `latency` must hold unique values"):
         eeg_encoding_rows([doubled], [path])
+    flat = ds.drop_vars("r_course").stack(target=("latency", "channel"), create_index=False)
+    with pytest.raises(
+        ValueError, match=r"must have dims \('channel', 'latency'\), got \('target',"
+    ):
+        eeg_encoding_rows([flat], [path])
+    with pytest.raises(ValueError, match=r"variable `r_course` is missing from the score store"):
+        eeg_encoding_rows([ds.drop_vars("r_course")], [path])
+    with pytest.raises(ValueError, match=r"`r_course` must have dims \('latency',\), got"):
+        r_time_course(ds.assign(r_course=ds["r"]), path)
     with pytest.raises(ValueError, match="`paths` must have one entry per store"):
         eeg_encoding_rows([ds], ["a.zarr", "b.zarr"])
 

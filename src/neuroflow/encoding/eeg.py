@@ -10,7 +10,7 @@ Two designs share one solver (:func:`neuroflow.models.ridge_cv`, one penalty per
   image never straddle training and validation. Held-out test stimuli (by default the
   repeated ones) are predicted once each and their presentations kept as repeats, in the
   layout :func:`neuroflow.evaluation.evaluate_model` scores (sample = test stimulus,
-  target = latency × channel).
+  targets on the (channel, latency) dims).
 * :func:`fit_trf` fits temporal response functions on continuous EEG: the features of
   each stimulus are placed as impulses at its onset, lagged over a window of latencies
   and regressed onto every channel, with cross-validation over contiguous blocks.
@@ -302,13 +302,16 @@ def fit_eeg_encoding(
     Returns
     -------
     output : Path
-        The store. Dims ``stimulus`` (held-out test stimuli), ``repeat`` and ``target``
-        (latency × channel, latency-major, coords ``latency`` (s), ``channel`` and
-        ``roi`` (= channel), so ``values.reshape(n_latency, n_channel)`` is a
-        (latency, channel) map): ``y_pred`` (stimulus, target) and ``y_test`` (repeat,
-        stimulus, target) in µV, ``best_alpha`` and ``cv_score`` (target); on dim
-        ``latency``: ``r_course`` (test r against the repeat mean, averaged over
-        channels) and ``cv_course``; ``peak_latency`` (s, of ``r_course``).
+        The store, with dims ``stimulus`` (held-out test stimuli), ``repeat``,
+        ``channel`` and ``latency`` (dimension coordinates; ``latency`` in s) and
+        coordinate ``roi`` (= ``channel``) on ``channel``:
+
+        - ``y_pred``, shape (n_test, n_channels, n_latencies), in µV;
+        - ``y_test``, shape (n_repeats, n_test, n_channels, n_latencies), in µV;
+        - ``best_alpha`` and ``cv_score``, shape (n_channels, n_latencies);
+        - ``r_course`` (test r against the repeat mean, averaged over channels) and
+          ``cv_course``, shape (n_latencies,);
+        - ``peak_latency`` (s, of ``r_course``), a scalar.
     """
     from neuroflow.decoding.inputs import load_subject_epochs
 
@@ -419,39 +422,76 @@ def _epochs_output(
     cv_course: np.ndarray,
     peak: float,
 ) -> xr.Dataset:
+    """The epochs store, every map on (channel, latency).
+
+    Parameters
+    ----------
+    y_pred : ndarray, shape (n_test, n_latencies * n_channels)
+        Predictions of the test stimuli, targets ordered (latency, channel).
+    y_test : ndarray, shape (n_repeats, n_test, n_latencies * n_channels)
+        Their presentations, targets ordered like ``y_pred``.
+    result : RidgeCVResult
+        The fit; ``best_alpha`` and ``cv_score`` have shape (n_latencies * n_channels,).
+    test_ids : sequence of str, shape (n_test,)
+        The test stimuli.
+    latencies : ndarray, shape (n_latencies,)
+        Latencies in s.
+    channels : ndarray, shape (n_channels,)
+        Channel names.
+    r_course, cv_course : ndarray, shape (n_latencies,)
+        Test r and cross-validated score, averaged over channels.
+    peak : float
+        Latency (s) of the peak of ``r_course``.
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        See :func:`fit_eeg_encoding`.
+    """
     n_lat, n_ch = latencies.size, channels.size
-    target_channel = np.tile(channels, n_lat).astype(object)
+
+    def maps(flat: np.ndarray) -> np.ndarray:
+        # (..., latency x channel) -> (..., channel, latency)
+        return np.swapaxes(np.asarray(flat).reshape(*flat.shape[:-1], n_lat, n_ch), -1, -2)
+
     one = {"units": "1"}
+    uv = {"units": "µV"}
+    names = np.asarray(channels, dtype=object)
     coords = {
         "stimulus": ("stimulus", np.asarray(test_ids, dtype=object)),
         "repeat": ("repeat", np.arange(y_test.shape[0])),
-        "target": ("target", np.arange(n_lat * n_ch)),
-        "latency": ("target", np.repeat(latencies, n_ch), {"units": "s"}),
-        "channel": ("target", target_channel),
-        "roi": ("target", target_channel),
-        "course_latency": ("course_latency", latencies, {"units": "s"}),
+        "channel": ("channel", names),
+        "latency": ("latency", np.asarray(latencies, dtype=np.float64), {"units": "s"}),
+        "roi": ("channel", names.copy()),
     }
-    uv = {"units": "µV"}
     data = {
-        "y_pred": (("stimulus", "target"), y_pred, {**uv, "long_name": "predicted EEG"}),
+        "y_pred": (
+            ("stimulus", "channel", "latency"),
+            maps(y_pred).astype(np.float32),
+            {**uv, "long_name": "predicted EEG"},
+        ),
         "y_test": (
-            ("repeat", "stimulus", "target"),
-            y_test.astype(np.float32),
+            ("repeat", "stimulus", "channel", "latency"),
+            maps(y_test).astype(np.float32),
             {**uv, "long_name": "observed EEG per presentation"},
         ),
-        "best_alpha": (("target",), result.best_alpha, one),
+        "best_alpha": (
+            ("channel", "latency"),
+            maps(result.best_alpha),
+            {**one, "long_name": "ridge penalty chosen by cross-validation"},
+        ),
         "cv_score": (
-            ("target",),
-            np.asarray(result.cv_score, dtype=np.float32),
+            ("channel", "latency"),
+            maps(np.asarray(result.cv_score, dtype=np.float32)),
             {**one, "long_name": "cross-validated score at the chosen penalty"},
         ),
         "r_course": (
-            ("course_latency",),
+            ("latency",),
             r_course.astype(np.float32),
             {**one, "long_name": "test r against the repeat mean, mean over channels"},
         ),
         "cv_course": (
-            ("course_latency",),
+            ("latency",),
             cv_course.astype(np.float32),
             {**one, "long_name": "cross-validated score, mean over channels"},
         ),

@@ -1,13 +1,14 @@
 """Summary rows and figures of the EEG encoding models.
 
-An EEG encoding score store (written by the ``eeg_evaluation`` stage) holds one target
-per channel × latency of the epochs, with the channel as its ``roi``. The summary keeps
-the same rows as the fMRI encoding models (the ROI metrics per subject × model × channel,
-plus ``roi = "all"``; see :func:`neuroflow.evaluation.summary.roi_summary` and
+An EEG encoding score store (written by the ``eeg_evaluation`` stage) holds its per-target
+scores on (channel, latency), with ``roi`` (the channel) on ``channel``, and the
+channel-averaged test r per latency, ``r_course`` (latency,). The summary keeps the same
+rows as the fMRI encoding models (the ROI metrics per subject × model × channel, plus
+``roi = "all"``; see :func:`neuroflow.evaluation.summary.roi_summary` and
 :func:`neuroflow.evaluation.summary.long_rows`), with ``analysis = "eeg_encoding"``, and
-adds the peak of the channel-averaged accuracy over
-latency (``metric`` ``peak_r`` and ``peak_latency``), the number an EEG encoding study
-reports. One figure per model draws that time course per subject.
+adds the peak of ``r_course`` over latency (``metric`` ``peak_r`` and ``peak_latency``),
+the number an EEG encoding study reports. One figure per model draws that time course
+per subject.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import xarray as xr
 
 __all__ = [
     "EEG_ENCODING_ANALYSIS",
+    "EEG_MAP_DIMS",
     "eeg_encoding_figures",
     "eeg_encoding_rows",
     "r_time_course",
@@ -29,51 +31,55 @@ __all__ = [
 
 #: ``analysis`` of the EEG encoding rows of ``scores.tsv``.
 EEG_ENCODING_ANALYSIS = "eeg_encoding"
+#: Dims of the per-target variables of an EEG encoding score store.
+EEG_MAP_DIMS = ("channel", "latency")
 
 
-def _channel_latency(ds: xr.Dataset, name: str, path: str | os.PathLike) -> xr.DataArray:
-    """``ds[name]`` over (channel, latency) instead of its flat ``target`` dim."""
-    for coord in ("channel", "latency"):
-        if coord not in ds.coords:
-            raise ValueError(
-                f"{path}: an EEG encoding score store must have a `{coord}` coordinate on "
-                f"`target`, got coordinates {sorted(ds.coords)} instead."
-            )
-    if name not in ds:
-        raise ValueError(f"{path}: variable `{name}` is missing from the score store.")
-    flat = (
-        ds[name]
-        .reset_coords(drop=True)
-        .assign_coords(
-            channel=("target", np.asarray(ds["channel"].values, dtype=object).astype(str)),
-            latency=("target", np.asarray(ds["latency"].values, dtype=float)),
+def _check_store(ds: xr.Dataset, path: str | os.PathLike) -> None:
+    """Raise unless ``ds`` has the (channel, latency) layout of an EEG score store."""
+    if "r" not in ds:
+        raise ValueError(f"{path}: variable `r` is missing from the score store.")
+    if ds["r"].dims != EEG_MAP_DIMS:
+        raise ValueError(
+            f"{path}: `r` of an EEG encoding score store must have dims {EEG_MAP_DIMS}, "
+            f"got {ds['r'].dims} instead."
         )
-    )
-    pairs = pd.MultiIndex.from_arrays([flat["channel"].values, flat["latency"].values])
-    if pairs.has_duplicates:
-        raise ValueError(f"{path}: each (channel, latency) must be one target, got duplicates.")
-    return flat.set_index(target=["channel", "latency"]).unstack("target")
+    for dim in EEG_MAP_DIMS:
+        if dim not in ds.indexes:
+            raise ValueError(
+                f"{path}: an EEG encoding score store must have a `{dim}` dimension "
+                f"coordinate, got coordinates {sorted(ds.coords)} instead."
+            )
+        if ds.indexes[dim].has_duplicates:
+            raise ValueError(f"{path}: coordinate `{dim}` must hold unique values.")
 
 
 def r_time_course(ds: xr.Dataset, path: str | os.PathLike = "score store") -> xr.DataArray:
-    """Test-set Pearson r averaged over channels, at each latency.
+    """The test-set Pearson r averaged over channels, at each latency, of a score store.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        EEG encoding score store: ``r`` (target,) with ``channel`` and ``latency``
-        (s) coordinates on ``target``.
+        EEG encoding score store: ``r`` (channel, latency) and ``r_course`` (latency,),
+        the channel mean of ``r`` that the evaluation stage writes.
     path : path-like
         Its path, named in errors.
 
     Returns
     -------
     course : xarray.DataArray, shape (n_latencies,)
-        Mean r over the channels with a finite score (NaN where none is), dim
-        ``latency`` in ascending order.
+        ``r_course`` (NaN where no channel has a finite score), dim ``latency`` in
+        ascending order.
     """
-    r = _channel_latency(ds, "r", path).astype(float)
-    return r.mean("channel", skipna=True).sortby("latency")
+    _check_store(ds, path)
+    if "r_course" not in ds:
+        raise ValueError(f"{path}: variable `r_course` is missing from the score store.")
+    course = ds["r_course"]
+    if course.dims != ("latency",):
+        raise ValueError(
+            f"{path}: `r_course` must have dims ('latency',), got {course.dims} instead."
+        )
+    return course.reset_coords(drop=True).astype(float).sortby("latency")
 
 
 def _peak_rows(
@@ -137,9 +143,9 @@ def eeg_encoding_rows(
     ----------
     stores : list of xarray.Dataset
         EEG encoding score stores (one per subject × model): ``r``, ``r_normalized``,
-        ``significant``, ``noise_ceiling_r`` over ``target`` (channel × latency), the
-        coordinates ``roi``, ``channel`` and ``latency`` on ``target``, and the
-        attributes ``subject``, ``model`` and ``feature_spaces``.
+        ``significant``, ``noise_ceiling_r``, shape (n_channels, n_latencies), dims
+        (channel, latency); ``r_course``, shape (n_latencies,); coordinate ``roi`` on
+        ``channel``; attributes ``subject``, ``model`` and ``feature_spaces``.
     paths : list of path-like
         Their paths, named in errors (optional).
     topk_percent : float
@@ -171,10 +177,10 @@ def eeg_encoding_rows(
         )
     if not stores:
         return pd.DataFrame(columns=list(TABLE_COLUMNS))
-    per_store = [
-        _store_summary(Path(path), ds, topk_percent, layer_order)
-        for ds, path in zip(stores, paths, strict=True)
-    ]
+    per_store = []
+    for ds, path in zip(stores, paths, strict=True):
+        _check_store(ds, path)
+        per_store.append(_store_summary(Path(path), ds, topk_percent, layer_order))
     per_subject = pd.concat(per_store, ignore_index=True)
     wide = pd.concat([per_subject, group_summary(per_subject)], ignore_index=True)
     keys = pd.concat([t.iloc[:1] for t in per_store], ignore_index=True)

@@ -51,7 +51,9 @@ __all__ = [
     "FORMAT_VERSION",
     "block_length_samples",
     "evaluate_model",
+    "flatten_targets",
     "summarize_scores",
+    "unflatten_targets",
 ]
 
 #: Bumped when the meaning of the stage's outputs changes.
@@ -83,6 +85,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
     },
 }
 _REQUIRED_ATTRS = ("subject", "model", "feature_spaces", "tr")
+#: Flat target dim the per-target code works on when a store's targets span several
+#: dims (EEG: channel x latency); never written.
+FLAT_TARGET_DIM = "target"
+#: Dim of the per-latency time course of the test r (``r_course``) in EEG score stores.
+COURSE_DIM = "latency"
 _NA = "n/a"
 
 
@@ -126,27 +133,36 @@ def block_length_samples(permutation: Mapping[str, Any], tr: float, n_times: int
     return length
 
 
-def _load_prediction(path: Path) -> tuple[xr.Dataset, str, str]:
-    """Open and check a prediction store; return it with its time and target dims."""
+def _load_prediction(path: Path) -> tuple[xr.Dataset, str, tuple[str, ...]]:
+    """Open and check a prediction store; return it with its sample dim and target dims.
+
+    fMRI stores have one target dim (``voxel``); EEG stores a (channel, latency) map.
+    """
     ds = open_dataset(path)
     for name in ("y_pred", "y_test"):
         if name not in ds:
             raise ValueError(f"{path}: variable `{name}` is missing from the prediction store.")
     y_pred, y_test = ds["y_pred"], ds["y_test"]
-    if y_pred.ndim != 2:
+    if y_pred.ndim < 2:
         raise ValueError(
-            f"{path}: `y_pred` must have dims (time, voxel), got {y_pred.dims} instead."
+            f"{path}: `y_pred` must have dims (time, voxel) or (stimulus, channel, latency), "
+            f"got {y_pred.dims} instead."
         )
-    time_dim, target_dim = y_pred.dims
-    if y_test.dims != ("repeat", time_dim, target_dim):
+    time_dim, *target_dims = y_pred.dims
+    if FLAT_TARGET_DIM in target_dims and len(target_dims) > 1:
         raise ValueError(
-            f"{path}: `y_test` must have dims ('repeat', {time_dim!r}, {target_dim!r}), "
+            f"{path}: `y_pred` must not have a `{FLAT_TARGET_DIM}` dim beside other target "
+            f"dims, got {y_pred.dims} instead."
+        )
+    if y_test.dims != ("repeat", *y_pred.dims):
+        raise ValueError(
+            f"{path}: `y_test` must have dims {('repeat', *y_pred.dims)}, "
             f"got {y_test.dims} instead."
         )
     if y_test.shape[1:] != y_pred.shape:
         raise ValueError(
-            f"{path}: `y_test` must have shape (n_repeats, {y_pred.shape[0]}, "
-            f"{y_pred.shape[1]}) like `y_pred`, got {y_test.shape} instead."
+            f"{path}: `y_test` must have shape (n_repeats, "
+            f"{', '.join(map(str, y_pred.shape))}) like `y_pred`, got {y_test.shape} instead."
         )
     if y_test.shape[0] < 1:
         raise ValueError(f"{path}: `y_test` must hold at least 1 repeat, got 0 instead.")
@@ -155,7 +171,83 @@ def _load_prediction(path: Path) -> tuple[xr.Dataset, str, str]:
         raise ValueError(f"{path}: attribute(s) {missing} missing from the prediction store.")
     if "roi" not in ds.coords:
         raise ValueError(f"{path}: coordinate `roi` is missing from the prediction store.")
-    return ds, time_dim, target_dim
+    if not set(ds["roi"].dims) <= set(target_dims):
+        raise ValueError(
+            f"{path}: coordinate `roi` must lie on the target dims {tuple(target_dims)}, got "
+            f"dims {ds['roi'].dims} instead."
+        )
+    return ds, time_dim, tuple(target_dims)
+
+
+def flatten_targets(ds: xr.Dataset, dims: Sequence[str]) -> xr.Dataset:
+    """Stack a store's target dims into one flat :data:`FLAT_TARGET_DIM` dim.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Store whose per-target variables lie on ``dims`` (e.g. (channel, latency)).
+    dims : sequence of str
+        The target dims, in the order they are stacked (the last varies fastest).
+
+    Returns
+    -------
+    flat : xarray.Dataset
+        ``ds`` with ``dims`` replaced by ``target`` (size the product of theirs): every
+        variable and coordinate on any of ``dims`` is broadcast over all of them and
+        reshaped in C order, so :func:`unflatten_targets` inverts it. The stacked dims'
+        coordinates become plain (non-index) coordinates on ``target``; no MultiIndex is
+        left. ``ds`` is returned as is when ``dims`` is one dim.
+    """
+    dims = tuple(dims)
+    if len(dims) == 1:
+        return ds
+    return ds.stack({FLAT_TARGET_DIM: dims}, create_index=False)
+
+
+def unflatten_targets(
+    out: xr.Dataset, source: xr.Dataset, dims: Sequence[str], flat_dim: str = FLAT_TARGET_DIM
+) -> xr.Dataset:
+    """Put the per-target variables of ``out`` back on the target dims of ``source``.
+
+    Parameters
+    ----------
+    out : xarray.Dataset
+        Variables on ``flat_dim`` (last), as :func:`flatten_targets` orders it; no
+        coordinates on ``flat_dim``.
+    source : xarray.Dataset
+        The store before flattening: gives the sizes of ``dims`` and their coordinates.
+    dims : sequence of str
+        The target dims of ``source``, in stacking order.
+    flat_dim : str
+        The flat dim of ``out``.
+
+    Returns
+    -------
+    out : xarray.Dataset
+        Every variable on ``flat_dim`` reshaped to ``(..., *dims)``, with the coordinates
+        of ``source`` that lie on ``dims`` only (dimension coordinates and e.g. ``roi`` on
+        ``channel``), attributes included.
+    """
+    dims = tuple(dims)
+    sizes = tuple(source.sizes[d] for d in dims)
+    data_vars = {}
+    for name, var in out.data_vars.items():
+        if flat_dim not in var.dims:
+            data_vars[name] = var.variable
+            continue
+        if var.dims[-1] != flat_dim:
+            raise ValueError(
+                f"`{name}` must have `{flat_dim}` as its last dim, got {var.dims} instead."
+            )
+        values = np.asarray(var.values).reshape(*var.shape[:-1], *sizes)
+        data_vars[name] = xr.Variable((*var.dims[:-1], *dims), values, var.attrs)
+    coords = {
+        name: coord.variable.load()
+        for name, coord in source.coords.items()
+        if coord.dims and set(coord.dims) <= set(dims)
+    }
+    coords.update({n: c.variable for n, c in out.coords.items() if flat_dim not in c.dims})
+    return xr.Dataset(data_vars, coords=coords, attrs=out.attrs)
 
 
 def _significance(
@@ -248,10 +340,14 @@ def evaluate_model(
     Parameters
     ----------
     prediction : Path
-        Store from the encoding stage with ``y_pred`` (time, voxel), ``y_test``
+        Store from an encoding stage with ``y_pred`` (time, voxel) and ``y_test``
         (repeat, time, voxel), coords ``roi`` (and ``i/j/k``, ``x/y/z``) on
         ``voxel``, attrs ``subject``, ``model``, ``feature_spaces``, ``tr``
-        (plus ``affine`` and ``mask_shape`` for brain maps).
+        (plus ``affine`` and ``mask_shape`` for brain maps). The targets may span
+        several dims, as the EEG encoding maps do: ``y_pred`` (stimulus, channel,
+        latency), ``y_test`` (repeat, stimulus, channel, latency) and ``roi`` on
+        ``channel``; they are scored on a temporary flat ``target`` dim (see
+        :func:`flatten_targets`) and written back on their own dims.
     output : Path
         Score store to write.
     config : dict
@@ -262,20 +358,25 @@ def evaluate_model(
     Returns
     -------
     output : Path
-        The score store, with on dim ``voxel`` (and the input's voxel coords):
+        The score store, on the input's target dims (``voxel`` for fMRI,
+        (channel, latency) for EEG, with the input's coords on them):
         ``r``, ``r2`` (against the repeat mean), ``noise_ceiling_r`` (ceiling on
         r), ``noise_ceiling_r2`` (explainable variance fraction),
         ``r_normalized`` (r / ceiling), ``r2_normalized`` (R² / explainable
         fraction), ``cv_score`` (the model's cross-validated score on the
         training data, when the input has one), ``p_value`` (permutation, +1
-        corrected), ``p_fdr`` and
-        ``significant`` (FDR); optional ``r_per_repeat`` / ``r2_per_repeat`` on
-        (repeat, voxel). Attributes are copied from the input and record the
-        test settings.
+        corrected), ``p_permutation``, ``p_fdr`` and ``significant`` (FDR),
+        ``p_fwer`` and ``significant_fwer`` (when that test runs); optional
+        ``r_per_repeat`` / ``r2_per_repeat`` on (repeat, voxel) or (repeat,
+        channel, latency). EEG stores (a ``latency`` target dim) add ``r_course``
+        (latency,): ``r`` averaged over channels, NaNs ignored. Attributes are
+        copied from the input and record the test settings.
     """
     cfg = _with_defaults(config)
     prediction = Path(prediction)
-    ds, _, target_dim = _load_prediction(prediction)
+    source, _, target_dims = _load_prediction(prediction)
+    ds = flatten_targets(source, target_dims)
+    target_dim = target_dims[0] if len(target_dims) == 1 else FLAT_TARGET_DIM
     y_pred = np.asarray(ds["y_pred"].values, dtype=np.float64)
     y_test = np.asarray(ds["y_test"].values, dtype=np.float64)
     n_repeats, n_times, _ = y_test.shape
@@ -377,10 +478,11 @@ def evaluate_model(
         values = r2_score(y_test, y_pred[None]).astype(np.float32)
         data_vars["r2_per_repeat"] = xr.Variable(("repeat", target_dim), values, one)
 
+    flat = len(target_dims) > 1
     coords = {
         name: coord.variable.load()
         for name, coord in ds.coords.items()
-        if set(coord.dims) <= {target_dim}
+        if not flat and set(coord.dims) <= {target_dim}
     }
     if any(v.dims[0] == "repeat" for v in data_vars.values()):
         coords["repeat"] = np.arange(n_repeats)
@@ -398,7 +500,22 @@ def evaluate_model(
         significance_notes=list(inference.notes) if inference is not None else [],
     )
     out = xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    if flat:
+        out = unflatten_targets(out, source, target_dims)
+        if COURSE_DIM in target_dims:
+            out["r_course"] = _r_course(out["r"], COURSE_DIM)
     return write_dataset(out, output, provenance=provenance)
+
+
+def _r_course(r: xr.DataArray, dim: str) -> xr.DataArray:
+    """Stored (float32) r averaged over every target dim but ``dim``, NaNs ignored."""
+    others = [d for d in r.dims if d != dim]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN
+        course = r.astype(np.float64).mean(others, skipna=True)
+    return course.assign_attrs(
+        units="1", long_name=f"Pearson r against the repeat mean, mean over {', '.join(others)}"
+    )
 
 
 def _label(value: Any) -> str:
@@ -421,6 +538,8 @@ def _store_summary(
 ) -> pd.DataFrame:
     """Wide ROI summary (:data:`~neuroflow.evaluation.summary.WIDE_COLUMNS`) of one store.
 
+    The per-target variables lie on one dim (``voxel``) or on several (EEG: channel,
+    latency), which are flattened (:func:`flatten_targets`) with ``roi`` broadcast.
     ``extractor``, ``layer`` and ``feature_space`` come from the store's
     ``feature_spaces`` and ``layer`` attributes (see
     :func:`~neuroflow.evaluation.summary.space_names`).
@@ -433,14 +552,16 @@ def _store_summary(
     for attr in ("subject", "model"):
         if attr not in ds.attrs:
             raise ValueError(f"{path}: attribute `{attr}` is missing from the score store.")
+    names = ["r", "r_normalized", "significant", "noise_ceiling_r", "significant_fwer"]
+    flat = flatten_targets(ds[[n for n in names if n in ds]], ds["r"].dims)
     table = roi_summary(
-        r=ds["r"].values,
-        r_normalized=ds["r_normalized"].values,
-        significant=ds["significant"].values,
-        noise_ceiling_r=ds["noise_ceiling_r"].values,
-        roi=np.asarray(ds["roi"].values, dtype=object).astype(str),
+        r=flat["r"].values,
+        r_normalized=flat["r_normalized"].values,
+        significant=flat["significant"].values,
+        noise_ceiling_r=flat["noise_ceiling_r"].values,
+        roi=np.asarray(flat["roi"].values, dtype=object).astype(str),
         topk_percent=topk_percent,
-        significant_fwer=ds["significant_fwer"].values if "significant_fwer" in ds else None,
+        significant_fwer=flat["significant_fwer"].values if "significant_fwer" in flat else None,
     )
     spaces = ds.attrs.get("feature_spaces") or [_label(ds.attrs["model"])]
     extractor, layer, feature_space = space_names(
