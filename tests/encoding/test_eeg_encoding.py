@@ -80,9 +80,11 @@ def test_planted_latency_recovered(tmp_path, rng):
     for name in ("best_alpha", "cv_score"):
         assert ds[name].dims == ("channel", "latency"), name
     assert ds["r_course"].dims == ds["cv_course"].dims == ("latency",)
-    assert ds.sizes == {"stimulus": 9, "repeat": 3, "channel": 7, "latency": 61}
+    sizes = {"stimulus": 9, "repeat": 3, "channel": 7, "latency": 61}
+    # and the fitted model's dims (design columns, input features, one variant)
+    assert ds.sizes == {**sizes, "design": 8, "input": 8, "variant": 1}
     assert "target" not in ds.dims and "target" not in ds.coords
-    assert set(ds.indexes) == {"stimulus", "repeat", "channel", "latency"}
+    assert set(ds.indexes) == {*sizes, "variant"}
     assert ds["latency"].attrs["units"] == "s"
     np.testing.assert_allclose(ds["latency"].values, np.arange(-0.1, 0.5 + 1e-9, 1 / SFREQ))
     assert list(ds["channel"].values) == [f"E{i}" for i in range(7)]
@@ -108,6 +110,28 @@ def test_planted_latency_recovered(tmp_path, rng):
     np.testing.assert_allclose(
         observed, shown.isel(channel=3, time=20).values * 1e6, rtol=1e-5, atol=1e-4
     )
+
+
+def test_stored_model_predicts_the_test_stimuli(tmp_path, rng):
+    from neuroflow.encoding.stored import predict_run
+    from neuroflow.features.align import features_for_stimuli
+
+    epochs, feats, _ = _epochs(tmp_path, rng, peak=0.2)
+    out = fit_eeg_encoding(
+        epochs=epochs,
+        features={"f": feats},
+        output=tmp_path / "enc.zarr",
+        config={"alphas": ALPHAS, "cv": {"grouped_kfold": 3}, "device": "cpu"},
+        provenance={},
+    )
+    ds = xr.open_zarr(out).load()
+    assert ds["coef"].dims == ("design", "channel", "latency")
+    assert ds["coef"].shape == (8, 7, 61)
+    assert ds["target_mean"].dims == ("channel", "latency")
+    rows = features_for_stimuli(feats, [str(s) for s in ds["stimulus"].values])
+    pred = predict_run(ds, {"f": rows})
+    assert pred.shape == ds["y_pred"].shape
+    np.testing.assert_allclose(pred, ds["y_pred"].values, rtol=1e-5, atol=1e-4)
 
 
 def test_flattened_solve_equals_loop(rng):

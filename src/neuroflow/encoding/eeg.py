@@ -30,6 +30,7 @@ from threadpoolctl import threadpool_limits
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
 from neuroflow.encoding.stage import make_alphas
+from neuroflow.encoding.stored import NO_DELAYS, encoder_dataset
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import RidgeCVResult, parse_cv, resolve_device, ridge_cv, run_splits
@@ -356,7 +357,7 @@ def fit_eeg_encoding(
     data = data.transpose(0, 2, 1)  # (epoch, latency, channel)
 
     X, space_of = _features(features, spaces, stimuli)
-    X, _, _ = _standardize(X, train, bool(cfg["standardize"]))
+    X, feature_mean, feature_scale = _standardize(X, train, bool(cfg["standardize"]))
     x_mean = X[train].mean(0)
     X = (X - x_mean).astype(np.float32)
     device = resolve_device(cfg["device"])
@@ -388,6 +389,26 @@ def fit_eeg_encoding(
     ds_out = _epochs_output(
         y_pred, y_test, result, test_ids, latencies, channels, r_course, cv_course, peak
     )
+    n_lat, n_ch = latencies.size, channels.size
+
+    def maps(flat: np.ndarray) -> np.ndarray:  # (..., latency x channel) -> (..., ch, lat)
+        return np.swapaxes(np.asarray(flat).reshape(*flat.shape[:-1], n_lat, n_ch), -1, -2)
+
+    ds_out = ds_out.merge(
+        encoder_dataset(
+            coef=maps(result.coef),
+            spaces=spaces,
+            n_features=[int((space_of == s).sum()) for s in spaces],
+            delays=NO_DELAYS,
+            variants=[NO_DELAYS["method"]],
+            design_mean=x_mean.astype(np.float32)[None],
+            feature_mean=feature_mean[None],
+            feature_scale=feature_scale[None],
+            target_mean=maps(y_mean),
+            units="µV",
+            target_dims=("channel", "latency"),
+        )
+    )
     ds_out.attrs.update(
         subject=sub.subject,
         model=str(cfg.get("name") or "+".join(spaces)),
@@ -407,6 +428,8 @@ def fit_eeg_encoding(
         n_test_repeats=int(reps.shape[0]),
         device=str(device),
         dtype=cfg["dtype"],
+        delays=dict(NO_DELAYS),
+        design_filtered=False,
     )
     return write_dataset(ds_out, output, provenance=provenance)
 

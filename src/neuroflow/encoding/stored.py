@@ -20,8 +20,10 @@ import xarray as xr
 from neuroflow.models import matmul
 from neuroflow.models.delays import apply_delays
 
-__all__ = ["ENCODER_VARIABLES", "encoder_dataset", "predict_run"]
+__all__ = ["ENCODER_VARIABLES", "NO_DELAYS", "encoder_dataset", "predict_run"]
 
+#: The delays of stimulus-level models (single trials, EEG epochs): none.
+NO_DELAYS: dict[str, str] = {"method": "none"}
 #: Variables of an encoding store that hold the fitted model.
 ENCODER_VARIABLES = ("coef", "design_mean", "feature_mean", "feature_scale", "target_mean")
 
@@ -56,12 +58,13 @@ def encoder_dataset(
     feature_scale: np.ndarray,
     target_mean: np.ndarray,
     units: str,
+    target_dims: Sequence[str] = ("voxel",),
 ) -> xr.Dataset:
     """The variables of a fitted encoding model, to merge into its store.
 
     Parameters
     ----------
-    coef : ndarray, shape (n_design, n_targets)
+    coef : ndarray, shape (n_design, *target_shape)
         Ridge coefficients on the centred design (each target's chosen variant).
     spaces : sequence of str
         Feature spaces, in the design's order.
@@ -75,17 +78,19 @@ def encoder_dataset(
         Training mean of the design, subtracted before ``coef``.
     feature_mean, feature_scale : ndarray, shape (n_variants, n_inputs)
         Standardisation of the input features (training statistics).
-    target_mean : ndarray, shape (n_targets,)
+    target_mean : ndarray, shape target_shape
         Training mean of each target, added to the prediction.
     units : str
         Units of the targets.
+    target_dims : sequence of str
+        Dims of the targets: ``("voxel",)``, or ``("channel", "latency")`` for EEG.
 
     Returns
     -------
     ds : xarray.Dataset
         Dims ``design`` (coordinates ``design_space``, ``design_input``: column of that
         space's features, ``design_lag``: TRs, 0 for HRF or no delays), ``input``
-        (``input_space``, ``input_index``), ``variant`` and the targets' ``voxel``.
+        (``input_space``, ``input_index``), ``variant`` and the targets' dims.
     """
     columns = _design_columns(spaces, n_features, delays)
     input_space = np.concatenate(
@@ -99,7 +104,7 @@ def encoder_dataset(
     }
     data = {
         "coef": (
-            ("design", "voxel"),
+            ("design", *target_dims),
             np.asarray(coef, dtype=np.float32),
             {
                 "units": f"{units} per s.d." if units else "1",
@@ -115,15 +120,18 @@ def encoder_dataset(
         "feature_mean": (
             ("variant", "input"),
             np.asarray(feature_mean, dtype=np.float64),
-            {"long_name": "training mean of each feature (standardisation)"},
+            {"units": "a.u.", "long_name": "training mean of each feature (standardisation)"},
         ),
         "feature_scale": (
             ("variant", "input"),
             np.asarray(feature_scale, dtype=np.float64),
-            {"long_name": "training standard deviation of each feature (standardisation)"},
+            {
+                "units": "a.u.",
+                "long_name": "training standard deviation of each feature (standardisation)",
+            },
         ),
         "target_mean": (
-            ("voxel",),
+            tuple(target_dims),
             np.asarray(target_mean, dtype=np.float32),
             {"units": units, "long_name": "training mean of each target (added back)"},
         ),
@@ -207,13 +215,16 @@ def predict_run(
 
     Returns
     -------
-    y_pred : ndarray, shape (n_times, n_voxels)
-        float32 prediction (the model's own units, e.g. percent signal change).
+    y_pred : ndarray, shape (n_times, *target_shape)
+        float32 prediction (the model's own units, e.g. percent signal change); the
+        targets' shape is that of ``target_mean`` ((n_voxels,), or (n_channels,
+        n_latencies) for EEG).
     """
     _check_encoder(encoder)
     variants = dict(variants or {})
     basis = nuisance if encoder.attrs.get("design_filtered") else None
-    coef = encoder["coef"].values
+    target_shape = encoder["target_mean"].shape
+    coef = encoder["coef"].values.reshape(encoder.sizes["design"], -1)
     names = [str(v) for v in encoder["variant"].values]
     if "hrf_model" in encoder:
         choice = np.array([names.index(str(m)) for m in encoder["hrf_model"].values])
@@ -228,4 +239,5 @@ def predict_run(
             out = np.empty((design.shape[0], coef.shape[1]), dtype=np.float32)
         out[:, targets] = pred
     assert out is not None
-    return (out + encoder["target_mean"].values).astype(np.float32)
+    out = out + encoder["target_mean"].values.reshape(-1)
+    return out.reshape(out.shape[0], *target_shape).astype(np.float32)

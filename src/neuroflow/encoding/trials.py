@@ -29,7 +29,7 @@ import xarray as xr
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.encoding.eeg import select_feature_spaces
 from neuroflow.encoding.stage import choose_solver, solver_options, with_defaults
-from neuroflow.encoding.stored import encoder_dataset
+from neuroflow.encoding.stored import NO_DELAYS, encoder_dataset
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import (
     banded_ridge_cv,
@@ -54,8 +54,6 @@ logger = logging.getLogger(__name__)
 #: Appended to a model's name in trial-based outputs, so that summaries tell a model fit
 #: on single trials (held-out stimuli) from the same model fit on runs (held-out runs).
 TRIAL_MODEL_SUFFIX = "_trials"
-#: Single-trial responses are modelled without delays.
-NO_DELAYS: dict[str, str] = {"method": "none"}
 _LOSO = "leave-one-stimulus-out"
 
 
