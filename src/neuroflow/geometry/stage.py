@@ -1,0 +1,569 @@
+"""The ``geometry`` stage: representational geometry of every feature space and layer.
+
+Inputs are the stores of the feature stage (:func:`neuroflow.features.extract.extract_features`
+writes one store per layer, variable ``features`` with dims ``(stimulus, feature)`` and
+attributes ``feature_set`` and ``layer``). Per store, on a set of stimuli, the stage
+computes the metrics of :mod:`neuroflow.geometry.metrics`: the covariance eigenspectrum,
+its participation ratio and power-law exponent and, given class labels, the class
+manifolds' dimensionality, radius and separability.
+
+Layout of the output dataset (see :func:`geometry_of_features`): feature spaces have
+layer lists of different lengths, so the ``layer`` dimension is the position of a layer
+in its feature space's list (``0 .. n_layers - 1``, in the order the stores were given)
+and the 2-D coordinates ``layer_name`` and ``layer_depth`` name each cell; cells past
+the end of a shorter list have ``layer_name == ""``, NaN metrics and zero counts.
+
+:func:`geometry_table` flattens the scalar metrics into a tidy table and
+:func:`plot_geometry` draws each metric against layer depth, beside scores of the same
+layers from other stages (encoding, RSA) when given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from matplotlib.figure import Figure
+
+from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
+from neuroflow.config import merge_defaults
+
+from .metrics import class_manifold_geometry, eigenspectrum, participation_ratio, power_law_exponent
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "FORMAT_VERSION",
+    "geometry_of_features",
+    "geometry_table",
+    "plot_geometry",
+    "read_class_labels",
+    "resolve_config",
+    "write_geometry",
+]
+
+FORMAT_VERSION = 1
+
+#: The default ``geometry`` section.
+DEFAULT_CONFIG: dict[str, Any] = {
+    # first and last rank (1-based) of the power-law fit; null: default_fit_range
+    "fit_range": None,
+    # folds of the cross-validated linear separability (fewer for small classes)
+    "n_folds": 5,
+    # seed of the fold shuffle
+    "seed": 0,
+    # eigenvalues from the SVD of the centred data ("svd") or the smaller Gram matrix
+    # ("gram": faster, accurate relative to the largest eigenvalue only)
+    "eigen_method": "svd",
+}
+
+#: Long name and units of every variable of the output.
+_DESCRIPTIONS: dict[str, tuple[str, str]] = {
+    "participation_ratio": (
+        "participation ratio (sum of eigenvalues)^2 / sum of squared eigenvalues",
+        "dimensions",
+    ),
+    "power_law_alpha": ("exponent alpha of the eigenspectrum fit eigenvalue_n ~ n^-alpha", "1"),
+    "power_law_r2": ("R^2 of the log-log least-squares power-law fit", "1"),
+    "power_law_fit_range": ("first and last rank (1-based) of the power-law fit", "1"),
+    "n_stimuli": ("stimuli (rows) the geometry was computed on", "1"),
+    "n_features": ("features (columns) of the layer", "1"),
+    "n_eigenvalues": ("eigenvalues in `eigenspectrum` (the rest is zero padding)", "1"),
+    "eigenspectrum": (
+        "eigenvalues of the feature covariance, descending (zero-padded past n_eigenvalues)",
+        "a.u.^2",
+    ),
+    "manifold_dimension": (
+        "participation ratio of the within-class covariance of each class",
+        "dimensions",
+    ),
+    "manifold_radius": (
+        "RMS distance to the class centroid / distance of the centroid from the mean centroid",
+        "1",
+    ),
+    "class_size": ("stimuli of each class", "1"),
+    "fisher_ratio": (
+        "Calinski-Harabasz ratio of between- to within-class variance per degree of freedom",
+        "1",
+    ),
+    "linear_separability": (
+        "cross-validated balanced accuracy of a linear classifier of the classes",
+        "1",
+    ),
+}
+
+
+def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fill the ``geometry`` section with defaults; unknown keys are errors.
+
+    Parameters
+    ----------
+    config : dict | None
+        The section as given.
+
+    Returns
+    -------
+    config : dict
+    """
+    cfg = merge_defaults(DEFAULT_CONFIG, config, "geometry")
+    fit_range = cfg["fit_range"]
+    if fit_range is not None:
+        if (
+            not isinstance(fit_range, Sequence)
+            or isinstance(fit_range, str)
+            or len(fit_range) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in fit_range)
+            or not 1 <= fit_range[0] <= fit_range[1]
+        ):
+            raise ValueError(
+                "`geometry.fit_range` must be null or [first_rank, last_rank] with "
+                f"1 <= first_rank <= last_rank, got {fit_range!r} instead."
+            )
+        cfg["fit_range"] = [int(v) for v in fit_range]
+    if cfg["eigen_method"] not in ("svd", "gram"):
+        raise ValueError(
+            f"`geometry.eigen_method` must be 'svd' or 'gram', got {cfg['eigen_method']!r} instead."
+        )
+    if isinstance(cfg["n_folds"], bool) or not isinstance(cfg["n_folds"], int):
+        raise ValueError(f"`geometry.n_folds` must be an int, got {cfg['n_folds']!r} instead.")
+    if cfg["n_folds"] < 2:
+        raise ValueError(f"`geometry.n_folds` must be at least 2, got {cfg['n_folds']} instead.")
+    return cfg
+
+
+def read_class_labels(
+    path: str | os.PathLike, *, stimulus_column: str = "stim_file", label_column: str = "label"
+) -> pd.Series:
+    """Class label of each stimulus from a TSV file.
+
+    Parameters
+    ----------
+    path : path-like
+        Tab-separated table with a header.
+    stimulus_column : str
+        Column of stimulus ids (the ``stimulus`` coordinate of the feature stores).
+    label_column : str
+        Column of class labels.
+
+    Returns
+    -------
+    labels : pandas.Series
+        Labels (str) indexed by stimulus id, in file order.
+    """
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    for column in (stimulus_column, label_column):
+        if column not in table.columns:
+            raise ValueError(
+                f"{path} must have a column {column!r}, got columns {list(table.columns)} instead."
+            )
+    empty = int((table[label_column].str.strip() == "").sum())
+    if empty:
+        raise ValueError(f"{path}: column {label_column!r} must have no empty cells, got {empty}.")
+    dup = table[stimulus_column][table[stimulus_column].duplicated()].tolist()
+    if dup:
+        raise ValueError(f"{path}: stimulus ids must be unique, got repeats {dup[:5]} instead.")
+    return pd.Series(
+        table[label_column].to_numpy(), index=pd.Index(table[stimulus_column], name="stimulus")
+    )
+
+
+def _space_and_layer(key: str, attrs: Mapping[str, Any], path: Path) -> tuple[str, str]:
+    """Feature space and layer of a store: its ``feature_set``/``layer`` attributes, else
+    the key (``"space:layer"``), else the folder and file names."""
+    space, _, layer = str(key).partition(":")
+    space = str(attrs.get("feature_set") or space or path.parent.name)
+    layer = str(attrs.get("layer") or layer or path.stem)
+    return space, layer
+
+
+def _store_rows(path: Path, stimuli: Sequence[str] | None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Feature rows (float64, shape (n_stimulus, n_feature)) and attributes of a store.
+
+    ``stimuli`` None: every row, one per distinct file where the store records
+    ``canonical_stimulus``. Otherwise the rows of those ids, a clip or narrative of a
+    frame or word store as the mean of its rows
+    (:func:`neuroflow.decoding.inputs.stimulus_features`).
+    """
+    from neuroflow.decoding.inputs import stimulus_features
+
+    ds = open_dataset(path)
+    if stimuli is None:
+        features = ds["features"]
+        if "canonical_stimulus" in ds.coords:
+            own = np.array(
+                [
+                    str(a) == str(b)
+                    for a, b in zip(
+                        ds["stimulus"].values, ds["canonical_stimulus"].values, strict=True
+                    )
+                ]
+            )
+            features = features.isel(stimulus=np.flatnonzero(own))
+        X = np.asarray(features.values, dtype=np.float64)
+    else:
+        X = stimulus_features(path, stimuli)
+    bad = int(X.size - np.count_nonzero(np.isfinite(X)))
+    if bad:
+        raise ValueError(
+            f"{path}: features must be finite, got {bad} NaN or infinite values instead."
+        )
+    return X, dict(ds.attrs)
+
+
+def _layer_metrics(
+    X: np.ndarray, labels: np.ndarray | None, cfg: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Every metric of one layer."""
+    lam = eigenspectrum(X, method=cfg["eigen_method"])
+    fit = power_law_exponent(lam, cfg["fit_range"])
+    out: dict[str, Any] = {
+        "eigenspectrum": lam,
+        "participation_ratio": participation_ratio(lam),
+        "power_law_alpha": fit.alpha,
+        "power_law_r2": fit.r2,
+        "power_law_fit_range": fit.fit_range,
+        "n_stimuli": X.shape[0],
+        "n_features": X.shape[1],
+    }
+    if labels is not None:
+        out["classes"] = class_manifold_geometry(
+            X,
+            labels,
+            n_folds=cfg["n_folds"],
+            seed=cfg["seed"],
+            method=cfg["eigen_method"],
+        )
+    return out
+
+
+def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
+    """Strings as an object array (stored as variable-length strings)."""
+    return np.asarray([str(v) for v in values], dtype=object)
+
+
+def _check_labels(labels: Any) -> pd.Series | None:
+    """``labels`` as a Series of str indexed by str stimulus ids, or None."""
+    if labels is None:
+        return None
+    if not isinstance(labels, pd.Series):
+        raise TypeError(
+            f"labels must be a pandas.Series indexed by stimulus id, got "
+            f"{type(labels).__name__} instead."
+        )
+    if labels.index.has_duplicates:
+        dup = labels.index[labels.index.duplicated()].tolist()
+        raise ValueError(f"labels must have unique stimulus ids, got repeats {dup[:5]} instead.")
+    missing = int(labels.isna().sum())
+    if missing:
+        raise ValueError(f"labels must not be missing, got {missing} missing values instead.")
+    return pd.Series(labels.astype(str).to_numpy(), index=labels.index.astype(str))
+
+
+def geometry_of_features(
+    feature_stores: Mapping[str, str | os.PathLike],
+    *,
+    labels: pd.Series | None,
+    cfg: Mapping[str, Any] | None,
+    provenance: Mapping[str, Any],
+) -> xr.Dataset:
+    """Geometry of every layer of every feature space.
+
+    Parameters
+    ----------
+    feature_stores : dict of str to path-like
+        Feature stores (one per layer, as written by
+        :func:`neuroflow.features.extract.extract_features`), keyed e.g.
+        ``"extractor:layer"``. The feature space and layer of a store are its
+        ``feature_set`` and ``layer`` attributes (else the key's two parts); the
+        stores of one space, in the order given, are its layer list.
+    labels : pandas.Series | None
+        Class label of each stimulus, indexed by stimulus id (see
+        :func:`read_class_labels`); its ids are the stimulus set. None: every row
+        of each store (one per distinct file), and no class metrics.
+    cfg : dict | None
+        The ``geometry`` section (see :data:`DEFAULT_CONFIG`).
+    provenance : dict
+        Record from :func:`neuroflow.artifacts.build_provenance`, kept in
+        ``attrs["neuroflow"]``.
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        Dims ``feature_space`` (names), ``layer`` (position 0 .. n-1 in the space's
+        layer list), ``rank`` (1 ..), ``bound`` (``first``, ``last``) and, with labels,
+        ``class`` (sorted labels). Coordinates ``layer_name`` (str, ``""`` past the
+        end of a shorter list), ``layer_depth`` (position / (n_layers - 1), 0 for a
+        single layer, NaN past the end) and ``feature_store`` (path) on
+        ``(feature_space, layer)``. Variables on ``(feature_space, layer)``:
+        ``participation_ratio``, ``power_law_alpha``, ``power_law_r2``,
+        ``n_stimuli``, ``n_features``, ``n_eigenvalues`` (and with labels
+        ``fisher_ratio``, ``linear_separability``); ``power_law_fit_range`` on
+        ``(feature_space, layer, bound)``; ``eigenspectrum`` on
+        ``(feature_space, layer, rank)``, zero past ``n_eigenvalues``; with labels
+        ``manifold_dimension`` and ``manifold_radius`` on ``(feature_space, layer,
+        class)`` and ``class_size`` on ``class``. Every variable has ``long_name``
+        and ``units``.
+    """
+    if not feature_stores:
+        raise ValueError("feature_stores must name at least one feature store, got none.")
+    cfg = resolve_config(cfg)
+    labels = _check_labels(labels)
+    stimuli = None if labels is None else list(labels.index)
+    layers: dict[str, list[tuple[str, Path, dict[str, Any]]]] = {}
+    for key, path in feature_stores.items():
+        path = Path(path)
+        X, attrs = _store_rows(path, stimuli)
+        space, layer = _space_and_layer(key, attrs, path)
+        if any(name == layer for name, _, _ in layers.get(space, [])):
+            raise ValueError(
+                f"feature_stores must hold each layer once, got {space!r} layer {layer!r} "
+                f"twice (again at {path})."
+            )
+        label_values = None if labels is None else labels.to_numpy()
+        layers.setdefault(space, []).append((layer, path, _layer_metrics(X, label_values, cfg)))
+    return _assemble(layers, labels, cfg, provenance)
+
+
+def _assemble(
+    layers: Mapping[str, list[tuple[str, Path, dict[str, Any]]]],
+    labels: pd.Series | None,
+    cfg: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> xr.Dataset:
+    """The output dataset from each layer's metrics (see :func:`geometry_of_features`)."""
+    spaces = list(layers)
+    n_layer = max(len(v) for v in layers.values())
+    n_rank = max(len(m["eigenspectrum"]) for v in layers.values() for _, _, m in v)
+    shape = (len(spaces), n_layer)
+    scalar = {
+        name: np.full(shape, np.nan)
+        for name in ("participation_ratio", "power_law_alpha", "power_law_r2")
+    }
+    counts = {
+        name: np.zeros(shape, dtype=np.int64)
+        for name in ("n_stimuli", "n_features", "n_eigenvalues")
+    }
+    fit_range = np.zeros((*shape, 2), dtype=np.int64)
+    spectrum = np.zeros((*shape, n_rank))
+    names = np.full(shape, "", dtype=object)
+    stores = np.full(shape, "", dtype=object)
+    depth = np.full(shape, np.nan)
+    classes = None if labels is None else np.unique(labels.to_numpy())
+    if classes is not None:
+        n_class = classes.size
+        per_class = {n: np.full((*shape, n_class), np.nan) for n in ("dim", "radius")}
+        separation = {n: np.full(shape, np.nan) for n in ("fisher", "linear")}
+        folds = 0
+        sizes = np.zeros(n_class, dtype=np.int64)
+    for i, space in enumerate(spaces):
+        entries = layers[space]
+        for j, (layer, path, m) in enumerate(entries):
+            names[i, j], stores[i, j] = layer, str(path)
+            depth[i, j] = j / max(len(entries) - 1, 1)
+            for name in scalar:
+                scalar[name][i, j] = m[name]
+            counts["n_stimuli"][i, j] = m["n_stimuli"]
+            counts["n_features"][i, j] = m["n_features"]
+            counts["n_eigenvalues"][i, j] = len(m["eigenspectrum"])
+            spectrum[i, j, : len(m["eigenspectrum"])] = m["eigenspectrum"]
+            fit_range[i, j] = m["power_law_fit_range"]
+            if classes is not None:
+                geo = m["classes"]
+                per_class["dim"][i, j] = geo.dimension
+                per_class["radius"][i, j] = geo.radius
+                separation["fisher"][i, j] = geo.fisher_ratio
+                separation["linear"][i, j] = geo.linear_separability
+                folds = geo.n_folds
+                sizes = geo.n_members
+    fl = ("feature_space", "layer")
+    data: dict[str, Any] = {
+        **{name: (fl, values) for name, values in scalar.items()},
+        **{name: (fl, values) for name, values in counts.items()},
+        "power_law_fit_range": ((*fl, "bound"), fit_range),
+        "eigenspectrum": ((*fl, "rank"), spectrum),
+    }
+    coords: dict[str, Any] = {
+        "feature_space": ("feature_space", _obj(spaces)),
+        "layer": ("layer", np.arange(n_layer)),
+        "rank": ("rank", np.arange(1, n_rank + 1)),
+        "bound": ("bound", _obj(["first", "last"])),
+        "layer_name": (fl, names),
+        "layer_depth": (
+            fl,
+            depth,
+            {
+                "long_name": "relative depth of the layer in its list (0: first, 1: last)",
+                "units": "1",
+            },
+        ),
+        "feature_store": (fl, stores),
+    }
+    attrs: dict[str, Any] = {
+        "fit_range": "default" if cfg["fit_range"] is None else list(cfg["fit_range"]),
+        "eigen_method": cfg["eigen_method"],
+        PROVENANCE_KEY: dict(provenance),
+    }
+    if classes is not None:
+        data["manifold_dimension"] = ((*fl, "class"), per_class["dim"])
+        data["manifold_radius"] = ((*fl, "class"), per_class["radius"])
+        data["class_size"] = ("class", np.asarray(sizes, dtype=np.int64))
+        data["fisher_ratio"] = (fl, separation["fisher"])
+        data["linear_separability"] = (fl, separation["linear"])
+        coords["class"] = ("class", _obj(classes))
+        attrs.update(n_folds=int(folds), seed=int(cfg["seed"]), chance=1.0 / classes.size)
+    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    for name, (long_name, units) in _DESCRIPTIONS.items():
+        if name in ds:
+            ds[name].attrs.update(long_name=long_name, units=units)
+    if classes is not None:
+        ds["linear_separability"].attrs["chance"] = 1.0 / classes.size
+    return ds
+
+
+def write_geometry(
+    out_path: str | os.PathLike, ds: xr.Dataset, provenance: Mapping[str, Any]
+) -> Path:
+    """Write the geometry dataset as a zarr store, atomically, with provenance.
+
+    Parameters
+    ----------
+    out_path : path-like
+        The store, conventionally ``.../geometry.zarr``.
+    ds : xarray.Dataset
+        From :func:`geometry_of_features`.
+    provenance : dict
+        Record from :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    path : Path
+        The written store.
+    """
+    return write_dataset(ds, out_path, provenance=provenance)
+
+
+def geometry_table(ds: xr.Dataset) -> pd.DataFrame:
+    """The scalar metrics of a geometry dataset as a tidy table.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        From :func:`geometry_of_features` (or the store, opened).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per feature space, layer and metric: columns ``feature_space``,
+        ``layer`` (name), ``position``, ``depth``, ``metric``, ``value`` and ``units``;
+        per-class metrics are averaged over classes (``manifold_dimension``,
+        ``manifold_radius``). Cells past the end of a shorter layer list are left out.
+    """
+    metrics = [
+        "participation_ratio",
+        "power_law_alpha",
+        "power_law_r2",
+        "fisher_ratio",
+        "linear_separability",
+        "manifold_dimension",
+        "manifold_radius",
+    ]
+    rows = []
+    for i, space in enumerate(ds["feature_space"].values):
+        for j in range(ds.sizes["layer"]):
+            name = str(ds["layer_name"].values[i, j])
+            if not name:
+                continue
+            for metric in metrics:
+                if metric not in ds:
+                    continue
+                value = ds[metric].values[i, j]
+                rows.append(
+                    {
+                        "feature_space": str(space),
+                        "layer": name,
+                        "position": j,
+                        "depth": float(ds["layer_depth"].values[i, j]),
+                        "metric": metric,
+                        "value": float(np.mean(value)),
+                        "units": ds[metric].attrs.get("units", ""),
+                    }
+                )
+    columns = ["feature_space", "layer", "position", "depth", "metric", "value", "units"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+#: Metrics drawn by :func:`plot_geometry`, in panel order.
+PLOTTED_METRICS = (
+    "participation_ratio",
+    "power_law_alpha",
+    "manifold_dimension",
+    "manifold_radius",
+    "fisher_ratio",
+    "linear_separability",
+)
+
+
+def plot_geometry(table: pd.DataFrame, scores: pd.DataFrame | None = None) -> Figure:
+    """Each metric against layer depth, one line per feature space, beside brain scores.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`geometry_table`.
+    scores : pandas.DataFrame | None
+        Scores of the same layers from other stages (e.g. encoding r, RSA
+        similarity), columns ``feature_space``, ``layer`` (name), ``analysis`` (panel
+        title, e.g. ``"encoding r"``) and ``score``; each analysis gets a panel, its
+        points placed at the layer's depth in ``table``. Layers ``table`` lacks are
+        left out.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        One panel per metric present in ``table`` (:data:`PLOTTED_METRICS`) and per
+        analysis of ``scores``.
+    """
+    from neuroflow.evaluation.plotting import _new_figure
+
+    metrics = [m for m in PLOTTED_METRICS if m in set(table["metric"])]
+    analyses: list[str] = []
+    if scores is not None:
+        missing = {"feature_space", "layer", "analysis", "score"} - set(scores.columns)
+        if missing:
+            raise ValueError(
+                f"scores must have columns feature_space, layer, analysis and score, got "
+                f"{sorted(scores.columns)} instead (missing {sorted(missing)})."
+            )
+        analyses = list(dict.fromkeys(scores["analysis"].astype(str)))
+    panels = metrics + analyses
+    if not panels:
+        raise ValueError("table must hold at least one plotted metric, got none.")
+    n_col = min(3, len(panels))
+    n_row = -(-len(panels) // n_col)
+    fig = _new_figure((3.4 * n_col, 2.8 * n_row))
+    depth = table.drop_duplicates(["feature_space", "layer"])[["feature_space", "layer", "depth"]]
+    for k, panel in enumerate(panels):
+        ax = fig.add_subplot(n_row, n_col, k + 1)
+        if panel in metrics:
+            rows = table[table["metric"] == panel]
+            ylabel = str(rows["units"].iloc[0])
+        else:
+            part = scores[scores["analysis"].astype(str) == panel]
+            rows = part.merge(depth, on=["feature_space", "layer"]).rename(
+                columns={"score": "value"}
+            )
+            ylabel = "score"
+        for space, part in rows.groupby("feature_space", sort=False):
+            part = part.sort_values("depth")
+            ax.plot(part["depth"], part["value"], "-o", ms=3, label=str(space))
+        ax.set_title(panel.replace("_", " "), fontsize="small")
+        ax.set_xlabel("relative layer depth")
+        ax.set_ylabel(ylabel, fontsize="small")
+        ax.set_xlim(-0.05, 1.05)
+    fig.axes[0].legend(fontsize="x-small", frameon=False)
+    fig.tight_layout()
+    return fig
