@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from figure_helpers import assert_png
 
 from neuroflow.artifacts import write_dataset
 from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows, r_time_course
@@ -157,8 +158,7 @@ def test_eeg_encoding_figures_one_per_model(
     )
     paths = eeg_encoding_figures([*stores, coarse], tmp_path / "plots")
     assert [p.name for p in paths] == ["eeg_encoding_effnet_r.png", "eeg_encoding_words_r.png"]
-    for path in paths:
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_png(paths)
     assert eeg_encoding_figures([], tmp_path / "none") == []
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from figure_helpers import assert_png
 
 from neuroflow.artifacts import write_dataset
 from neuroflow.evaluation import evaluate_model
@@ -133,8 +134,7 @@ def test_trf_figures_one_per_model(
     )
     paths = trf_figures([*stores, coarse], tmp_path / "plots")
     assert [p.name for p in paths] == ["trf_semantic_power.png", "trf_visual_power.png"]
-    for path in paths:
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_png(paths)
     assert trf_figures([], tmp_path / "none") == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from figure_helpers import assert_png
 from PIL import Image
 from scipy.stats import spearmanr
 
@@ -16,8 +17,6 @@ from neuroflow.insilico import (
     suppressive_to_excitatory_ratio,
     tail_statistics,
 )
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _planted_encoder(rng, n_features=6):
@@ -144,7 +143,7 @@ def test_contact_sheet_survives_bad_files(tmp_path, rng):
         top_values=[3.0, 2.0, 1.0],
         bottom_values=[-3.0, -2.0, -1.0],
     )
-    assert out.read_bytes()[:8] == PNG_SIGNATURE
+    assert_png(out)
     with Image.open(out) as img:
         width, height = img.size
     assert width > height > 64
@@ -156,7 +155,7 @@ def test_contact_sheet_survives_bad_files(tmp_path, rng):
         tmp_path / "text.png",
         kind="text",
     )
-    assert text.read_bytes()[:8] == PNG_SIGNATURE
+    assert_png(text)
     with pytest.raises(ValueError, match="kind must be 'image' or 'text', got 'audio'"):
         contact_sheet([], [], "x", tmp_path / "x.png", kind="audio")
     with pytest.raises(ValueError, match=r"top_values must have one value per stimulus \(1\)"):

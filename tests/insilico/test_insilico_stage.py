@@ -6,13 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from figure_helpers import assert_png
 from PIL import Image
 
 from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
 from neuroflow.encoding.stored import encoder_dataset
 from neuroflow.insilico import predict_stimulus_set, stimulus_response
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SIZES = {"vis": 6, "txt": 4}
 
 
@@ -120,7 +120,7 @@ def test_predict_stage_outputs(tmp_path, rng, keep_voxels):
     sheets = sorted(p.name for p in (out_dir / "sub-07_novel_contact_sheets").iterdir())
     assert sheets == ["FFA.png", "PPA.png", "V1.png"]
     for name in sheets:
-        assert (out_dir / "sub-07_novel_contact_sheets" / name).read_bytes()[:8] == PNG_SIGNATURE
+        assert_png(out_dir / "sub-07_novel_contact_sheets" / name)
 
 
 def test_predict_stage_errors(tmp_path, rng):
