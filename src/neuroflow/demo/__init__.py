@@ -21,6 +21,14 @@ saved as ``stimuli/shots/shot-NNNN.png`` (fMRI movie shots) or
 ``stimuli/images/image-NNNN.png`` (EEG images). ``stimuli/captions.tsv`` has
 ``stim_file`` and ``caption``, e.g. ``"a close-up of the green eyes of a tabby cat"``.
 
+The *pool* (``pool.n_images`` images, none when 0) holds never-shown crops of the same
+photographs, for in-silico prediction: drawn from their own random stream (so every
+other file but ``groundtruth.json`` is the same with or without a pool), at continuous
+zooms and pans that span the stimuli's range of image statistics, and never framing
+the same pixels as a shot or an EEG image. They are saved as
+``stimuli/pool/pool-NNNN.png`` at ``image_size``, with ``stimuli/pool/captions.tsv``
+(``stim_file`` relative to ``stimuli/pool/``, ``caption`` in the shots' style).
+
 fMRI (task ``movie``)
 ---------------------
 Per subject, ``n_train_runs`` runs each show a distinct movie (shots of 3-6 s tiling
@@ -47,7 +55,8 @@ Ground truth (``derivatives/groundtruth/``)
 ``groundtruth.json``
     Seed, resolved config, run table (``runs``: run, movie, split), ``train_runs``,
     ``test_runs``, ``repeat_groups`` (runs showing the same movie), ROI names, HRF,
-    noise settings, EEG latencies (s), widths and topography centres.
+    noise settings, EEG latencies (s), widths and topography centres, and ``pool``
+    (pool size, files and drive units; ``null`` without a pool).
 ``rois.tsv``
     ``index``, ``name``: 0 other (brain), 1 early_visual, 2 semantic, 3 noise.
 ``stimuli.tsv``
@@ -57,6 +66,14 @@ Ground truth (``derivatives/groundtruth/``)
     ``visual_names``, ``visual_mean``, ``visual_std``; ``semantic`` (n_stimuli, 384)
     raw embeddings with ``semantic_mean``, ``semantic_std``. ``features_visual.tsv``
     repeats the visual features as a table.
+``pool_features.npz`` (with a pool)
+    ``pool_stimulus`` (n_pool,) ids (relative to ``stimuli/pool/``); ``pool_visual``
+    (n_pool, 24) raw image statistics with ``visual_names``; ``pool_semantic``
+    (n_pool, 384) raw caption embeddings. Standardise them with the stimuli's
+    ``visual_mean``/``visual_std`` and ``semantic_mean``/``semantic_std`` of
+    ``features.npz`` (the pool's own statistics play no part).
+``pool_stimuli.tsv`` (with a pool)
+    stim_file, photo, region, zoom, pan_row, pan_col, caption of each pool image.
 ``sub-XX/sub-XX_desc-rois_dseg.nii.gz``
     ROI labels on the BOLD grid (outside the brain is 0 too; use the brain mask).
 ``sub-XX/sub-XX_fmri.npz``
@@ -77,6 +94,14 @@ Ground truth (``derivatives/groundtruth/``)
     and ``topographies_semantic`` (n_components, n_channels), ``weights_*``
     (n_features, n_components), ``amplitudes_*`` (n_trials, n_components) in µV,
     ``latencies`` and ``widths`` (visual, semantic) in s, ``topography_generic``.
+``sub-XX/sub-XX_pool.tsv`` (with a pool)
+    ``stim_file``, then for each ROI (early_visual, semantic, noise) ``<roi>_visual``
+    and ``<roi>_semantic``: the mean over the ROI's voxels of the planted response to
+    the pool image held on screen, ``mean(weights_<space>) @ z_<space>(image)``, with
+    ``z`` standardised as above. Units: percent signal change per unit of the convolved
+    design (the HRF has unit sum, so this is the plateau of a sustained presentation).
+    Only early_visual is driven by visual and semantic by semantic features; the noise
+    ROI's drives are 0 (see :func:`neuroflow.demo.fmri.roi_drives`).
 
 Use :func:`load_ground_truth` to read all of it.
 """

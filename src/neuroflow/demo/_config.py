@@ -46,6 +46,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "line_freq": 50.0,
         "line_noise_uv": 4.0,
     },
+    "pool": {"n_images": 120},
 }
 
 _MAX_CHANNELS = 64
@@ -178,4 +179,5 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     _check_int(cfg["image_size"], "demo.image_size", 16, 512)
     _validate_fmri(cfg["fmri"])
     _validate_eeg(cfg["eeg"])
+    _check_int(cfg["pool"]["n_images"], "demo.pool.n_images", 0)
     return cfg

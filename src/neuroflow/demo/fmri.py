@@ -39,6 +39,7 @@ __all__ = [
     "FmriSubject",
     "convolved_design",
     "grid_affine",
+    "roi_drives",
     "roi_labels",
     "simulate_subject",
 ]
@@ -358,6 +359,57 @@ def simulate_subject(
         test_noise=test_noise,
         test_nuisance=test_nuisance,
     )
+
+
+def roi_drives(
+    *,
+    roi: np.ndarray,
+    weights_visual: np.ndarray,
+    weights_semantic: np.ndarray,
+    visual: np.ndarray,
+    semantic: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Mean planted response of each ROI to images held on screen, per feature space.
+
+    For ROI ``r`` and space ``s``, ``mean_v(weights_s[v]) @ z_s`` over the ROI's voxels
+    ``v``: the plateau that a sustained presentation reaches (the HRF has unit sum), in
+    percent signal change per unit of the convolved design.
+
+    Parameters
+    ----------
+    roi : ndarray of int, shape (n_brain,)
+        ROI label of each brain voxel (:data:`ROI_NAMES`).
+    weights_visual : ndarray, shape (n_brain, n_visual)
+        Visual weights in PSC per standardised feature unit.
+    weights_semantic : ndarray, shape (n_brain, n_semantic)
+        Semantic weights in PSC per standardised feature unit.
+    visual : ndarray, shape (n_images, n_visual)
+        Visual features of the images, standardised like the stimuli.
+    semantic : ndarray, shape (n_images, n_semantic)
+        Semantic features of the images, standardised like the stimuli.
+
+    Returns
+    -------
+    drives : dict of str to ndarray, shape (n_images,)
+        ``"<roi>_visual"`` and ``"<roi>_semantic"`` for each ROI but ``"other"``, in
+        label order. An ROI without voxels drives 0.
+    """
+    drives = {}
+    for label, name in ROI_NAMES.items():
+        if label == 0:
+            continue
+        sel = np.asarray(roi) == label
+        for space, weights, z in (
+            ("visual", weights_visual, visual),
+            ("semantic", weights_semantic, semantic),
+        ):
+            z = np.asarray(z, dtype=np.float64)
+            if not sel.any():
+                drives[f"{name}_{space}"] = np.zeros(z.shape[0])
+                continue
+            mean_w = np.asarray(weights, dtype=np.float64)[sel].mean(axis=0)
+            drives[f"{name}_{space}"] = z @ mean_w
+    return drives
 
 
 def synthetic_t1w(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:

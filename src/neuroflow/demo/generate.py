@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,12 +18,21 @@ from . import fmri as fmri_sim
 from ._config import resolve_config
 from ._io import read_npz, write_json, write_nifti, write_npz, write_png, write_tsv
 from .layout import CONFOUNDS, EEG_TASK, FMRI_TASK, GROUNDTRUTH, demo_layout, run_movies
-from .stimuli import Shot, embed_captions, plan_eeg_images, plan_movies, render_shot, rng_for
+from .stimuli import (
+    POOL_FOLDER,
+    Shot,
+    embed_captions,
+    plan_eeg_images,
+    plan_movies,
+    plan_pool,
+    render_shot,
+    rng_for,
+)
 
 __all__ = ["FORMAT_VERSION", "generate_demo_dataset", "load_ground_truth"]
 
 #: Bumped when the dataset's content changes meaning.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 BIDS_VERSION = "1.9.0"
 SEMANTIC_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _GENERATED_BY = [{"Name": "neuroflow", "Description": "neuroflow.demo simulation"}]
@@ -122,6 +132,87 @@ def _render_stimuli(root: Path, shots: list[Shot], size: int) -> np.ndarray:
         {"stim_file": [s.stim_file for s in shots], "caption": [s.caption for s in shots]},
     )
     return images
+
+
+def _pool_name(shot: Shot) -> str:
+    """File name of a pool image relative to ``stimuli/pool/``."""
+    return shot.stim_file.removeprefix(f"{POOL_FOLDER}/")
+
+
+def _render_pool(root: Path, pool: list[Shot], size: int) -> np.ndarray:
+    """Write the pool PNGs and ``stimuli/pool/captions.tsv``.
+
+    Returns
+    -------
+    images : ndarray of uint8, shape (n_pool, size, size, 3)
+    """
+    images = np.stack([render_shot(s, size) for s in pool])
+    for shot, img in zip(pool, images, strict=True):
+        write_png(root / "stimuli" / shot.stim_file, img)
+    write_tsv(
+        root / "stimuli" / POOL_FOLDER / "captions.tsv",
+        {"stim_file": [_pool_name(s) for s in pool], "caption": [s.caption for s in pool]},
+    )
+    return images
+
+
+def _restandardise(x: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """``(x - mean) / sd`` in float64, with the stimuli's mean and std, shape of ``x``."""
+    return (np.asarray(x, dtype=np.float64) - mean) / sd
+
+
+def _write_pool_drives(
+    path: Path,
+    pool: list[Shot],
+    truth: Mapping[str, np.ndarray],
+    z_vis: np.ndarray,
+    z_sem: np.ndarray,
+) -> None:
+    """Write one subject's ROI-mean planted drives of the pool images.
+
+    ``z_vis`` (n_pool, 24) and ``z_sem`` (n_pool, 384) are the pool's features
+    standardised with the stimuli's mean and std; ``truth`` holds the subject's
+    ``roi`` and weights (see :func:`neuroflow.demo.fmri.roi_drives`).
+    """
+    drives = fmri_sim.roi_drives(
+        roi=truth["roi"],
+        weights_visual=truth["weights_visual"],
+        weights_semantic=truth["weights_semantic"],
+        visual=z_vis,
+        semantic=z_sem,
+    )
+    write_tsv(path, {"stim_file": [_pool_name(s) for s in pool]} | drives, default_decimals=None)
+
+
+def _write_pool_tables(
+    gt: Path, pool: list[Shot], vis_raw: np.ndarray, sem_raw: np.ndarray
+) -> None:
+    """Write ``pool_features.npz`` (raw features) and ``pool_stimuli.tsv`` (crops).
+
+    ``vis_raw`` (n_pool, 24) are the image statistics, ``sem_raw`` (n_pool, 384) the
+    caption embeddings, neither standardised.
+    """
+    names = [_pool_name(s) for s in pool]
+    write_npz(
+        gt / "pool_features.npz",
+        pool_stimulus=np.array(names),
+        pool_visual=vis_raw,
+        visual_names=np.array(FEATURE_NAMES),
+        pool_semantic=sem_raw,
+    )
+    write_tsv(
+        gt / "pool_stimuli.tsv",
+        {
+            "stim_file": names,
+            "photo": [s.photo for s in pool],
+            "region": [s.region for s in pool],
+            "zoom": [s.zoom for s in pool],
+            "pan_row": [s.pan[0] for s in pool],
+            "pan_col": [s.pan[1] for s in pool],
+            "caption": [s.caption for s in pool],
+        },
+        default_decimals=4,
+    )
 
 
 def _write_fmri_subject(root, cfg, sub, layout_runs, sim, affine, movies) -> None:
@@ -270,6 +361,26 @@ def _write_eeg_subject(root, cfg, sub, rec, sim, images, order) -> None:
     )
 
 
+def _pool_meta(n_images: int) -> dict[str, Any] | None:
+    """The ``pool`` entry of ``groundtruth.json`` (``None`` without a pool)."""
+    if n_images == 0:
+        return None
+    return {
+        "n_images": n_images,
+        "folder": f"stimuli/{POOL_FOLDER}",
+        "stimulus_ids": "file names relative to the pool folder",
+        "captions": f"stimuli/{POOL_FOLDER}/captions.tsv",
+        "features": "pool_features.npz",
+        "crops": "pool_stimuli.tsv",
+        "drives": "sub-<label>/sub-<label>_pool.tsv",
+        "drive": (
+            "mean over the ROI's voxels of weights_<space> @ z_<space>(image), z standardised "
+            "with the stimuli's mean and std of features.npz"
+        ),
+        "units": "percent signal change per unit of the convolved design",
+    }
+
+
 def _groundtruth_meta(cfg, layout, shots, n_vis_per_subject) -> dict[str, Any]:
     runs = run_movies(cfg)
     return {
@@ -315,6 +426,7 @@ def _groundtruth_meta(cfg, layout, shots, n_vis_per_subject) -> dict[str, Any]:
         },
         "n_visual_features": n_vis_per_subject,
         "n_stimuli": len(shots),
+        "pool": _pool_meta(cfg["pool"]["n_images"]),
     }
 
 
@@ -364,6 +476,12 @@ def _generate(root: Path, cfg: dict[str, Any]) -> None:
     vis, vis_mean, vis_sd = _standardise(vis_raw)
     sem, sem_mean, sem_sd = _standardise(sem_raw.astype(np.float64))
     index = {s.stim_file: i for i, s in enumerate(shots)}
+    pool = plan_pool(cfg, shots) if cfg["pool"]["n_images"] else []
+    if pool:
+        pool_vis = image_statistics(_render_pool(root, pool, cfg["image_size"]))
+        pool_sem = embed_captions([s.caption for s in pool])
+        z_pool_vis = _restandardise(pool_vis, vis_mean, vis_sd)
+        z_pool_sem = _restandardise(pool_sem, sem_mean, sem_sd)
 
     designs = {}
     for name, movie in movies_by_name.items():
@@ -394,6 +512,9 @@ def _generate(root: Path, cfg: dict[str, Any]) -> None:
             run=np.array([r for r, _, _ in run_movies(cfg)]),
             **sim.truth,
         )
+        if pool:
+            path = gt / f"sub-{sub}" / f"sub-{sub}_pool.tsv"
+            _write_pool_drives(path, pool, sim.truth, z_pool_vis, z_pool_sem)
         esim = eeg_sim.simulate_subject(
             config=cfg,
             subject=sub,
@@ -459,6 +580,8 @@ def _generate(root: Path, cfg: dict[str, Any]) -> None:
         | {name: vis_raw[:, j] for j, name in enumerate(FEATURE_NAMES)},
         default_decimals=None,
     )
+    if pool:
+        _write_pool_tables(gt, pool, pool_vis, pool_sem)
     write_json(gt / "groundtruth.json", _groundtruth_meta(cfg, layout, shots, len(FEATURE_NAMES)))
     if f["write_confounds"]:
         write_json(
@@ -485,9 +608,14 @@ def load_ground_truth(root: str | Path) -> dict[str, Any]:
     truth : dict
         The metadata of ``groundtruth.json`` plus ``"stimuli"`` (``features.npz``
         arrays: ``stimulus`` ids, raw ``visual`` and ``semantic`` features and their
-        standardisation) and ``"subject"``: per label, ``"fmri"`` (the voxel arrays of
-        ``sub-<label>_fmri.npz`` plus ``labels``, the ROI image, shape (X, Y, Z)) and
-        ``"eeg"`` (the arrays of ``sub-<label>_eeg.npz``).
+        standardisation), ``"pool_features"`` (``pool_features.npz`` arrays:
+        ``pool_stimulus`` ids, raw ``pool_visual`` (n_pool, 24) and ``pool_semantic``
+        (n_pool, 384); ``None`` without a pool) and ``"subject"``: per label, ``"fmri"``
+        (the voxel arrays of ``sub-<label>_fmri.npz`` plus ``labels``, the ROI image,
+        shape (X, Y, Z)), ``"eeg"`` (the arrays of ``sub-<label>_eeg.npz``) and
+        ``"pool"`` (the columns of ``sub-<label>_pool.tsv``: ``stim_file`` and the
+        ``<roi>_<space>`` drives, each shape (n_pool,), in percent signal change per
+        unit of the convolved design; ``None`` without a pool).
     """
     import nibabel as nib
 
@@ -497,6 +625,8 @@ def load_ground_truth(root: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"No demo ground truth at {meta_file}.")
     truth = json.loads(meta_file.read_text(encoding="utf-8"))
     truth["stimuli"] = read_npz(gt / "features.npz")
+    has_pool = bool(truth.get("pool"))
+    truth["pool_features"] = read_npz(gt / "pool_features.npz") if has_pool else None
     truth["subject"] = {}
     for sub in truth["subjects"]:
         fmri = read_npz(gt / f"sub-{sub}" / f"sub-{sub}_fmri.npz")
@@ -506,5 +636,18 @@ def load_ground_truth(root: str | Path) -> dict[str, Any]:
         truth["subject"][sub] = {
             "fmri": fmri,
             "eeg": read_npz(gt / f"sub-{sub}" / f"sub-{sub}_eeg.npz"),
+            "pool": _read_drives(gt / f"sub-{sub}" / f"sub-{sub}_pool.tsv") if has_pool else None,
         }
     return truth
+
+
+def _read_drives(path: Path) -> dict[str, np.ndarray]:
+    """Columns of a ``sub-<label>_pool.tsv``: ``stim_file`` (str), drives (float64)."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh, delimiter="\t"))
+    header, body = rows[0], rows[1:]
+    columns = {name: [row[j] for row in body] for j, name in enumerate(header)}
+    return {
+        name: np.array(values) if name == "stim_file" else np.array(values, dtype=np.float64)
+        for name, values in columns.items()
+    }

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..io.records import EegRecording, FmriRun
 from ._config import resolve_config
-from .stimuli import plan_eeg_images, plan_movies
+from .stimuli import POOL_FOLDER, plan_eeg_images, plan_movies, pool_names
 
 __all__ = ["EEG_TASK", "FMRI_TASK", "DemoLayout", "demo_layout", "run_movies"]
 
@@ -36,6 +36,9 @@ class DemoLayout:
     stimulus_ids : tuple of str
         ``stim_file`` of every stimulus (relative to ``stimuli/``): movie shots, then EEG
         images.
+    pool_ids : tuple of str
+        File names of the never-shown pool images, relative to :attr:`pool_dir`
+        (``pool-0001.png``...); empty when ``pool.n_images`` is 0.
     train_runs, test_runs : tuple of str
         Run labels of the distinct training movies and of the repeated test movie.
     captions : Path
@@ -51,6 +54,7 @@ class DemoLayout:
     fmri_runs: tuple[FmriRun, ...]
     eeg_recordings: tuple[EegRecording, ...]
     stimulus_ids: tuple[str, ...]
+    pool_ids: tuple[str, ...]
     train_runs: tuple[str, ...]
     test_runs: tuple[str, ...]
     captions: Path
@@ -61,6 +65,11 @@ class DemoLayout:
     def stimuli_dir(self) -> Path:
         """``stimuli/`` folder."""
         return self.root / "stimuli"
+
+    @property
+    def pool_dir(self) -> Path:
+        """``stimuli/pool/`` folder (pool images and their ``captions.tsv``)."""
+        return self.stimuli_dir / POOL_FOLDER
 
 
 def run_movies(config: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -140,6 +149,21 @@ def _subject_eeg(root: Path, sub: str) -> tuple[EegRecording, list[Path]]:
     return rec, files
 
 
+def _pool_files(root: Path, pool_ids: tuple[str, ...], subjects: tuple[str, ...]) -> list[Path]:
+    """Files of the pool and of its ground truth (none without a pool)."""
+    if not pool_ids:
+        return []
+    pool = root / "stimuli" / POOL_FOLDER
+    gt = root / GROUNDTRUTH
+    return [
+        pool / "captions.tsv",
+        *(pool / name for name in pool_ids),
+        gt / "pool_features.npz",
+        gt / "pool_stimuli.tsv",
+        *(gt / f"sub-{sub}" / f"sub-{sub}_pool.tsv" for sub in subjects),
+    ]
+
+
 def demo_layout(config: Mapping[str, Any] | None, root: str | Path) -> DemoLayout:
     """Describe the files :func:`~neuroflow.demo.generate_demo_dataset` will write.
 
@@ -163,6 +187,7 @@ def demo_layout(config: Mapping[str, Any] | None, root: str | Path) -> DemoLayou
     images, _ = plan_eeg_images(cfg)
     shots = [s for m in train for s in m.shots] + (list(test.shots) if test else [])
     stim_ids = tuple(s.stim_file for s in [*shots, *images])
+    pool_ids = tuple(pool_names(cfg["pool"]["n_images"]))
     gt = root / GROUNDTRUTH
     files: list[Path] = [
         root / name
@@ -190,6 +215,7 @@ def demo_layout(config: Mapping[str, Any] | None, root: str | Path) -> DemoLayou
             "features_visual.tsv",
         )
     ]
+    files += _pool_files(root, pool_ids, subjects)
     if cfg["fmri"]["write_confounds"]:
         files.append(root / CONFOUNDS / "dataset_description.json")
     fmri_runs: list[FmriRun] = []
@@ -212,6 +238,7 @@ def demo_layout(config: Mapping[str, Any] | None, root: str | Path) -> DemoLayou
         fmri_runs=tuple(fmri_runs),
         eeg_recordings=tuple(eeg_recs),
         stimulus_ids=stim_ids,
+        pool_ids=pool_ids,
         train_runs=tuple(r for r, _, split in runs if split == "train"),
         test_runs=tuple(r for r, _, split in runs if split == "test"),
         captions=root / "stimuli" / "captions.tsv",

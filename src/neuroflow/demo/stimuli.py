@@ -5,6 +5,10 @@ helmet, the whole scene...) at one of three framings, with a small random pan. I
 caption names the framing and describes the region, e.g. ``"a close-up of the green
 eyes of a tabby cat"``. Shots are planned from the seed alone (no image is loaded),
 so the file layout is known before anything is written.
+
+The *pool* (:func:`plan_pool`) holds never-shown crops of the same photographs, drawn
+from their own random stream at continuous zooms and pans, none of which frames the
+same pixels as a movie shot or an EEG image.
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ __all__ = [
     "Photo",
     "Region",
     "Shot",
+    "crop_key",
     "embed_captions",
     "plan_eeg_images",
     "plan_movies",
+    "plan_pool",
+    "pool_names",
     "render_shot",
     "rng_for",
 ]
@@ -37,6 +44,13 @@ FRAMINGS: dict[float, str] = {1.0: "a close-up of", 1.8: "a medium shot of"}
 WIDE = "a wide shot of"
 #: Largest pan, as a fraction of the crop side.
 MAX_PAN = 0.15
+#: Zoom range of pool crops of a part of a photograph (log-uniform).
+POOL_ZOOM = (0.6, 2.6)
+#: Zoom range of pool crops of a whole photograph (log-uniform; crop side over the
+#: photograph's longer side, clipped to its shorter side, so the top end is a wide shot).
+POOL_ZOOM_FULL = (0.6, 1.0)
+#: Sub-folder of ``stimuli/`` that holds the pool.
+POOL_FOLDER = "pool"
 
 
 def rng_for(seed: int, *keys: str) -> np.random.Generator:
@@ -238,7 +252,7 @@ class Shot:
     caption : str
         Text description.
     split : str
-        ``"train"`` or ``"test"``.
+        ``"train"`` or ``"test"`` (``"pool"`` for pool images).
     """
 
     stim_file: str
@@ -262,9 +276,18 @@ def _pool() -> list[tuple[str, Region, float]]:
     return pool
 
 
+def _framing(region: Region, zoom: float) -> str:
+    """Words that name the framing: the nearest of :data:`FRAMINGS` (log scale)."""
+    if zoom == 0.0 or region.name == "full":
+        return WIDE
+    if zoom in FRAMINGS:
+        return FRAMINGS[zoom]
+    nearest = min(FRAMINGS, key=lambda z: abs(np.log(zoom / z)))
+    return FRAMINGS[nearest]
+
+
 def _caption(region: Region, zoom: float) -> str:
-    framing = WIDE if zoom == 0.0 else FRAMINGS[zoom]
-    return f"{framing} {region.phrase}"
+    return f"{_framing(region, zoom)} {region.phrase}"
 
 
 def _draw_shots(
@@ -384,6 +407,103 @@ def plan_eeg_images(config: Mapping[str, Any]) -> tuple[list[Shot], list[int]]:
     return images, [int(i) for i in order]
 
 
+def pool_names(n_images: int) -> list[str]:
+    """File names of the pool images, relative to ``stimuli/pool/``.
+
+    Parameters
+    ----------
+    n_images : int
+        Pool size.
+
+    Returns
+    -------
+    names : list of str
+        ``["pool-0001.png", "pool-0002.png", ...]``.
+    """
+    return [f"pool-{i + 1:04d}.png" for i in range(n_images)]
+
+
+def _photo_region(shot: Shot) -> tuple[Photo, Region]:
+    photo = next(p for p in PHOTOS if p.name == shot.photo)
+    return photo, next(r for r in photo.regions if r.name == shot.region)
+
+
+def crop_key(shot: Shot) -> tuple[str, int, int, int]:
+    """The pixels a shot frames: ``(photo, row0, col0, side)`` of its crop.
+
+    Two shots with the same key render to the same image (at the same size), whatever
+    their region, zoom and pan. Loads the photograph (cached).
+    """
+    _, region = _photo_region(shot)
+    return (shot.photo, *crop_box(load_photo(shot.photo).shape, region, shot.zoom, shot.pan))
+
+
+def _draw_pool_crop(rng: np.random.Generator, region: Region) -> tuple[float, tuple[float, float]]:
+    """Zoom (log-uniform in the pool's range) and pan of one pool crop of ``region``."""
+    low, high = POOL_ZOOM_FULL if region.name == "full" else POOL_ZOOM
+    zoom = round(float(np.exp(rng.uniform(np.log(low), np.log(high)))), 3)
+    pan = tuple(float(v) for v in np.round(rng.uniform(-MAX_PAN, MAX_PAN, size=2), 4))
+    return zoom, pan
+
+
+def plan_pool(config: Mapping[str, Any], taken: Sequence[Shot]) -> list[Shot]:
+    """Plan the pool of never-shown images.
+
+    Crops cycle through shuffled passes over every (photograph, region) pair, each at a
+    zoom drawn log-uniformly from :data:`POOL_ZOOM` (:data:`POOL_ZOOM_FULL` for whole
+    photographs) and a pan of up to :data:`MAX_PAN`, from the stream
+    ``rng_for(seed, "pool")``. A draw that frames the same pixels (:func:`crop_key`)
+    as a shot of ``taken`` or an earlier pool image is dropped and the next pair drawn.
+
+    Parameters
+    ----------
+    config : dict
+        A resolved ``demo`` section (``pool.n_images`` crops are planned).
+    taken : sequence of Shot
+        The dataset's movie shots and EEG images.
+
+    Returns
+    -------
+    pool : list of Shot
+        ``stim_file`` is ``pool/pool-NNNN.png`` (relative to ``stimuli/``), ``split``
+        is ``"pool"``; captions name the nearest framing, as for the shots.
+    """
+    n = config["pool"]["n_images"]
+    rng = rng_for(config["seed"], "pool")
+    pairs = [(photo, region) for photo in PHOTOS for region in photo.regions]
+    used = {crop_key(s) for s in taken}
+    names = pool_names(n)
+    pool: list[Shot] = []
+    queue: list[int] = []
+    max_draws = 100 * n + 1000
+    for _ in range(max_draws):
+        if len(pool) == n:
+            break
+        if not queue:
+            queue = rng.permutation(len(pairs)).tolist()
+        photo, region = pairs[queue.pop(0)]
+        zoom, pan = _draw_pool_crop(rng, region)
+        shot = Shot(
+            stim_file=f"{POOL_FOLDER}/{names[len(pool)]}",
+            photo=photo.name,
+            region=region.name,
+            zoom=zoom,
+            pan=pan,
+            caption=_caption(region, zoom),
+            split="pool",
+        )
+        key = crop_key(shot)
+        if key not in used:
+            used.add(key)
+            pool.append(shot)
+    if len(pool) < n:
+        raise RuntimeError(
+            "`demo.pool.n_images` must not exceed the distinct unused crops found in "
+            f"{max_draws} draws ({len(pool)}), got {n} instead."
+        )
+    return pool
+
+
 def crop_box(shape: Sequence[int], region: Region, zoom: float, pan: Sequence[float]):
     """Pixel box ``(row0, col0, side)`` of a square crop inside an image of ``shape``."""
     h, w = int(shape[0]), int(shape[1])
@@ -407,8 +527,7 @@ def render_shot(shot: Shot, size: int) -> np.ndarray:
     """
     from PIL import Image
 
-    photo = next(p for p in PHOTOS if p.name == shot.photo)
-    region = next(r for r in photo.regions if r.name == shot.region)
+    _, region = _photo_region(shot)
     img = load_photo(shot.photo)
     row0, col0, side = crop_box(img.shape, region, shot.zoom, shot.pan)
     crop = Image.fromarray(np.ascontiguousarray(img[row0 : row0 + side, col0 : col0 + side]))
