@@ -53,6 +53,8 @@ include: "rules/decoding.smk"
 include: "rules/rsa.smk"
 include: "rules/evaluation.smk"
 include: "rules/qc.smk"
+include: "rules/predict.smk"
+include: "rules/geometry.smk"
 
 
 rule all:

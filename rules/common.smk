@@ -4,14 +4,18 @@ import re
 import sys
 
 from neuroflow.workflow.conda_envs import conda_env_file
+from neuroflow.workflow.concurrent_runs import keep_concurrently_committed_outputs
 from neuroflow.workflow.lock import hold_results_lock
 from neuroflow.workflow.methods import methods_rst
 from neuroflow.workflow.plan import WorkflowPlan
 from neuroflow.qc import QC_CATEGORY
-from neuroflow.workflow.report_layout import figure_entry, qc_entry
+from neuroflow.workflow.report_layout import INSILICO_CATEGORY, figure_entry, qc_entry
 from neuroflow.workflow.runs import run_record, write_run_record
 
 PLAN = WorkflowPlan(config)
+# Runs of other configs into the same results folder (--nolock) may commit a shared store
+# after this run planned the job: Snakemake keeps it instead of deleting it under readers.
+keep_concurrently_committed_outputs()
 V = PLAN.versions
 LOGS = Path("logs")
 # Environment for `snakemake --use-conda`: envs/neuroflow-<cpu|gpu>.yaml (NEUROFLOW_CONDA_ENV)
@@ -85,6 +89,9 @@ def all_targets():
     targets += [str(p) for p in PLAN.decoding_stores()]
     targets += [str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities]
     targets += [str(p) for p in PLAN.qc_targets()]
+    targets += [str(p) for p in PLAN.predict_targets()]
+    if PLAN.geometry_enabled:
+        targets.append(str(PLAN.geometry_store()))
     if PLAN.has_summary:
         targets.append(str(PLAN.summary_dir() / "scores.tsv"))
     return targets
@@ -144,6 +151,38 @@ def stimuli_inputs(wildcards):
     """The stimulus tables, the stimuli folder and the captions (when they exist)."""
     extra = [p for p in (PLAN.stimuli_dir, PLAN.captions) if p.exists()]
     return dataset_input([*PLAN.stimulus_tables(), *extra])
+
+
+def geometry_inputs(wildcards):
+    """Every layer store of every extractor that runs, the labels and the layer scores."""
+    inputs = {}
+    for entry in PLAN.extractors:
+        name = entry["name"]
+        for layer in PLAN.extractor_layers(name):
+            inputs[f"layer_{name}:{layer}"] = str(PLAN.feature_store(name, layer))
+    if PLAN.geometry_labels:
+        inputs["labels"] = dataset_input([PLAN.geometry_labels])
+    if PLAN.has_summary:
+        inputs["sweep_scores"] = str(PLAN.summary_dir() / "layer_sweep.tsv")
+    return inputs
+
+
+def pool_inputs(wildcards):
+    """The files of one stimulus pool (the demo folder for the demo's)."""
+    return dataset_input(PLAN.pool(wildcards.pool).files)
+
+
+def predict_inputs(wildcards):
+    """The subject's fitted model and the pool's features of each of its spaces."""
+    model = wildcards.model
+    inputs = {"encoder": str(PLAN.predict_encoder(model, wildcards.subject))}
+    files = pool_inputs(wildcards)
+    if files:
+        inputs["pool"] = files
+    for space in PLAN.encoding_config(model)["feature_spaces"]:
+        name, layer = PLAN.feature_space(space)
+        inputs[f"space_{space}"] = str(PLAN.pool_feature_store(name, wildcards.pool, layer))
+    return inputs
 
 
 def encoding_inputs(wildcards):

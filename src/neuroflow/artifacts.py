@@ -603,6 +603,31 @@ def keep_committed_stores() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Write a file under a hidden temporary name and move it into place when complete.
+
+    Parameters
+    ----------
+    path : path-like
+        Final location (its folder is created).
+
+    Yields
+    ------
+    tmp : Path
+        Hidden sibling to write; removed if the body raises, so ``path`` keeps what it
+        held.
+    """
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}{PARTIAL_MARKER}{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
 def atomic_directory(
     path: str | os.PathLike, *, manifest: bool | None = None, keep_intact: bool | None = None
 ) -> Iterator[Path]:
@@ -624,7 +649,8 @@ def atomic_directory(
         that another job reads lazily would make the chunks it has not read yet
         vanish. None (default): inside :func:`keep_committed_stores` (every workflow
         job), else replace. (Snakemake deletes a job's outputs before it reruns it, so
-        a deliberate rerun never meets an existing store.)
+        a deliberate rerun never meets an existing store; see
+        :mod:`neuroflow.workflow.concurrent_runs` for the one it keeps.)
 
     Yields
     ------
@@ -652,7 +678,7 @@ def atomic_directory(
         raise
     if keep_intact is None:
         keep_intact = _KEEP_COMMITTED.get()
-    if keep_intact and _is_intact_store(final):
+    if keep_intact and is_intact_store(final):
         shutil.rmtree(tmp, ignore_errors=True)
         return
     old = None
@@ -665,15 +691,26 @@ def atomic_directory(
         # another writer committed between the check and the rename
         if not (keep_intact and err.errno in (errno.ENOTEMPTY, errno.EEXIST)):
             raise
-        if not _is_intact_store(final):
+        if not is_intact_store(final):
             raise
         shutil.rmtree(tmp, ignore_errors=True)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _is_intact_store(path: Path) -> bool:
-    """Whether ``path`` is a committed store whose files match its manifest (sizes)."""
+def is_intact_store(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a committed store whose files match its manifest (sizes).
+
+    Parameters
+    ----------
+    path : path-like
+        Any path; missing paths and plain files are not stores.
+
+    Returns
+    -------
+    intact : bool
+    """
+    path = Path(path)
     return path.is_dir() and has_manifest(path) and not verify_store(path, checksums=False)
 
 

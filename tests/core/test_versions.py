@@ -42,14 +42,22 @@ def test_encoding_change_reaches_only_encoding_and_downstream(default_config: di
     assert _changed(default_config, changed) == {
         *(f"encoding/{m}" for m in models),
         *(f"evaluation/{m}" for m in models),
+        *(f"predict/{m}" for m in models),  # the demo's pool through every refitted model
         "summary",
+        "geometry",  # plotted beside the layers' scores
     }
 
 
 def test_one_model_change_leaves_other_models(default_config: dict) -> None:
     changed = copy.deepcopy(default_config)
     changed["encoding"]["models"]["visual"]["model"] = "auto"
-    assert _changed(default_config, changed) == {"encoding/visual", "evaluation/visual", "summary"}
+    assert _changed(default_config, changed) == {
+        "encoding/visual",
+        "evaluation/visual",
+        "predict/visual",
+        "summary",
+        "geometry",
+    }
 
 
 def test_preprocessing_change_reaches_everything_after_it(default_config: dict) -> None:
@@ -212,12 +220,13 @@ def test_trf_settings_reach_only_trf_models(default_config: dict) -> None:
     on["eeg_encoding"]["trf"]["enabled"] = True
     before, after = stage_versions(default_config), stage_versions(on)
     assert set(after) - set(before) == {f"eeg_trf/{m}" for m in models}
-    # switching TRFs on adds their stage (and the summary gathering it), nothing else
-    assert {k for k in before if before[k] != after[k]} == {"summary"}
+    # switching TRFs on adds their stage (and the summary gathering it, and the geometry
+    # plotted beside the summary's layer scores), nothing else
+    assert {k for k in before if before[k] != after[k]} == {"summary", "geometry"}
 
     changed = copy.deepcopy(on)
     changed["eeg_encoding"]["trf"]["tmax"] = 0.5
-    assert _changed(on, changed) == {*(f"eeg_trf/{m}" for m in models), "summary"}
+    assert _changed(on, changed) == {*(f"eeg_trf/{m}" for m in models), "summary", "geometry"}
     # epochs-only settings leave the TRFs alone (the summary gathers the EEG scores);
     # shared solver settings reach both
     changed = copy.deepcopy(on)
@@ -225,6 +234,7 @@ def test_trf_settings_reach_only_trf_models(default_config: dict) -> None:
     assert _changed(on, changed) == {
         *(f"eeg_{s}/{m}" for s in ("encoding", "evaluation") for m in models),
         "summary",
+        "geometry",
     }
     changed = copy.deepcopy(on)
     changed["eeg_encoding"]["alphas"]["num"] = 5
@@ -263,9 +273,32 @@ def test_qc_settings_reach_the_qc_stages_and_the_summary(default_config: dict) -
     # the summary's methods paragraph describes the quality control
     changed = copy.deepcopy(default_config)
     changed["qc"]["dpi"] = 150
-    assert _changed(default_config, changed) == {"qc_eeg", "qc_fmri", "summary"}
+    assert _changed(default_config, changed) == {"qc_eeg", "qc_fmri", "summary", "geometry"}
     off = copy.deepcopy(default_config)
     off["qc"]["enabled"] = False
     before, after = stage_versions(default_config), stage_versions(off)
     assert set(before) - set(after) == {"qc_eeg", "qc_fmri"}
-    assert {k for k in after if before[k] != after[k]} == {"summary"}
+    assert {k for k in after if before[k] != after[k]} == {"summary", "geometry"}
+
+
+def test_predict_and_geometry_settings_reach_only_their_stages(default_config: dict) -> None:
+    models = _models(default_config)
+    changed = copy.deepcopy(default_config)
+    changed["predict"]["k"] = 5
+    assert _changed(default_config, changed) == {f"predict/{m}" for m in models}
+    changed = copy.deepcopy(default_config)
+    changed["predict"]["models"] = ["visual"]
+    after = stage_versions(changed)
+    assert {k for k in after if k.startswith("predict/")} == {"predict/visual"}
+    assert {k for k in after if k.startswith("pool_features/")} == {
+        "pool_features/image_statistics"
+    }
+    changed = copy.deepcopy(default_config)
+    changed["geometry"]["n_folds"] = 3
+    assert _changed(default_config, changed) == {"geometry"}
+    changed["geometry"]["enabled"] = False
+    assert "geometry" not in stage_versions(changed)
+    # a new extractor entry is extracted over the pool only if a model uses it
+    changed = copy.deepcopy(default_config)
+    changed["features"]["extractors"].append({"name": "extra", "extractor": "image_statistics"})
+    assert "pool_features/extra" not in stage_versions(changed)

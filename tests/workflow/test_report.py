@@ -118,3 +118,23 @@ def test_quality_control_of_each_recording(report, tiny_run):
         assert entry["labels"]["recording"] == name.rsplit("_qc-", 1)[0].replace("_", " ")
     captions = {kinds[n]: e["caption"] for n, e in entries.items()}
     assert len(set(captions.values())) == len(QC_CAPTIONS)  # one caption per measure
+
+
+def test_in_silico_contact_sheets(report, tiny_run):
+    results, categories = report
+    assert set(categories["In-silico"]) == {"stimulus set pool"}
+    paths = [p for sub in categories["In-silico"].values() for p in sub]
+    sheets = sorted((tiny_run / "results" / "predict").glob("*/*_contact_sheets/*.png"))
+    assert len(paths) == len(sheets) > 0
+    seen = set()
+    for path in paths:
+        entry = results[path]
+        model_dir, sheet_dir = Path(path).parts[-3:-1]
+        labels = entry["labels"]
+        assert model_dir.rsplit("-", 1)[0] == labels["model"]
+        assert sheet_dir.startswith(f"sub-{labels['subject']}_pool")
+        assert Path(path).stem == labels["ROI"]
+        assert "In-silico experiment" in entry["caption"]
+        assert f">{labels['model']}<" in entry["caption"]  # the model named in the text
+        seen.add((labels["model"], labels["ROI"]))
+    assert {m for m, _ in seen} == {"visual", "semantic"}

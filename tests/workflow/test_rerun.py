@@ -90,8 +90,11 @@ def test_encoding_change_schedules_only_encoding_and_downstream(tiny_copy: Path)
     """A shared encoding setting refits both models; nothing upstream reruns."""
     _write_tiny(tiny_copy, _changed(TINY_CONFIG, "encoding.alphas.num", 4))
     jobs = planned_jobs(tiny_copy)
-    assert set(jobs) == {"fit_encoding", "evaluate_encoding", "summarize_scores", "all"}, jobs
+    # the in-silico predictions use the refitted models; the geometry plot the new scores
+    downstream = {"predict", "summarize_scores", "geometry", "all"}
+    assert set(jobs) == {"fit_encoding", "evaluate_encoding", *downstream}, jobs
     assert jobs["fit_encoding"] == jobs["evaluate_encoding"] == 2  # visual, semantic x 1 subject
+    assert jobs["predict"] == 2  # the demo's one pool
 
 
 def test_one_model_change_schedules_only_that_model(tiny_copy: Path) -> None:
@@ -99,7 +102,14 @@ def test_one_model_change_schedules_only_that_model(tiny_copy: Path) -> None:
     config = _changed(TINY_CONFIG, "encoding.models.visual.model", "banded_ridge")
     _write_tiny(tiny_copy, config)
     jobs = planned_jobs(tiny_copy)
-    assert jobs == {"fit_encoding": 1, "evaluate_encoding": 1, "summarize_scores": 1, "all": 1}
+    assert jobs == {
+        "fit_encoding": 1,
+        "evaluate_encoding": 1,
+        "predict": 1,
+        "summarize_scores": 1,
+        "geometry": 1,
+        "all": 1,
+    }
 
 
 def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -> None:
@@ -113,7 +123,9 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
         "fit_encoding",
         "evaluate_encoding",
         "rsa_fmri",
+        "predict",
         "summarize_scores",
+        "geometry",
         "all",
     }
     assert set(jobs) == fmri_chain, jobs
@@ -135,7 +147,8 @@ def test_revert_selects_earlier_versions_without_recomputation(tiny_copy: Path) 
     snakemake(tiny_copy, "--cores", "2")
     after_change = _store_mtimes(results)
     new = set(after_change) - set(before)
-    assert {Path(p).parts[0] for p in new} == {"encoding", "evaluation", "summary"}, new
+    new_stages = {Path(p).parts[0] for p in new}
+    assert new_stages == {"encoding", "evaluation", "predict", "summary", "geometry"}, new
     # The first run's stores are still there, untouched: nothing upstream was recomputed.
     assert {k: after_change[k] for k in before} == before
     assert planned_jobs(tiny_copy) == {}

@@ -28,8 +28,12 @@ TINY_CONFIG: dict = {
             "n_test_repeats": 2,
             "n_volumes": 60,
             "grid_shape": [12, 12, 10],
+            # a clearer early-visual signal than the default 1.0, so that 120 training
+            # volumes rank the never-shown pool as its planted drive does
+            "snr": {"early_visual": 3.0},
         },
         "eeg": {"n_channels": 32, "n_trials": 60, "n_test_images": 5, "n_repeats": 2},
+        "pool": {"n_images": 48},
     },
     "features": {
         "extractors": [
@@ -53,6 +57,7 @@ TINY_CONFIG: dict = {
         "identification": {"n_permutations": 100},
         "contrastive": {"max_epochs": 40},
     },
+    "predict": {"k": 4},
 }
 
 

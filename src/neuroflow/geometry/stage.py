@@ -567,3 +567,92 @@ def plot_geometry(table: pd.DataFrame, scores: pd.DataFrame | None = None) -> Fi
     fig.axes[0].legend(fontsize="x-small", frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _labels_for(
+    labels_path: str | os.PathLike | None,
+    feature_stores: Mapping[str, str | os.PathLike],
+    cfg: Mapping[str, Any],
+) -> tuple[pd.Series | None, int]:
+    """The class labels of the stimuli the feature stores hold, and how many were dropped."""
+    if labels_path is None:
+        return None, 0
+    labels = read_class_labels(
+        labels_path, stimulus_column=cfg["stimulus_column"], label_column=cfg["label_column"]
+    )
+    first = open_dataset(next(iter(feature_stores.values())))
+    ids = {str(s) for s in first["stimulus"].values}
+    if "source_stimulus" in first.coords:
+        ids |= {str(s) for s in first["source_stimulus"].values}
+    kept = labels[labels.index.isin(sorted(ids))]
+    if kept.nunique() < 2:
+        raise ValueError(
+            f"{labels_path} must label stimuli of the feature stores with at least two "
+            f"classes, got {kept.nunique()} class(es) over {len(kept)} of its "
+            f"{len(labels)} stimuli instead (ids as in column {cfg['stimulus_column']!r})."
+        )
+    return kept, len(labels) - len(kept)
+
+
+def run_geometry_stage(
+    *,
+    feature_stores: Mapping[str, str | os.PathLike],
+    output: str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    labels_path: str | os.PathLike | None = None,
+    layer_sweep_tsv: str | os.PathLike | None = None,
+) -> Path:
+    """The ``geometry`` stage: metrics per layer, a tidy table, alignment and a plot.
+
+    Parameters
+    ----------
+    feature_stores : dict of str to path-like
+        ``"extractor:layer"`` -> feature store, each extractor's layers in order.
+    output : path-like
+        The store, ``results/geometry/<v>/geometry.zarr``; beside it ``geometry.tsv``
+        (:func:`geometry_table`), ``geometry_alignment.tsv``
+        (:func:`neuroflow.geometry.alignment.geometry_score_correlations`, empty
+        without layer scores) and ``geometry.png`` (:func:`plot_geometry` with the
+        layer scores).
+    config : dict
+        The ``geometry`` section (``enabled``, ``labels`` and the column names are
+        read here; the rest is :data:`DEFAULT_CONFIG`).
+    provenance : dict
+        From :func:`neuroflow.artifacts.build_provenance`.
+    labels_path : path-like | None
+        Class labels TSV; its stimuli that the stores do not hold are left out.
+    layer_sweep_tsv : path-like | None
+        The summary's layer-sweep table, for the scores of the same layers.
+
+    Returns
+    -------
+    output : Path
+    """
+    from neuroflow.artifacts import atomic_file
+    from neuroflow.evaluation.summary import ALL_ROI, GROUP_SUBJECT
+    from neuroflow.geometry.alignment import geometry_score_correlations, layer_scores
+
+    cfg = dict(config)
+    metric_cfg = {k: cfg[k] for k in DEFAULT_CONFIG if k in cfg}
+    labels, dropped = _labels_for(labels_path, feature_stores, cfg)
+    ds = geometry_of_features(feature_stores, labels=labels, cfg=metric_cfg, provenance=provenance)
+    ds.attrs["labels"] = str(labels_path) if labels_path is not None else None
+    ds.attrs["labels_not_in_features"] = int(dropped)
+    output = Path(output)
+    table = geometry_table(ds)
+    scores = None
+    if layer_sweep_tsv is not None and Path(layer_sweep_tsv).is_file():
+        sweeps = pd.read_csv(layer_sweep_tsv, sep="\t", dtype={"subject": str, "layer": str})
+        scores = layer_scores(sweeps, group=GROUP_SUBJECT, all_roi=ALL_ROI)
+        scores = scores[scores["feature_space"].isin(set(table["feature_space"]))]
+    if scores is None:
+        scores = pd.DataFrame(columns=["feature_space", "layer", "analysis", "score"])
+    correlations = geometry_score_correlations(table, scores)
+    for name, frame in (("geometry.tsv", table), ("geometry_alignment.tsv", correlations)):
+        with atomic_file(output.parent / name) as tmp:
+            frame.to_csv(tmp, sep="\t", index=False, na_rep="n/a", float_format="%.6g")
+    fig = plot_geometry(table, scores if len(scores) else None)
+    with atomic_file(output.parent / "geometry.png") as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    return write_geometry(output, ds, provenance)

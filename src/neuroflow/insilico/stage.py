@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,19 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuroflow.artifacts import PROVENANCE_KEY, atomic_directory, open_dataset, write_dataset
+from neuroflow.artifacts import (
+    PROVENANCE_KEY,
+    atomic_directory,
+    atomic_file,
+    open_dataset,
+    write_dataset,
+)
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.insilico.contact_sheet import contact_sheet
 from neuroflow.insilico.ranking import QUANTILES, rank_stimuli, ranking_table, tail_statistics
 from neuroflow.insilico.response import check_encoder, encoder_spaces, predict_pool
 
-__all__ = ["predict_stimulus_set"]
+__all__ = ["predict_pool_stage", "predict_stimulus_set"]
 
 _SKEWNESS = "scipy.stats.skew(bias=False), adjusted Fisher-Pearson G1"
 _TAIL_RATIO = (
@@ -103,13 +108,8 @@ def _file_name(name: str) -> str:
 
 def _write_table(table: pd.DataFrame, path: Path) -> Path:
     """Write a TSV atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex[:8]}")
-    try:
+    with atomic_file(path) as tmp:
         table.to_csv(tmp, sep="\t", index=False, na_rep="n/a", float_format="%.6g")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -156,6 +156,7 @@ def predict_stimulus_set(
     batch_size: int = 256,
     tail: float = 0.05,
     thumb: int = 96,
+    modality: str | None = None,
 ) -> Path:
     """Predict the responses of one subject's encoder to a set of new stimuli.
 
@@ -191,6 +192,9 @@ def predict_stimulus_set(
         Share of the pool in each tail of the tail ratio.
     thumb : int
         Thumbnail size of the contact sheets in pixels.
+    modality : str | None
+        ``"image"`` to draw the stimuli as images, ``"text"`` as their texts; None:
+        the modality of the first feature store.
 
     Returns
     -------
@@ -227,7 +231,7 @@ def predict_stimulus_set(
     table = ranking_table(ranked, prediction.ids, k)
 
     # contact sheets, then the table, then the store
-    modality = str(first.attrs.get("modality") or "image")
+    modality = modality or str(first.attrs.get("modality") or "image")
     kind, shown = _stimulus_labels(list(prediction.ids), modality, stimuli_dir, captions)
     stem = output.name.removesuffix(".zarr")
     with atomic_directory(output.parent / f"{stem}_contact_sheets") as tmp:
@@ -322,3 +326,49 @@ def predict_stimulus_set(
         modality=modality,
     )
     return write_dataset(ds, output, provenance=provenance)
+
+
+def predict_pool_stage(
+    *,
+    encoder_path: str | os.PathLike,
+    feature_stores: Mapping[str, str | os.PathLike],
+    pool: Any,
+    output: str | os.PathLike,
+    config: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> Path:
+    """The ``predict`` stage: :func:`predict_stimulus_set` with the stage's settings.
+
+    Parameters
+    ----------
+    encoder_path : path-like
+        One subject's encoding store.
+    feature_stores : dict of str to path-like
+        Feature space of the encoder -> the pool's extraction store.
+    pool : neuroflow.features.pools.StimulusPool
+        The pool (its folder for the image thumbnails, its texts for text panels).
+    output : path-like
+        ``results/predict/<model>-<v>/sub-XX_<pool>.zarr``.
+    config : dict
+        The ``predict`` section (``k``, ``keep_voxels``, ``batch_size``, ``tail``).
+    provenance : dict
+        From :func:`neuroflow.artifacts.build_provenance`.
+
+    Returns
+    -------
+    output : Path
+    """
+    return predict_stimulus_set(
+        encoder_path=encoder_path,
+        feature_stores=feature_stores,
+        output=output,
+        k=int(config.get("k", 12)),
+        keep_voxels=bool(config.get("keep_voxels", False)),
+        provenance=provenance,
+        set_name=pool.name,
+        stimuli_dir=pool.folder,
+        captions=dict(pool.captions) or None,
+        batch_size=int(config.get("batch_size", 256)),
+        tail=float(config.get("tail", 0.05)),
+        modality=pool.kind,
+    )

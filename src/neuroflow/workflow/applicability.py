@@ -29,8 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from neuroflow.io.records import natural_key
 from neuroflow.workflow.design import N_BLOCKS_ONE_RUN, resolve_test_runs
+from neuroflow.workflow.predict import PredictPlan, plan_predict
 from neuroflow.workflow.stimulus_checks import check_stimulus_files, identification_notes
-from neuroflow.workflow.versions import PlanScope, eeg_model_names, eeg_model_spaces
+from neuroflow.workflow.versions import (
+    PlanScope,
+    eeg_model_names,
+    eeg_model_spaces,
+    encoding_config,
+)
 
 if TYPE_CHECKING:
     from neuroflow.workflow.plan import WorkflowPlan
@@ -400,6 +406,56 @@ def _rsa_modalities(plan: WorkflowPlan, spaces: Sequence[str], notes: list[str])
     return out
 
 
+def _geometry(
+    plan: WorkflowPlan, extractors: Sequence[str], notes: list[str]
+) -> dict[str, Any] | None:
+    """Whether the ``geometry`` stage runs, and the class labels it reads."""
+    import hashlib
+
+    section = plan.config.get("geometry") or {}
+    if not section.get("enabled", True) or not extractors:
+        return None
+    given = section.get("labels")
+    if not given:
+        return {"labels": None, "labels_identity": None}
+    path = Path(given).expanduser()
+    path = path if path.is_absolute() else plan.bids_root / path
+    if plan.is_demo and path.is_relative_to(plan.bids_root):
+        return {"labels": str(path), "labels_identity": None}  # written by the demo job
+    if not path.is_file():
+        notes.append(f"geometry: class metrics left out, the labels table {path} does not exist")
+        return {"labels": None, "labels_identity": None}
+    checksum = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return {"labels": str(path), "labels_identity": checksum}
+
+
+def _predict(plan: WorkflowPlan, models: Sequence[str]) -> PredictPlan:
+    """Pools and models of the ``predict`` stage (nothing without stimulus sets)."""
+    section = dict(plan.config.get("predict") or {})
+    if not section.get("stimulus_sets") or not models:
+        return PredictPlan(pools={}, models={}, extractors={}, notes=())
+    demo_files = None
+    if plan.is_demo:
+        from neuroflow.demo import demo_layout
+
+        demo_files = list(demo_layout(plan.config["demo"], plan.bids_root).files)
+    # a layer sweep's name stands for every layer model it expands into
+    sweeps = {name: [layer.model for layer in layers] for name, layers in plan.sweeps.items()}
+    wanted = section.get("models") or []
+    section["models"] = [m for w in wanted for m in sweeps.get(w, [w])]
+    spaces = {
+        m: [s.split(":")[0] for s in encoding_config(plan.config, m)["feature_spaces"]]
+        for m in models
+    }
+    return plan_predict(
+        section,
+        stimuli_dir=plan.stimuli_dir,
+        models=spaces,
+        extractor_of=plan.extractor,
+        demo_files=demo_files,
+    )
+
+
 def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     """The analyses that apply to the plan's dataset, and the held-out fMRI runs.
 
@@ -456,6 +512,10 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     notes += identification_notes(
         plan, eeg=decoding and bool(spaces["decoding"]), fmri=decoding_fmri
     )
+    run_models = models if test_runs else []
+    predict = _predict(plan, [*run_models, *(m for m in models if single and m not in run_models)])
+    notes += predict.notes
+    geometry = _geometry(plan, extractors, notes)
     selection = {
         "fmri": sorted(r.key for r in plan.fmri_runs),
         "eeg": sorted(r.key for r in plan.eeg_recordings),
@@ -467,7 +527,7 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     }
     scope = PlanScope(
         extractors=tuple(extractors),
-        models=tuple(models if test_runs else ()),
+        models=tuple(run_models),
         trial_models=tuple(models if single else ()),
         eeg_models=tuple(eeg_models),
         rsa=tuple(rsa),
@@ -476,6 +536,8 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         single_trial=single,
         trf=trf,
         spaces=spaces,
+        predict=predict,
+        geometry=geometry,
         selection=selection,
         notes=tuple(dict.fromkeys(notes)),
     )

@@ -696,6 +696,70 @@ class WorkflowPlan:
         """Per-voxel scores of one subject's single-trial encoding model."""
         return self.stage_dir("trial_evaluation", model) / f"sub-{subject}_scores.zarr"
 
+    # ------------------------------------------------------------------ geometry
+    @property
+    def geometry_enabled(self) -> bool:
+        """Whether the ``geometry`` stage runs (enabled, and some extractor runs)."""
+        return self.scope.geometry is not None
+
+    @property
+    def geometry_labels(self) -> str | None:
+        """The class labels table the ``geometry`` stage reads (None: no class metrics)."""
+        return (self.scope.geometry or {}).get("labels")
+
+    def geometry_store(self) -> Path:
+        """Geometry of every extractor layer (``geometry.tsv``, ``.png`` beside it)."""
+        return self.stage_dir("geometry") / "geometry.zarr"
+
+    # ------------------------------------------------------------------ predict
+    @property
+    def predict_models(self) -> dict[str, tuple[str, ...]]:
+        """Encoding model -> the stimulus pools the ``predict`` stage applies it to."""
+        plan = self.scope.predict
+        return dict(plan.models) if plan is not None else {}
+
+    def pool(self, name: str) -> Any:
+        """The :class:`~neuroflow.workflow.predict.PoolPlan` of one stimulus pool."""
+        return self.scope.predict.pools[name]
+
+    def pool_extractors(self) -> dict[str, tuple[str, ...]]:
+        """Extractor name -> the pools it extracts for the ``predict`` stage."""
+        plan = self.scope.predict
+        return dict(plan.extractors) if plan is not None and plan.models else {}
+
+    def pool_feature_store(self, extractor: str, pool: str, layer: str) -> Path:
+        """(stimulus, feature) store of one extractor layer over one stimulus pool."""
+        return self.stage_dir("pool_features", extractor) / pool / f"{layer}.zarr"
+
+    def predict_encoder(self, model: str, subject: str) -> Path:
+        """The fitted model ``predict`` reads: run-based, else single-trial."""
+        if model in self.scope.models:
+            return self.encoding_store(model, subject)
+        return self.trial_encoding_store(model, subject)
+
+    def predict_subjects(self, model: str) -> list[str]:
+        """Subjects with a fitted ``model`` to predict from."""
+        return self.encoding_subjects if model in self.scope.models else self.trial_subjects
+
+    def predict_store(self, model: str, subject: str, pool: str) -> Path:
+        """Predicted responses of one subject's model to one pool (TSV and sheets beside)."""
+        return self.stage_dir("predict", model) / f"sub-{subject}_{pool}.zarr"
+
+    def predict_targets(self) -> list[Path]:
+        """Every ``predict`` store, ranking table and contact-sheet folder."""
+        out = []
+        for model, pools in self.predict_models.items():
+            for subject in self.predict_subjects(model):
+                for pool in pools:
+                    store = self.predict_store(model, subject, pool)
+                    stem = store.name.removesuffix(".zarr")
+                    out += [
+                        store,
+                        store.with_name(f"{stem}_ranking.tsv"),
+                        store.with_name(f"{stem}_contact_sheets"),
+                    ]
+        return out
+
     def all_scores_stores(self) -> list[Path]:
         """Score stores of every voxel-wise model the summary gathers.
 

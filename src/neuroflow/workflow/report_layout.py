@@ -24,7 +24,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["CATEGORIES", "QC_FIGURES", "FigureEntry", "figure_entry", "qc_entry"]
+__all__ = [
+    "CATEGORIES",
+    "INSILICO_CATEGORY",
+    "QC_FIGURES",
+    "FigureEntry",
+    "figure_entry",
+    "qc_entry",
+]
 
 #: Report categories, in the order a reader meets them.
 CATEGORIES = (
@@ -33,6 +40,7 @@ CATEGORIES = (
     "Decoding",
     "RSA",
     "Layer sweeps",
+    "In-silico",
     "Quality control",
     "Tables",
     "Methods",
@@ -40,6 +48,8 @@ CATEGORIES = (
     "Other figures",
 )
 
+#: Category of the contact sheets of the ``predict`` stage (one per subject, model, ROI).
+INSILICO_CATEGORY = "In-silico"
 _METRICS = {"r": "r", "r_normalized": "noise-normalised r"}
 #: QC figure kind -> (subcategory, what it shows), as the report labels it.
 QC_FIGURES = {

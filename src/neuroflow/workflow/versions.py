@@ -38,7 +38,7 @@ __all__ = [
 
 #: Format version of each stage's output.
 FORMAT_VERSIONS: dict[str, int] = {
-    "demo": 3,
+    "demo": 4,
     "preprocess_fmri": 3,
     "preprocess_eeg": 3,
     "features": 5,
@@ -57,6 +57,9 @@ FORMAT_VERSIONS: dict[str, int] = {
     "trial_evaluation": 2,
     "qc_eeg": 1,
     "qc_fmri": 1,
+    "pool_features": 1,
+    "predict": 1,
+    "geometry": 1,
 }
 
 #: Stage name -> upstream stages, in execution order.
@@ -80,6 +83,9 @@ STAGES: dict[str, tuple[str, ...]] = {
     "trial_evaluation": ("trial_encoding",),
     "qc_eeg": ("preprocess_eeg",),
     "qc_fmri": ("preprocess_fmri",),
+    "geometry": ("features", "summary"),
+    "pool_features": ("demo",),
+    "predict": ("encoding", "trial_encoding", "pool_features"),
 }
 
 
@@ -117,6 +123,13 @@ class PlanScope:
     selection : dict
         The recordings the group-level stages pool (entity keys per modality), the
         stimulus tables they read, the stimulus-event rules and the held-out runs.
+    geometry : dict | None
+        With the ``geometry`` stage: ``labels`` (the class labels TSV, or None) and
+        ``labels_identity`` (its checksum, for a real dataset); None: no stage.
+    predict : PredictPlan | None
+        Pools of new stimuli, the extractors run over them and the encoding models
+        applied to them (:mod:`neuroflow.workflow.predict`); None or empty: no
+        ``predict`` stage.
     notes : tuple of str
         Analyses left out, each with its reason (logged, and kept by the summary).
     """
@@ -131,6 +144,8 @@ class PlanScope:
     single_trial: bool = False
     trf: bool = False
     spaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    predict: Any = None
+    geometry: Mapping[str, Any] | None = None
     selection: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
@@ -327,6 +342,7 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
             {**config["rsa"], **design},
             {brain: versions[brain], **space_versions("rsa"), **pooled},
         )
+    _predict_versions(config, scope, versions, data_v)
     # Every analysis the summary gathers or describes (its methods paragraph names the
     # EEG encoding models and the quality control too), so that changing one gives the
     # summary a new version.
@@ -341,7 +357,42 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
         {**config["evaluation"], "qc": config["qc"], "notes": list(scope.notes)},
         {**evaluation_inputs, **pooled},
     )
+    if scope.geometry is not None:
+        versions["geometry"] = _v(
+            "geometry",
+            {**config["geometry"], **dict(scope.geometry)},
+            {
+                **{f"features/{n}": versions[f"features/{n}"] for n in scope.extractors},
+                "summary": versions["summary"],
+            },
+        )
     return versions
+
+
+def _predict_versions(
+    config: Mapping[str, Any],
+    scope: PlanScope,
+    versions: dict[str, str],
+    data_v: Mapping[str, str],
+) -> None:
+    """Add ``pool_features/<extractor>`` and ``predict/<model>`` (see :mod:`.predict`)."""
+    plan = scope.predict
+    if plan is None or not plan.models:
+        return
+    for name, pools in plan.extractors.items():
+        entry = next(e for e in config["features"]["extractors"] if e["name"] == name)
+        identity = {p: dict(plan.pools[p].identity) for p in pools}
+        versions[f"pool_features/{name}"] = _v(
+            "pool_features", {"extractor": entry, "pools": identity}, dict(data_v)
+        )
+    section = {k: v for k, v in config["predict"].items() if k not in ("stimulus_sets", "models")}
+    for model, pools in plan.models.items():
+        fitted = f"encoding/{model}" if model in scope.models else f"trial_encoding/{model}"
+        inputs = {"model": versions[fitted]}
+        for space in encoding_config(config, model)["feature_spaces"]:
+            extractor = space.split(":")[0]
+            inputs[f"pool_features/{extractor}"] = versions[f"pool_features/{extractor}"]
+        versions[f"predict/{model}"] = _v("predict", {**section, "pools": list(pools)}, inputs)
 
 
 def _feature_inputs(
