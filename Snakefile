@@ -55,6 +55,7 @@ include: "rules/evaluation.smk"
 include: "rules/qc.smk"
 include: "rules/predict.smk"
 include: "rules/geometry.smk"
+include: "rules/transform_sweeps.smk"
 
 
 rule all:

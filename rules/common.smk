@@ -94,6 +94,8 @@ def all_targets():
         targets.append(str(PLAN.geometry_store()))
     if PLAN.has_summary:
         targets.append(str(PLAN.summary_dir() / "scores.tsv"))
+        if PLAN.transform_variants():
+            targets.append(str(PLAN.summary_dir() / "transform_sweeps.tsv"))
     return targets
 
 

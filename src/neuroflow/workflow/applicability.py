@@ -441,7 +441,14 @@ def _predict(plan: WorkflowPlan, models: Sequence[str]) -> PredictPlan:
         demo_files = list(demo_layout(plan.config["demo"], plan.bids_root).files)
     # a layer sweep's name stands for every layer model it expands into
     sweeps = {name: [layer.model for layer in layers] for name, layers in plan.sweeps.items()}
-    wanted = section.get("models") or []
+    # and a transform-swept model's name for each of its variants
+    variants: dict[str, list[str]] = {}
+    for swept in plan.transform_sweeps.values():
+        for variant in swept:
+            for pair in variant.models:
+                base, _, model = pair.partition("=")
+                variants.setdefault(base, []).append(model)
+    wanted = [v for w in section.get("models") or [] for v in variants.get(w, [w])]
     section["models"] = [m for w in wanted for m in sweeps.get(w, [w])]
     spaces = {
         m: [s.split(":")[0] for s in encoding_config(plan.config, m)["feature_spaces"]]

@@ -54,6 +54,7 @@ from neuroflow.workflow.design import (
 )
 from neuroflow.workflow.methods import RunFacts
 from neuroflow.workflow.sweeps import SweepLayer, expand_layer_sweeps
+from neuroflow.workflow.transform_sweeps import TransformVariant, expand_transform_sweeps
 from neuroflow.workflow.versions import (
     PlanScope,
     compute_versions,
@@ -100,11 +101,13 @@ class WorkflowPlan:
     _test_runs: dict[str, list[str]] = field(init=False, repr=False)
     warnings: tuple[str, ...] = field(init=False, default=())
     sweeps: dict[str, list[SweepLayer]] = field(init=False, default_factory=dict)
+    transform_sweeps: dict[str, list[TransformVariant]] = field(init=False, default_factory=dict)
     config_notes: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         self.config, notes = drop_orphan_defaults(self.config)
         self.config_notes = tuple(notes)
+        self.config, self.transform_sweeps = expand_transform_sweeps(self.config)
         _check_config(self.config)
         self.config, self.sweeps = expand_layer_sweeps(self.config, self.extractor_layers)
         self.results = Path(self.config["results_dir"])
@@ -581,6 +584,16 @@ class WorkflowPlan:
             for layers in self.sweeps.values()
             for layer in layers
             if layer.model in running
+        ]
+
+    def transform_variants(self) -> list[dict[str, Any]]:
+        """Variants of the transform sweeps whose extractors run (see :mod:`.transform_sweeps`)."""
+        running = set(self.scope.extractors)
+        return [
+            v.as_dict()
+            for variants in self.transform_sweeps.values()
+            for v in variants
+            if v.extractor in running
         ]
 
     def layer_order(self) -> dict[str, list[str]]:
