@@ -188,6 +188,7 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
         "rsa",
         "decoding_fmri",
         "summary",
+        "geometry",
     }
     betas = open_stores(run, "single_trial")
     assert len(betas) == len(facts["subjects"])

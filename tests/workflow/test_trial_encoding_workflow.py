@@ -30,12 +30,18 @@ def test_trial_versions_and_paths() -> None:
     models = [k.split("/", 1)[1] for k in stage_versions(on) if k.startswith("encoding/")]
     trial_keys = {f"trial_{s}/{m}" for s in ("encoding", "evaluation") for m in models}
     # single trials add their betas, the trial models and the identification from betas
-    assert _versions_changed(off, on) == {"single_trial", *trial_keys, "decoding_fmri", "summary"}
+    assert _versions_changed(off, on) == {
+        "single_trial",
+        *trial_keys,
+        "decoding_fmri",
+        "summary",
+        "geometry",
+    }
 
     # the split of the trial models reaches only them; the run-based split only the runs
     changed = copy.deepcopy(on)
     changed["encoding"]["trial_split"]["cv"] = {"grouped_kfold": 3}
-    assert _versions_changed(on, changed) == {*trial_keys, "summary"}
+    assert _versions_changed(on, changed) == {*trial_keys, "summary", "geometry"}
     changed = copy.deepcopy(on)
     changed["encoding"]["delays"]["method"] = "fir"
     assert not {k for k in _versions_changed(on, changed) if k.startswith("trial_")}
