@@ -187,6 +187,19 @@ def predict_inputs(wildcards):
     return inputs
 
 
+def predict_eeg_inputs(wildcards):
+    """The subject's fitted EEG model and the pool's features of each of its spaces."""
+    model = wildcards.model
+    inputs = {"encoder": str(PLAN.eeg_encoding_store(model, wildcards.subject))}
+    files = pool_inputs(wildcards)
+    if files:
+        inputs["pool"] = files
+    for space in PLAN.eeg_encoding_config(model)["feature_spaces"]:
+        name, layer = PLAN.feature_space(space)
+        inputs[f"space_{space}"] = str(PLAN.pool_feature_store(name, wildcards.pool, layer))
+    return inputs
+
+
 def encoding_inputs(wildcards):
     runs = PLAN.encoding_runs_of(wildcards.subject)
     inputs = {"brain": [str(PLAN.fmri_store(r.key)) for r in runs]}

@@ -1,7 +1,7 @@
 # In-silico experiments: pools of stimuli that were never shown are feature-extracted
-# with each model's extractor entries, then passed through every subject's fitted model;
-# the stimuli that drive each ROI most and least are ranked, drawn and listed in the
-# report under "In-silico".
+# with each model's extractor entries, then passed through every subject's fitted fMRI
+# (predict) or EEG (predict_eeg) model; the stimuli that drive each ROI or channel group
+# most and least are ranked, drawn and listed in the report under "In-silico".
 for _name, _pools in PLAN.pool_extractors().items():
 
     rule:
@@ -73,3 +73,57 @@ if PLAN.predict_models:
             CONDA_ENV
         script:
             "../scripts/predict.py"
+
+
+if PLAN.predict_eeg_models:
+
+    rule predict_eeg:
+        input:
+            unpack(predict_eeg_inputs),
+        output:
+            store=directory(
+                str(
+                    PLAN.results / "predict_eeg" / "{model}-{version}" / "sub-{subject}_{pool}.zarr"
+                )
+            ),
+            table=str(
+                PLAN.results
+                / "predict_eeg"
+                / "{model}-{version}"
+                / "sub-{subject}_{pool}_ranking.tsv"
+            ),
+            sheets=report(
+                directory(
+                    str(
+                        PLAN.results
+                        / "predict_eeg"
+                        / "{model}-{version}"
+                        / "sub-{subject}_{pool}_contact_sheets"
+                    )
+                ),
+                patterns=["{roi}.png"],
+                caption="../workflow/report/insilico_eeg.rst",
+                category=INSILICO_CATEGORY,
+                subcategory=lambda wc: f"EEG, stimulus set {wc.pool}",
+                labels=lambda wc: {
+                    "subject": wc.subject,
+                    "model": wc.model,
+                    "channel group": wc.roi,
+                },
+            ),
+        wildcard_constraints:
+            model=key_choice(PLAN.predict_eeg_models),
+            pool=key_choice({p for pools in PLAN.predict_eeg_models.values() for p in pools}),
+        params:
+            stage=lambda wc: f"predict_eeg/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=config["predict"],
+            pool=lambda wc: PLAN.pool(wc.pool).spec,
+        log:
+            log_path("predict_eeg", "{model}-{version}", "sub-{subject}_{pool}"),
+        resources:
+            mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/predict_eeg.py"

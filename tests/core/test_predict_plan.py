@@ -301,9 +301,7 @@ def test_models_filter_keeps_named_models_and_notes_unknown_ones(stimuli):
     plan = _plan(config, stimuli)
     assert plan.models == {"enc_text": ("s",)}
     assert plan.extractors == {"minilm": ("s",)}
-    assert plan.notes == (
-        "predict/no_such_model: skipped, no fMRI encoding model 'no_such_model' runs",
-    )
+    assert plan.notes == ("predict/no_such_model: skipped, no encoding model 'no_such_model' runs",)
 
 
 def test_no_model_reads_the_pools(stimuli):
@@ -315,3 +313,30 @@ def test_no_model_reads_the_pools(stimuli):
     assert list(plan.pools) == ["s"]
     assert (plan.models, plan.extractors) == ({}, {})
     assert len(plan.notes) == 1 and plan.notes[0].startswith("predict/enc_stats: not applied")
+
+
+def test_eeg_models_are_planned_beside_the_fmri_ones(stimuli):
+    sets = {
+        "novel": {"folder": "novel", "captions": "novel_captions.tsv"},
+        "s": {"sentences": "sentences.tsv"},
+    }
+    plan = _plan(
+        {"stimulus_sets": sets, "models": ["enc_text", "eeg_stats", "eeg_events"]},
+        stimuli,
+        eeg_models={"eeg_stats": ["stats"], "eeg_events": ["ev"], "eeg_unwanted": ["minilm"]},
+    )
+    assert plan.models == {"enc_text": ("novel", "s")}
+    assert plan.eeg_models == {"eeg_stats": ("novel",)}
+    # the extractions serve both: stats only for the EEG model
+    assert plan.extractors == {"minilm": ("novel", "s"), "stats": ("novel",)}
+    assert plan.notes == (
+        "predict_eeg/eeg_stats: not applied to s, extractor 'stats' does not read text stimuli",
+        *(
+            f"predict_eeg/eeg_events: not applied to {pool}, extractor 'ev' reads events "
+            "tables, not stimuli"
+            for pool in ("novel", "s")
+        ),
+    )
+    # without fMRI models the EEG ones still run
+    plan = _plan({"stimulus_sets": sets}, stimuli, models={}, eeg_models={"eeg_text": ["minilm"]})
+    assert plan.models == {} and plan.eeg_models == {"eeg_text": ("novel", "s")}

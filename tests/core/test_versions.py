@@ -233,6 +233,7 @@ def test_trf_settings_reach_only_trf_models(default_config: dict) -> None:
     changed["eeg_encoding"]["decim"] = 2
     assert _changed(on, changed) == {
         *(f"eeg_{s}/{m}" for s in ("encoding", "evaluation") for m in models),
+        *(f"predict_eeg/{m}" for m in models),  # the in-silico EEG reads the models
         "summary",
         "geometry",
     }
@@ -285,11 +286,26 @@ def test_predict_and_geometry_settings_reach_only_their_stages(default_config: d
     models = _models(default_config)
     changed = copy.deepcopy(default_config)
     changed["predict"]["k"] = 5
+    assert _changed(default_config, changed) == {
+        f"predict{s}/{m}" for s in ("", "_eeg") for m in models
+    }
+    # EEG-only settings reach the EEG predictions, voxel targets the fMRI ones
+    for key, value in (
+        ("channel_groups", {"occipital": ["Oz", "O1"]}),
+        ("latency_window", [0.08, 0.12]),
+        ("targets", {"channels": ["Oz"], "voxels": []}),
+    ):
+        changed = copy.deepcopy(default_config)
+        changed["predict"][key] = value
+        assert _changed(default_config, changed) == {f"predict_eeg/{m}" for m in models}, key
+    changed = copy.deepcopy(default_config)
+    changed["predict"]["targets"] = {"voxels": [3, 40], "channels": []}
     assert _changed(default_config, changed) == {f"predict/{m}" for m in models}
     changed = copy.deepcopy(default_config)
     changed["predict"]["models"] = ["visual"]
     after = stage_versions(changed)
     assert {k for k in after if k.startswith("predict/")} == {"predict/visual"}
+    assert {k for k in after if k.startswith("predict_eeg/")} == {"predict_eeg/visual"}
     assert {k for k in after if k.startswith("pool_features/")} == {
         "pool_features/image_statistics"
     }

@@ -122,19 +122,25 @@ def test_quality_control_of_each_recording(report, tiny_run):
 
 def test_in_silico_contact_sheets(report, tiny_run):
     results, categories = report
-    assert set(categories["In-silico"]) == {"stimulus set pool"}
-    paths = [p for sub in categories["In-silico"].values() for p in sub]
-    sheets = sorted((tiny_run / "results" / "predict").glob("*/*_contact_sheets/*.png"))
-    assert len(paths) == len(sheets) > 0
-    seen = set()
-    for path in paths:
-        entry = results[path]
-        model_dir, sheet_dir = Path(path).parts[-3:-1]
-        labels = entry["labels"]
-        assert model_dir.rsplit("-", 1)[0] == labels["model"]
-        assert sheet_dir.startswith(f"sub-{labels['subject']}_pool")
-        assert Path(path).stem == labels["ROI"]
-        assert "In-silico experiment" in entry["caption"]
-        assert f">{labels['model']}<" in entry["caption"]  # the model named in the text
-        seen.add((labels["model"], labels["ROI"]))
-    assert {m for m, _ in seen} == {"visual", "semantic"}
+    fmri, eeg = "stimulus set pool", "EEG, stimulus set pool"
+    assert set(categories["In-silico"]) == {fmri, eeg}
+    for sub, stage, region in ((fmri, "predict", "ROI"), (eeg, "predict_eeg", "channel group")):
+        paths = categories["In-silico"][sub]
+        sheets = sorted((tiny_run / "results" / stage).glob("*/*_contact_sheets/*.png"))
+        assert len(paths) == len(sheets) > 0, sub
+        seen = set()
+        for path in paths:
+            entry = results[path]
+            model_dir, sheet_dir = Path(path).parts[-3:-1]
+            assert Path(path).parts[-4] == stage
+            labels = entry["labels"]
+            assert model_dir.rsplit("-", 1)[0] == labels["model"]
+            assert sheet_dir.startswith(f"sub-{labels['subject']}_pool")
+            assert Path(path).stem == labels[region]
+            what = "In-silico EEG experiment" if stage == "predict_eeg" else "In-silico experiment"
+            assert what in entry["caption"]
+            assert f">{labels['model']}<" in entry["caption"]  # the model named in the text
+            seen.add((labels["model"], labels[region]))
+        assert {m for m, _ in seen} == {"visual", "semantic"}, sub
+    # the EEG sheets rank the global field power (the tiny run names no channel group)
+    assert {r for p in categories["In-silico"][eeg] for r in [Path(p).stem]} == {"gfp"}

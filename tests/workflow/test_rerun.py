@@ -34,6 +34,7 @@ EEG_ONLY = {
     "decode_eeg_subject",
     "decode_eeg",
     "rsa_eeg",
+    "predict_eeg",
 }
 
 

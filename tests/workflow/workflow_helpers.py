@@ -32,7 +32,15 @@ TINY_CONFIG: dict = {
             # volumes rank the never-shown pool as its planted drive does
             "snr": {"early_visual": 3.0},
         },
-        "eeg": {"n_channels": 32, "n_trials": 60, "n_test_images": 5, "n_repeats": 2},
+        # a stronger planted EEG signal than the default 0.5, so that 50 training trials
+        # fit a visual model that ranks the never-shown pool as its planted drive does
+        "eeg": {
+            "n_channels": 32,
+            "n_trials": 60,
+            "n_test_images": 5,
+            "n_repeats": 2,
+            "snr": 4.0,
+        },
         "pool": {"n_images": 48},
     },
     "features": {

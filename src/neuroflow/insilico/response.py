@@ -174,7 +174,9 @@ class _Model:
         check_encoder(encoder)
         widths = encoder_spaces(encoder)
         names = [str(v) for v in encoder["variant"].values]
+        # targets flattened in C order: (channel, latency) of EEG models become one axis
         coef = np.asarray(encoder["coef"].values)
+        coef = coef.reshape(coef.shape[0], -1)
         if "hrf_model" in encoder:
             # each target's HRF model, read as predict_run reads it
             choice = np.array([names.index(str(m)) for m in encoder["hrf_model"].values])
@@ -193,7 +195,7 @@ class _Model:
         return cls(
             widths=widths,
             coef=coef,
-            target_mean=np.asarray(encoder["target_mean"].values),
+            target_mean=np.asarray(encoder["target_mean"].values).reshape(-1),
             feature_mean=np.asarray(encoder["feature_mean"].values),
             feature_scale=np.asarray(encoder["feature_scale"].values),
             design_mean=np.asarray(encoder["design_mean"].values).astype(np.float32),

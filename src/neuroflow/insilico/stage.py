@@ -44,7 +44,13 @@ from neuroflow.insilico.contact_sheet import contact_sheet
 from neuroflow.insilico.ranking import QUANTILES, rank_stimuli, ranking_table, tail_statistics
 from neuroflow.insilico.response import check_encoder, encoder_spaces, predict_pool
 
-__all__ = ["predict_pool_stage", "predict_stimulus_set"]
+__all__ = [
+    "distribution_variables",
+    "predict_pool_stage",
+    "predict_stimulus_set",
+    "target_positions",
+    "write_rankings",
+]
 
 _SKEWNESS = "scipy.stats.skew(bias=False), adjusted Fisher-Pearson G1"
 _TAIL_RATIO = (
@@ -141,6 +147,146 @@ def _stimulus_labels(
     return "text", [f"{i}: {captions[i]}" if i in captions else i for i in ids]
 
 
+def target_positions(encoder_path: str | os.PathLike, dim: str, wanted: Sequence[Any]) -> list[int]:
+    """Positions along ``dim`` of the targets a user asked to rank one by one.
+
+    Parameters
+    ----------
+    encoder_path : path-like
+        The encoding store.
+    dim : {"voxel", "channel"}
+        The targets' dimension.
+    wanted : sequence
+        Values of the ``dim`` coordinate (voxel ids, channel names).
+
+    Returns
+    -------
+    positions : list of int
+        In the order asked; a ValueError names any value the store does not have.
+    """
+    if not wanted:
+        return []
+    encoder = open_dataset(encoder_path)
+    if dim not in encoder.coords:
+        raise ValueError(
+            f"{encoder_path}: predict.targets.{dim}s needs a `{dim}` coordinate, got a store "
+            f"with dims {sorted(encoder.sizes)} instead."
+        )
+    values = [str(v) for v in encoder[dim].values]
+    where = {v: i for i, v in enumerate(values)}
+    missing = [v for v in wanted if str(v) not in where]
+    if missing:
+        shown = values[:8] + (["..."] if len(values) > 8 else [])
+        raise ValueError(
+            f"predict.targets.{dim}s must name {dim}s of {encoder_path} ({', '.join(shown)}), "
+            f"got {missing} instead."
+        )
+    return [where[str(v)] for v in wanted]
+
+
+def distribution_variables(
+    region_response: np.ndarray, units: str, tail: float
+) -> dict[str, tuple[tuple[str, ...], Any, dict[str, str]]]:
+    """The pool's distribution of each region's responses, as store variables.
+
+    Parameters
+    ----------
+    region_response : ndarray, shape (n_stimuli, n_rois)
+        Predicted response of each stimulus in each region.
+    units : str
+        Units of the responses.
+    tail : float
+        Share of the pool in each tail of the tail ratio.
+
+    Returns
+    -------
+    variables : dict
+        ``roi_mean``, ``roi_std``, ``roi_skewness``, ``roi_tail_ratio`` (roi) and
+        ``roi_quantile`` (roi, quantile), as ``(dims, values, attrs)``.
+    """
+    n_rois = region_response.shape[1]
+    stats = [tail_statistics(region_response[:, j], tail=tail) for j in range(n_rois)]
+    return {
+        "roi_mean": (
+            ("roi",),
+            [s["mean"] for s in stats],
+            {"units": units, "long_name": "mean over the pool"},
+        ),
+        "roi_std": (
+            ("roi",),
+            [s["std"] for s in stats],
+            {"units": units, "long_name": "standard deviation over the pool (ddof=0)"},
+        ),
+        "roi_skewness": (
+            ("roi",),
+            [s["skewness"] for s in stats],
+            {"units": "1", "long_name": _SKEWNESS},
+        ),
+        "roi_tail_ratio": (
+            ("roi",),
+            [s["tail_ratio"] for s in stats],
+            {"units": "1", "long_name": f"suppressive-to-excitatory tail ratio: {_TAIL_RATIO}"},
+        ),
+        "roi_quantile": (
+            ("roi", "quantile"),
+            np.array([[s[f"q{q:g}"] for q in QUANTILES] for s in stats]).reshape(n_rois, -1),
+            {"units": units, "long_name": "quantiles of the responses over the pool"},
+        ),
+    }
+
+
+def write_rankings(
+    regions: Mapping[str, np.ndarray],
+    ids: np.ndarray,
+    output: Path,
+    *,
+    k: int,
+    title: str,
+    shown: tuple[str, list[str]],
+    tracked: Mapping[str, np.ndarray] | None = None,
+    thumb: int = 96,
+) -> None:
+    """Write the contact sheet of every region, then the ranking TSV, beside ``output``.
+
+    Parameters
+    ----------
+    regions : dict of str to ndarray, shape (n_stimuli,)
+        Predicted response per region; each gets a contact sheet and table rows.
+    ids : ndarray of str, shape (n_stimuli,)
+        Stimulus ids.
+    output : Path
+        The store; ``<stem>_contact_sheets/<region>.png`` and ``<stem>_ranking.tsv``
+        go next to it.
+    k : int
+        Stimuli per direction.
+    title : str
+        Start of each sheet's title (the region's name follows).
+    shown : (str, list of str)
+        What the sheets draw: ``("image", files)`` or ``("text", texts)``.
+    tracked : dict of str to ndarray, shape (n_stimuli,) | None
+        Targets ranked one by one: table rows only.
+    thumb : int
+        Thumbnail size in pixels.
+    """
+    kind, labels = shown
+    stem = output.name.removesuffix(".zarr")
+    with atomic_directory(output.parent / f"{stem}_contact_sheets") as tmp:
+        for name, values in regions.items():
+            ranking = rank_stimuli(values, ids, k)
+            contact_sheet(
+                [labels[i] for i in ranking.top_index],
+                [labels[i] for i in ranking.bottom_index],
+                f"{title}: {name}",
+                tmp / f"{_file_name(name)}.png",
+                thumb,
+                kind=kind,
+                top_values=ranking.top_values,
+                bottom_values=ranking.bottom_values,
+            )
+    table = ranking_table({**regions, **(tracked or {})}, ids, k)
+    _write_table(table, output.parent / f"{stem}_ranking.tsv")
+
+
 def predict_stimulus_set(
     *,
     encoder_path: str | os.PathLike,
@@ -219,36 +365,23 @@ def predict_stimulus_set(
     )
     rois = prediction.rois
     units = str(encoder["target_mean"].attrs.get("units", ""))
-
-    # distribution and rankings
-    stats = [tail_statistics(prediction.roi_response[:, j], tail=tail) for j in range(len(rois))]
-    ranked = {roi: prediction.roi_response[:, j] for j, roi in enumerate(rois)}
     tracked_names: list[str] = []
+    tracked: dict[str, np.ndarray] = {}
     if prediction.tracked is not None:
         voxel_ids = np.asarray(encoder["voxel"].values)[np.asarray(list(voxels or []), int)]
         tracked_names = [f"voxel {v}" for v in voxel_ids]
-        ranked.update({n: prediction.tracked[:, j] for j, n in enumerate(tracked_names)})
-    table = ranking_table(ranked, prediction.ids, k)
-
-    # contact sheets, then the table, then the store
+        tracked = {n: prediction.tracked[:, j] for j, n in enumerate(tracked_names)}
     modality = modality or str(first.attrs.get("modality") or "image")
-    kind, shown = _stimulus_labels(list(prediction.ids), modality, stimuli_dir, captions)
-    stem = output.name.removesuffix(".zarr")
-    with atomic_directory(output.parent / f"{stem}_contact_sheets") as tmp:
-        for j, roi in enumerate(rois):
-            ranking = rank_stimuli(prediction.roi_response[:, j], prediction.ids, k)
-            contact_sheet(
-                [shown[i] for i in ranking.top_index],
-                [shown[i] for i in ranking.bottom_index],
-                f"{encoder.attrs.get('model', '')} sub-{encoder.attrs.get('subject', '')} "
-                f"{set_name}: {roi}",
-                tmp / f"{_file_name(roi)}.png",
-                thumb,
-                kind=kind,
-                top_values=ranking.top_values,
-                bottom_values=ranking.bottom_values,
-            )
-    _write_table(table, output.parent / f"{stem}_ranking.tsv")
+    write_rankings(
+        {roi: prediction.roi_response[:, j] for j, roi in enumerate(rois)},
+        prediction.ids,
+        output,
+        k=k,
+        title=f"{encoder.attrs.get('model', '')} sub-{encoder.attrs.get('subject', '')} {set_name}",
+        shown=_stimulus_labels(list(prediction.ids), modality, stimuli_dir, captions),
+        tracked=tracked,
+        thumb=thumb,
+    )
 
     what = (
         "predicted single-trial response"
@@ -266,31 +399,7 @@ def predict_stimulus_set(
             prediction.roi_response.astype(np.float32),
             {"units": units, "long_name": f"{what}, mean over the region's targets"},
         ),
-        "roi_mean": (
-            ("roi",),
-            [s["mean"] for s in stats],
-            {"units": units, "long_name": "mean over the pool"},
-        ),
-        "roi_std": (
-            ("roi",),
-            [s["std"] for s in stats],
-            {"units": units, "long_name": "standard deviation over the pool (ddof=0)"},
-        ),
-        "roi_skewness": (
-            ("roi",),
-            [s["skewness"] for s in stats],
-            {"units": "1", "long_name": _SKEWNESS},
-        ),
-        "roi_tail_ratio": (
-            ("roi",),
-            [s["tail_ratio"] for s in stats],
-            {"units": "1", "long_name": f"suppressive-to-excitatory tail ratio: {_TAIL_RATIO}"},
-        ),
-        "roi_quantile": (
-            ("roi", "quantile"),
-            np.array([[s[f"q{q:g}"] for q in QUANTILES] for s in stats]).reshape(len(rois), -1),
-            {"units": units, "long_name": "quantiles of the responses over the pool"},
-        ),
+        **distribution_variables(prediction.roi_response, units, tail),
     }
     if prediction.response is not None:
         coords.update(_target_coords(encoder))
@@ -350,7 +459,8 @@ def predict_pool_stage(
     output : path-like
         ``results/predict/<model>-<v>/sub-XX_<pool>.zarr``.
     config : dict
-        The ``predict`` section (``k``, ``keep_voxels``, ``batch_size``, ``tail``).
+        The ``predict`` section (``k``, ``keep_voxels``, ``batch_size``, ``tail``,
+        ``targets.voxels``: ids of the ``voxel`` coordinate ranked one by one).
     provenance : dict
         From :func:`neuroflow.artifacts.build_provenance`.
 
@@ -371,4 +481,8 @@ def predict_pool_stage(
         batch_size=int(config.get("batch_size", 256)),
         tail=float(config.get("tail", 0.05)),
         modality=pool.kind,
+        voxels=target_positions(
+            encoder_path, "voxel", (config.get("targets") or {}).get("voxels") or []
+        )
+        or None,
     )

@@ -429,10 +429,12 @@ def _geometry(
     return {"labels": str(path), "labels_identity": checksum}
 
 
-def _predict(plan: WorkflowPlan, models: Sequence[str]) -> PredictPlan:
-    """Pools and models of the ``predict`` stage (nothing without stimulus sets)."""
+def _predict(
+    plan: WorkflowPlan, models: Sequence[str], eeg_models: Sequence[str] = ()
+) -> PredictPlan:
+    """Pools and models of the ``predict`` stages (nothing without stimulus sets)."""
     section = dict(plan.config.get("predict") or {})
-    if not section.get("stimulus_sets") or not models:
+    if not section.get("stimulus_sets") or not (models or eeg_models):
         return PredictPlan(pools={}, models={}, extractors={}, notes=())
     demo_files = None
     if plan.is_demo:
@@ -454,12 +456,16 @@ def _predict(plan: WorkflowPlan, models: Sequence[str]) -> PredictPlan:
         m: [s.split(":")[0] for s in encoding_config(plan.config, m)["feature_spaces"]]
         for m in models
     }
+    eeg_spaces = {
+        m: [s.split(":")[0] for s in eeg_model_spaces(plan.config, m)] for m in eeg_models
+    }
     return plan_predict(
         section,
         stimuli_dir=plan.stimuli_dir,
         models=spaces,
         extractor_of=plan.extractor,
         demo_files=demo_files,
+        eeg_models=eeg_spaces,
     )
 
 
@@ -520,7 +526,11 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         plan, eeg=decoding and bool(spaces["decoding"]), fmri=decoding_fmri
     )
     run_models = models if test_runs else []
-    predict = _predict(plan, [*run_models, *(m for m in models if single and m not in run_models)])
+    predict = _predict(
+        plan,
+        [*run_models, *(m for m in models if single and m not in run_models)],
+        eeg_models,
+    )
     notes += predict.notes
     geometry = _geometry(plan, extractors, notes)
     selection = {

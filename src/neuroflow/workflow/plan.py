@@ -735,10 +735,17 @@ class WorkflowPlan:
         """The :class:`~neuroflow.workflow.predict.PoolPlan` of one stimulus pool."""
         return self.scope.predict.pools[name]
 
-    def pool_extractors(self) -> dict[str, tuple[str, ...]]:
-        """Extractor name -> the pools it extracts for the ``predict`` stage."""
+    @property
+    def predict_eeg_models(self) -> dict[str, tuple[str, ...]]:
+        """EEG encoding model -> the stimulus pools the ``predict_eeg`` stage applies it to."""
         plan = self.scope.predict
-        return dict(plan.extractors) if plan is not None and plan.models else {}
+        return dict(plan.eeg_models) if plan is not None else {}
+
+    def pool_extractors(self) -> dict[str, tuple[str, ...]]:
+        """Extractor name -> the pools it extracts for the ``predict`` stages."""
+        plan = self.scope.predict
+        applied = plan is not None and (plan.models or plan.eeg_models)
+        return dict(plan.extractors) if applied else {}
 
     def pool_feature_store(self, extractor: str, pool: str, layer: str) -> Path:
         """(stimulus, feature) store of one extractor layer over one stimulus pool."""
@@ -758,19 +765,32 @@ class WorkflowPlan:
         """Predicted responses of one subject's model to one pool (TSV and sheets beside)."""
         return self.stage_dir("predict", model) / f"sub-{subject}_{pool}.zarr"
 
+    def predict_eeg_store(self, model: str, subject: str, pool: str) -> Path:
+        """Predicted evoked responses of one subject's EEG model to one pool."""
+        return self.stage_dir("predict_eeg", model) / f"sub-{subject}_{pool}.zarr"
+
     def predict_targets(self) -> list[Path]:
-        """Every ``predict`` store, ranking table and contact-sheet folder."""
+        """Every ``predict`` and ``predict_eeg`` store, ranking table and sheet folder."""
+        stores = [
+            self.predict_store(model, subject, pool)
+            for model, pools in self.predict_models.items()
+            for subject in self.predict_subjects(model)
+            for pool in pools
+        ]
+        stores += [
+            self.predict_eeg_store(model, subject, pool)
+            for model, pools in self.predict_eeg_models.items()
+            for subject in self.eeg_subjects
+            for pool in pools
+        ]
         out = []
-        for model, pools in self.predict_models.items():
-            for subject in self.predict_subjects(model):
-                for pool in pools:
-                    store = self.predict_store(model, subject, pool)
-                    stem = store.name.removesuffix(".zarr")
-                    out += [
-                        store,
-                        store.with_name(f"{stem}_ranking.tsv"),
-                        store.with_name(f"{stem}_contact_sheets"),
-                    ]
+        for store in stores:
+            stem = store.name.removesuffix(".zarr")
+            out += [
+                store,
+                store.with_name(f"{stem}_ranking.tsv"),
+                store.with_name(f"{stem}_contact_sheets"),
+            ]
         return out
 
     def all_scores_stores(self) -> list[Path]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +71,20 @@ class PredictPlan:
     ----------
     pools : dict of str to PoolPlan
     models : dict of str to tuple of str
-        Encoding model -> the pools it is applied to (models with none are absent).
+        fMRI encoding model -> the pools it is applied to (models with none are absent).
     extractors : dict of str to tuple of str
-        Extractor entry name -> the pools it extracts (those of the models above).
+        Extractor entry name -> the pools it extracts (those of every model applied).
     notes : tuple of str
         Pools and models left out, with the reason.
+    eeg_models : dict of str to tuple of str
+        EEG encoding model -> the pools it is applied to.
     """
 
     pools: Mapping[str, PoolPlan]
     models: Mapping[str, tuple[str, ...]]
     extractors: Mapping[str, tuple[str, ...]]
     notes: tuple[str, ...]
+    eeg_models: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _checksum(path: Path) -> str:
@@ -154,6 +157,7 @@ def plan_predict(
     models: Mapping[str, Sequence[str]],
     extractor_of: Callable[[str], Mapping[str, Any]],
     demo_files: Sequence[Path] | None = None,
+    eeg_models: Mapping[str, Sequence[str]] | None = None,
 ) -> PredictPlan:
     """Decide the pools, extractions and predictions of the ``predict`` stage.
 
@@ -171,6 +175,8 @@ def plan_predict(
     demo_files : list of Path | None
         For the demo, every file the generator writes (its dataset does not exist
         yet when the run is planned); None for a real dataset.
+    eeg_models : dict of str to list of str | None
+        The same for every EEG encoding model that runs.
 
     Returns
     -------
@@ -179,14 +185,35 @@ def plan_predict(
     notes: list[str] = []
     sets = config.get("stimulus_sets") or {}
     pools = _pools(sets, Path(stimuli_dir), demo_files, notes)
+    eeg_models = dict(eeg_models or {})
     wanted = list(config.get("models") or [])
-    unknown = [m for m in wanted if m not in models]
-    for model in unknown:
-        notes.append(f"predict/{model}: skipped, no fMRI encoding model {model!r} runs")
-    chosen = [m for m in models if not wanted or m in wanted]
-    applied: dict[str, tuple[str, ...]] = {}
+    for model in wanted:
+        if model not in models and model not in eeg_models:
+            notes.append(f"predict/{model}: skipped, no encoding model {model!r} runs")
     extractors: dict[str, list[str]] = {}
-    for model in chosen:
+    applied = _apply(models, wanted, pools, extractor_of, extractors, notes, "predict")
+    applied_eeg = _apply(eeg_models, wanted, pools, extractor_of, extractors, notes, "predict_eeg")
+    return PredictPlan(
+        pools=pools,
+        models=applied,
+        extractors={k: tuple(v) for k, v in extractors.items()},
+        notes=tuple(notes),
+        eeg_models=applied_eeg,
+    )
+
+
+def _apply(
+    models: Mapping[str, Sequence[str]],
+    wanted: Sequence[str],
+    pools: Mapping[str, PoolPlan],
+    extractor_of: Callable[[str], Mapping[str, Any]],
+    extractors: dict[str, list[str]],
+    notes: list[str],
+    stage: str,
+) -> dict[str, tuple[str, ...]]:
+    """The pools each model can read (and the extractions that adds, in place)."""
+    applied: dict[str, tuple[str, ...]] = {}
+    for model in (m for m in models if not wanted or m in wanted):
         names = list(dict.fromkeys(models[model]))
         usable = []
         for pool in pools.values():
@@ -201,7 +228,7 @@ def plan_predict(
                 if p
             ]
             if problems:
-                notes.append(f"predict/{model}: not applied to {pool.name}, {problems[0]}")
+                notes.append(f"{stage}/{model}: not applied to {pool.name}, {problems[0]}")
                 continue
             usable.append(pool.name)
             for n in names:
@@ -210,9 +237,4 @@ def plan_predict(
                     extractors[n].append(pool.name)
         if usable:
             applied[model] = tuple(usable)
-    return PredictPlan(
-        pools=pools,
-        models=applied,
-        extractors={k: tuple(v) for k, v in extractors.items()},
-        notes=tuple(notes),
-    )
+    return applied

@@ -59,6 +59,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "qc_fmri": 1,
     "pool_features": 1,
     "predict": 1,
+    "predict_eeg": 1,
     "geometry": 1,
 }
 
@@ -86,6 +87,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "geometry": ("features", "summary"),
     "pool_features": ("demo",),
     "predict": ("encoding", "trial_encoding", "pool_features"),
+    "predict_eeg": ("eeg_encoding", "pool_features"),
 }
 
 
@@ -375,9 +377,9 @@ def _predict_versions(
     versions: dict[str, str],
     data_v: Mapping[str, str],
 ) -> None:
-    """Add ``pool_features/<extractor>`` and ``predict/<model>`` (see :mod:`.predict`)."""
+    """Add ``pool_features/<extractor>``, ``predict/<model>`` and ``predict_eeg/<model>``."""
     plan = scope.predict
-    if plan is None or not plan.models:
+    if plan is None or not (plan.models or plan.eeg_models):
         return
     for name, pools in plan.extractors.items():
         entry = next(e for e in config["features"]["extractors"] if e["name"] == name)
@@ -385,14 +387,35 @@ def _predict_versions(
         versions[f"pool_features/{name}"] = _v(
             "pool_features", {"extractor": entry, "pools": identity}, dict(data_v)
         )
-    section = {k: v for k, v in config["predict"].items() if k not in ("stimulus_sets", "models")}
+    # each stage's id covers the settings it reads: the EEG ones do not reach fMRI stores
+    shared = ("k", "keep_voxels", "batch_size", "tail")
+    cfg = config["predict"]
+    targets = cfg.get("targets") or {}
+    section = {k: cfg[k] for k in shared if k in cfg}
+    fmri_section = dict(section)
+    if targets.get("voxels"):
+        fmri_section["voxels"] = list(targets["voxels"])
+    eeg_section = {
+        **section,
+        "channels": list(targets.get("channels") or []),
+        "channel_groups": dict(cfg.get("channel_groups") or {}),
+        "latency_window": cfg.get("latency_window"),
+    }
     for model, pools in plan.models.items():
         fitted = f"encoding/{model}" if model in scope.models else f"trial_encoding/{model}"
         inputs = {"model": versions[fitted]}
         for space in encoding_config(config, model)["feature_spaces"]:
             extractor = space.split(":")[0]
             inputs[f"pool_features/{extractor}"] = versions[f"pool_features/{extractor}"]
-        versions[f"predict/{model}"] = _v("predict", {**section, "pools": list(pools)}, inputs)
+        versions[f"predict/{model}"] = _v("predict", {**fmri_section, "pools": list(pools)}, inputs)
+    for model, pools in plan.eeg_models.items():
+        inputs = {"model": versions[f"eeg_encoding/{model}"]}
+        for space in eeg_model_spaces(config, model):
+            extractor = space.split(":")[0]
+            inputs[f"pool_features/{extractor}"] = versions[f"pool_features/{extractor}"]
+        versions[f"predict_eeg/{model}"] = _v(
+            "predict_eeg", {**eeg_section, "pools": list(pools)}, inputs
+        )
 
 
 def _feature_inputs(
