@@ -4,7 +4,9 @@ Stimuli that were never shown are feature-extracted with the encoder's extractor
 entries and passed through the fitted model (:mod:`neuroflow.insilico.response`); the
 stimuli that drive each region most and least are ranked
 (:mod:`neuroflow.insilico.ranking`), drawn (:mod:`neuroflow.insilico.contact_sheet`)
-and stored (:func:`neuroflow.insilico.stage.predict_stimulus_set`).
+and stored (:func:`neuroflow.insilico.stage.predict_stimulus_set`). EEG encoding models
+give evoked responses, ranked on channel groups and the global field power within a
+latency window (:mod:`neuroflow.insilico.eeg`).
 """
 
 from neuroflow.insilico.contact_sheet import contact_sheet
