@@ -38,19 +38,14 @@ import xarray as xr
 
 from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
 from neuroflow.insilico.ranking import QUANTILES
-from neuroflow.insilico.response import (
-    _check_rows,
-    _chunks,
-    _Model,
-    check_encoder,
-    encoder_spaces,
-)
+from neuroflow.insilico.response import _Model, _responses, check_encoder, encoder_spaces
 from neuroflow.insilico.stage import (
     _batches,
     _open_features,
     _pool_ids,
     _stimulus_labels,
     distribution_variables,
+    pool_settings,
     write_rankings,
 )
 
@@ -258,15 +253,8 @@ def predict_eeg_pool(
     channel_means: list[np.ndarray] = []
     kept: list[np.ndarray] = []
     total = np.zeros((n_ch, n_lat))
-    for batch_ids, rows in _chunks(feature_batches, int(batch_size)):
-        checked = _check_rows(model.widths, rows)
-        n = next(iter(checked.values())).shape[0]
-        if len(batch_ids) != n:
-            raise ValueError(
-                f"each batch must have one id per feature row, got {len(batch_ids)} ids for "
-                f"{n} rows instead."
-            )
-        response = model.response(checked).reshape(n, n_ch, n_lat)
+    for batch_ids, flat in _responses(model, feature_batches, int(batch_size)):
+        response = flat.reshape(len(batch_ids), n_ch, n_lat)
         in_window = response[:, :, window].astype(np.float64)
         per_channel = in_window.mean(axis=2)  # (n, channel)
         columns = [per_channel[:, idx].mean(axis=1) for idx in groups.values()]
@@ -277,7 +265,7 @@ def predict_eeg_pool(
         total += response.sum(axis=0, dtype=np.float64)
         if keep_response:
             kept.append(response)
-        del response, in_window
+        del flat, response, in_window
     n_stimuli = len(ids)
     if not n_stimuli:
         raise ValueError("the stimulus set must hold at least one stimulus, got none instead.")
@@ -508,15 +496,9 @@ def predict_eeg_pool_stage(
         feature_stores=feature_stores,
         output=output,
         provenance=provenance,
-        k=int(config.get("k", 12)),
         keep_response=bool(config.get("keep_voxels", False)),
         channel_groups=config.get("channel_groups") or {},
         window=config.get("latency_window"),
         channels=list((config.get("targets") or {}).get("channels") or []),
-        set_name=pool.name,
-        stimuli_dir=pool.folder,
-        captions=dict(pool.captions) or None,
-        batch_size=int(config.get("batch_size", 256)),
-        tail=float(config.get("tail", 0.05)),
-        modality=pool.kind,
+        **pool_settings(config, pool),
     )

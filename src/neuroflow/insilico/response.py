@@ -317,6 +317,24 @@ def _chunks(
             yield ids[start:stop], {s: np.asarray(X)[start:stop] for s, X in rows.items()}
 
 
+def _responses(
+    model: _Model,
+    feature_batches: Iterable[tuple[Sequence[str], Mapping[str, np.ndarray]]],
+    batch_size: int,
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    """Validated chunks of at most ``batch_size`` stimuli and the model's responses,
+    shape (n_batch, n_targets) with the targets flattened."""
+    for batch_ids, rows in _chunks(feature_batches, batch_size):
+        checked = _check_rows(model.widths, rows)
+        n_rows = next(iter(checked.values())).shape[0]
+        if len(batch_ids) != n_rows:
+            raise ValueError(
+                f"each batch must have one id per feature row, got {len(batch_ids)} ids for "
+                f"{n_rows} rows instead."
+            )
+        yield batch_ids, model.response(checked)
+
+
 def predict_pool(
     encoder: xr.Dataset,
     feature_batches: Iterable[tuple[Sequence[str], Mapping[str, np.ndarray]]],
@@ -377,14 +395,7 @@ def predict_pool(
     means: list[np.ndarray] = []
     voxels: list[np.ndarray] = []
     tracked: list[np.ndarray] = []
-    for batch_ids, rows in _chunks(feature_batches, int(batch_size)):
-        checked = _check_rows(model.widths, rows)
-        if len(batch_ids) != next(iter(checked.values())).shape[0]:
-            raise ValueError(
-                f"each batch must have one id per feature row, got {len(batch_ids)} ids for "
-                f"{next(iter(checked.values())).shape[0]} rows instead."
-            )
-        response = model.response(checked)
+    for batch_ids, response in _responses(model, feature_batches, int(batch_size)):
         ids += batch_ids
         means.append((response @ weights).astype(np.float32))
         if keep_voxels:

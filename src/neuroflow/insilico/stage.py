@@ -46,6 +46,7 @@ from neuroflow.insilico.response import check_encoder, encoder_spaces, predict_p
 
 __all__ = [
     "distribution_variables",
+    "pool_settings",
     "predict_pool_stage",
     "predict_stimulus_set",
     "target_positions",
@@ -437,6 +438,20 @@ def predict_stimulus_set(
     return write_dataset(ds, output, provenance=provenance)
 
 
+def pool_settings(config: Mapping[str, Any], pool: Any) -> dict[str, Any]:
+    """The settings the fMRI and EEG predictions share: the ``predict`` section's
+    ``k``, ``batch_size`` and ``tail``, and the pool's name, folder, texts and kind."""
+    return {
+        "k": int(config.get("k", 12)),
+        "batch_size": int(config.get("batch_size", 256)),
+        "tail": float(config.get("tail", 0.05)),
+        "set_name": pool.name,
+        "stimuli_dir": pool.folder,
+        "captions": dict(pool.captions) or None,
+        "modality": pool.kind,
+    }
+
+
 def predict_pool_stage(
     *,
     encoder_path: str | os.PathLike,
@@ -472,15 +487,9 @@ def predict_pool_stage(
         encoder_path=encoder_path,
         feature_stores=feature_stores,
         output=output,
-        k=int(config.get("k", 12)),
         keep_voxels=bool(config.get("keep_voxels", False)),
         provenance=provenance,
-        set_name=pool.name,
-        stimuli_dir=pool.folder,
-        captions=dict(pool.captions) or None,
-        batch_size=int(config.get("batch_size", 256)),
-        tail=float(config.get("tail", 0.05)),
-        modality=pool.kind,
+        **pool_settings(config, pool),
         voxels=target_positions(
             encoder_path, "voxel", (config.get("targets") or {}).get("voxels") or []
         )
