@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,8 +19,10 @@ from snakemake.io import IOFile, directory
 
 from neuroflow.artifacts import is_intact_store, write_dataset
 from neuroflow.workflow.concurrent_runs import (
+    TIMESTAMP,
     keep_concurrently_committed_outputs,
     outputs_to_keep,
+    stamped_outputs,
 )
 
 
@@ -38,6 +41,19 @@ class _Job:
                 await f.remove(remove_non_empty_dir=False)
         for f in self.log:
             await f.remove(remove_non_empty_dir=False)
+
+
+class _Dag:
+    """The part of ``snakemake.dag.DAG`` that stamps a finished job's outputs."""
+
+    def __init__(self, missing: list[Path]) -> None:
+        reason = SimpleNamespace(missing_output={str(p) for p in missing})
+        self.reason = lambda job: reason
+
+    async def check_and_touch_output(self, job: SimpleNamespace, wait: int = 3) -> None:
+        for f in job.output:  # Snakemake's, in short: stamp every directory output
+            if Path(f).is_dir():
+                (Path(f) / TIMESTAMP).touch()
 
 
 class _OldJob:
@@ -101,6 +117,31 @@ def test_wrapping_twice_wraps_once(job_class: type) -> None:
     assert job_class.remove_existing_output is wrapped
 
 
+def _stamp(store: Path, mtime: float) -> Path:
+    stamp = store / TIMESTAMP
+    stamp.touch()
+    os.utime(stamp, (mtime, mtime))
+    return stamp
+
+
+def test_stamp_of_a_store_committed_after_planning_is_left_as_it_was(tmp_path: Path) -> None:
+    """The concurrent run's stamp stays: its downstream jobs are not made out of date."""
+    dag_class = type("DAG", (_Dag,), {})
+    assert keep_concurrently_committed_outputs(type("Job", (_Job,), {}), dag_class)
+    committed = _stamp(_store(tmp_path / "committed.zarr", 5), 1_000_000.0)
+    fresh = _store(tmp_path / "fresh.zarr", 6)  # written by this job: not stamped yet
+    rerun = _stamp(_store(tmp_path / "rerun.zarr", 7), 1_000_000.0)  # present when planned
+    outputs = [committed.parent, fresh, rerun.parent]
+    assert stamped_outputs([str(p) for p in outputs], [str(committed.parent), str(fresh)]) == {
+        committed: (1_000_000.0, 1_000_000.0)
+    }
+    job = SimpleNamespace(output=[IOFile(directory(str(p))) for p in outputs])
+    asyncio.run(dag_class([committed.parent, fresh]).check_and_touch_output(job, wait=0))
+    assert committed.stat().st_mtime == 1_000_000.0
+    assert (fresh / TIMESTAMP).stat().st_mtime > 1_000_000.0
+    assert rerun.stat().st_mtime > 1_000_000.0  # a deliberate rerun is dated as new
+
+
 def test_snakemake_without_the_method_is_left_alone() -> None:
     assert not keep_concurrently_committed_outputs(_OldJob)
     assert not hasattr(_OldJob, "remove_existing_output")
@@ -113,3 +154,12 @@ def test_snakemake_job_class_has_what_the_wrapper_needs() -> None:
     assert asyncio.iscoroutinefunction(Job.remove_existing_output)
     assert keep_concurrently_committed_outputs()
     assert getattr(Job.remove_existing_output, "_neuroflow_keeps_committed_outputs", False)
+
+
+def test_snakemake_dag_class_has_what_the_wrapper_needs() -> None:
+    """The installed Snakemake still stamps outputs in ``DAG.check_and_touch_output``."""
+    from snakemake.dag import DAG
+
+    assert asyncio.iscoroutinefunction(DAG.check_and_touch_output)
+    assert keep_concurrently_committed_outputs()
+    assert getattr(DAG.check_and_touch_output, "_neuroflow_keeps_committed_outputs", False)

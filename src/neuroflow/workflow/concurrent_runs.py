@@ -14,6 +14,12 @@ inputs and config (its path is versioned); the job still runs, and its atomic wr
 discards its identical copy (:func:`neuroflow.artifacts.keep_committed_stores`). An
 output that existed when the run was planned (a forced or incomplete rerun) is deleted
 as before, so deliberate reruns recompute.
+
+After a job, Snakemake touches each directory output's ``.snakemake_timestamp``. For a
+store the concurrent run committed and already stamped, that touch would date the store
+to the end of this run's (discarded) job, after the concurrent run's downstream jobs
+had read it, and the next run would redo them as having "updated input files". The
+stamp of such a store is therefore put back as it was.
 """
 
 from __future__ import annotations
@@ -21,12 +27,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import os
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from neuroflow.artifacts import is_intact_store
 
 _PATCHED = "_neuroflow_keeps_committed_outputs"
+TIMESTAMP = ".snakemake_timestamp"
 
 
 def outputs_to_keep(outputs: Iterable[str], missing_when_planned: Iterable[str]) -> set[str]:
@@ -84,7 +93,70 @@ def _keeping(original: Callable[..., Any]) -> Callable[..., Any]:
     return remove_existing_output
 
 
-def keep_concurrently_committed_outputs(job_class: type | None = None) -> bool:
+def stamped_outputs(
+    outputs: Iterable[str], missing_when_planned: Iterable[str]
+) -> dict[Path, tuple[float, float]]:
+    """Timestamps of outputs a concurrent run committed and stamped after this run planned.
+
+    Parameters
+    ----------
+    outputs : iterable of str
+        The job's output paths.
+    missing_when_planned : iterable of str
+        The outputs that did not exist when the run built its DAG.
+
+    Returns
+    -------
+    stamps : dict of Path to (float, float)
+        ``.snakemake_timestamp`` path -> its (atime, mtime), for each output that was
+        missing when planned and is now a directory holding a stamp.
+    """
+    missing = {str(f) for f in missing_when_planned}
+    stamps = {}
+    for f in outputs:
+        stamp = Path(str(f)) / TIMESTAMP
+        if str(f) in missing and stamp.is_file():
+            info = stamp.stat()
+            stamps[stamp] = (info.st_atime, info.st_mtime)
+    return stamps
+
+
+def restore_stamps(stamps: dict[Path, tuple[float, float]]) -> None:
+    """Put back timestamps recorded by :func:`stamped_outputs` (gone ones are skipped)."""
+    for stamp, times in stamps.items():
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(stamp, times)
+
+
+def _keeping_stamps(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    async def check_and_touch_output(dag: Any, job: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            missing = dag.reason(job).missing_output
+        except AttributeError:  # a Snakemake without the planning record: as before
+            return await original(dag, job, *args, **kwargs)
+        stamps = stamped_outputs([str(f) for f in job.output], missing)
+        try:
+            return await original(dag, job, *args, **kwargs)
+        finally:
+            restore_stamps(stamps)
+
+    setattr(check_and_touch_output, _PATCHED, True)
+    return check_and_touch_output
+
+
+def _patch(cls: type, name: str, wrap: Callable[..., Any]) -> bool:
+    original = getattr(cls, name, None)
+    if original is None:
+        return False
+    if not getattr(original, _PATCHED, False):
+        setattr(cls, name, wrap(original))
+    return True
+
+
+def keep_concurrently_committed_outputs(
+    job_class: type | None = None, dag_class: type | None = None
+) -> bool:
     """Make Snakemake keep outputs that a concurrent run committed (see module notes).
 
     Parameters
@@ -92,20 +164,25 @@ def keep_concurrently_committed_outputs(job_class: type | None = None) -> bool:
     job_class : type | None
         The class whose ``remove_existing_output`` coroutine to wrap; None (default):
         ``snakemake.jobs.Job``.
+    dag_class : type | None
+        The class whose ``check_and_touch_output`` coroutine to wrap so that it leaves
+        the stamp of such an output as it was; None (default): ``snakemake.dag.DAG``
+        when ``job_class`` is None, else nothing.
 
     Returns
     -------
     installed : bool
-        False when the class has no such method (another Snakemake), which leaves
+        False when the job class has no such method (another Snakemake), which leaves
         Snakemake's behaviour unchanged.
     """
     if job_class is None:
+        import snakemake.api  # noqa: F401  (imports the modules below in their own order)
+        from snakemake.dag import DAG
         from snakemake.jobs import Job
 
-        job_class = Job
-    original = getattr(job_class, "remove_existing_output", None)
-    if original is None:
+        job_class, dag_class = Job, DAG if dag_class is None else dag_class
+    if not hasattr(job_class, "remove_existing_output"):
         return False
-    if not getattr(original, _PATCHED, False):
-        job_class.remove_existing_output = _keeping(original)
-    return True
+    if dag_class is not None:
+        _patch(dag_class, "check_and_touch_output", _keeping_stamps)
+    return _patch(job_class, "remove_existing_output", _keeping)
