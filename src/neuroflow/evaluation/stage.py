@@ -42,6 +42,7 @@ from neuroflow.evaluation.summary import (
     space_names,
     summary_table,
 )
+from neuroflow.heap import frozen_heap
 from neuroflow.variables import describe_variables
 
 logger = logging.getLogger(__name__)
@@ -660,39 +661,49 @@ def _write_table(table: pd.DataFrame, path: Path, float_format: str | None = "%.
 def _brain_maps(
     stores: Sequence[tuple[Path, xr.Dataset]], plots: Mapping[str, Any], out_dir: Path
 ) -> None:
-    for path, ds in stores:
-        if "affine" not in ds.attrs or "mask_shape" not in ds.attrs:
-            warnings.warn(
-                f"{path}: attributes `affine`/`mask_shape` missing; no brain map drawn.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            continue
-        missing = [c for c in ("i", "j", "k") if c not in ds.coords]
-        if missing:
-            # parcel or vertex targets have no voxel grid position: no brain map
-            logger.info("%s: targets have no voxel indices %s; no brain map drawn.", path, missing)
-            continue
-        ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1).astype(np.int64)
-        name = (
-            f"sub-{_safe(_label(ds.attrs['subject']))}_model-{_safe(_label(ds.attrs['model']))}"
-            f"_fs-{_safe(_label(ds.attrs.get('feature_spaces')))}"
+    # nilearn collects garbage on every image it reads: the stores, tables and modules
+    # loaded so far stay out of those collections, each figure drawn is collected
+    with frozen_heap():
+        for path, ds in stores:
+            _brain_maps_of_store(path, ds, plots, out_dir)
+
+
+def _brain_maps_of_store(
+    path: Path, ds: xr.Dataset, plots: Mapping[str, Any], out_dir: Path
+) -> None:
+    """Glass-brain (or slice) maps of r and normalised r of one score store."""
+    if "affine" not in ds.attrs or "mask_shape" not in ds.attrs:
+        warnings.warn(
+            f"{path}: attributes `affine`/`mask_shape` missing; no brain map drawn.",
+            RuntimeWarning,
+            stacklevel=3,
         )
-        if ds.attrs.get("layer") is not None:
-            name += f"_layer-{_safe(_label(ds.attrs['layer']))}"
-        for metric in ("r", "r_normalized"):
-            values = ds[metric].values.astype(np.float64)
-            if plots["mask_nonsignificant"]:
-                values = np.where(ds["significant"].values, values, 0.0)
-            img = scores_to_nifti(
-                values,
-                ijk,
-                affine=np.asarray(ds.attrs["affine"]),
-                mask_shape=ds.attrs["mask_shape"],
-            )
-            title = f"{_label(ds.attrs['subject'])} {_label(ds.attrs['model'])} {metric}"
-            fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
-            save_figure(fig, out_dir / f"{name}_{metric}", plots["formats"], dpi=plots["dpi"])
+        return
+    missing = [c for c in ("i", "j", "k") if c not in ds.coords]
+    if missing:
+        # parcel or vertex targets have no voxel grid position: no brain map
+        logger.info("%s: targets have no voxel indices %s; no brain map drawn.", path, missing)
+        return
+    ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1).astype(np.int64)
+    name = (
+        f"sub-{_safe(_label(ds.attrs['subject']))}_model-{_safe(_label(ds.attrs['model']))}"
+        f"_fs-{_safe(_label(ds.attrs.get('feature_spaces')))}"
+    )
+    if ds.attrs.get("layer") is not None:
+        name += f"_layer-{_safe(_label(ds.attrs['layer']))}"
+    for metric in ("r", "r_normalized"):
+        values = ds[metric].values.astype(np.float64)
+        if plots["mask_nonsignificant"]:
+            values = np.where(ds["significant"].values, values, 0.0)
+        img = scores_to_nifti(
+            values,
+            ijk,
+            affine=np.asarray(ds.attrs["affine"]),
+            mask_shape=ds.attrs["mask_shape"],
+        )
+        title = f"{_label(ds.attrs['subject'])} {_label(ds.attrs['model'])} {metric}"
+        fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
+        save_figure(fig, out_dir / f"{name}_{metric}", plots["formats"], dpi=plots["dpi"])
 
 
 def summarize_scores(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.artifacts import build_provenance, keep_committed_stores
+from neuroflow.heap import frozen_heap
 from neuroflow.progress import job_label
 from neuroflow.stage_warnings import record_warnings
 from neuroflow.workflow.versions import FORMAT_VERSIONS
@@ -120,7 +121,13 @@ def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
         start = time.perf_counter()
         # warnings kept in every store the job writes; a store that a concurrent run of
         # the same version committed first is kept, never replaced under its readers
-        with record_warnings(), keep_committed_stores(), job_label(_job_name(smk)):
+        # what the imports built lives as long as the job: out of every full collection
+        with (
+            frozen_heap(),
+            record_warnings(),
+            keep_committed_stores(),
+            job_label(_job_name(smk)),
+        ):
             result = func(**kwargs, config=params.cfg, provenance=provenance)
         log_.info(
             "done in %.1f s, peak resident memory %.0f MiB",
