@@ -5,6 +5,8 @@
 - :mod:`~neuroflow.rsa.compare`: RDM comparison (vectorised Spearman/Pearson,
   rsatoolbox's Kendall tau-a and whitened cosine) and noise ceilings;
 - :mod:`~neuroflow.rsa.analysis`: cross-temporal RSA and ROI × ROI alignment patterns;
+- :mod:`~neuroflow.rsa.inference`: bootstrap over stimuli and/or subjects, percentile
+  intervals and pairwise model comparisons (rsatoolbox's conventions);
 - :func:`rsa_eeg`, :func:`rsa_fmri`: the stage entry points.
 
 Figures: :mod:`neuroflow.decoding.plotting` (``plot_rdm``, ``plot_cross_temporal``,
@@ -13,6 +15,7 @@ Figures: :mod:`neuroflow.decoding.plotting` (``plot_rdm``, ``plot_cross_temporal
 
 from .analysis import AlignmentResult, alignment_patterns, cross_temporal_rsa, roi_alignment
 from .compare import COMPARISONS, compare_rdms, noise_ceiling
+from .inference import BootstrapResult, bootstrap_rsa
 from .rdm import correlation_rdm, crossnobis_rdm, square_rdm
 from .stage import DEFAULT_CONFIG, event_responses, rsa_eeg, rsa_fmri
 
@@ -20,7 +23,9 @@ __all__ = [
     "COMPARISONS",
     "DEFAULT_CONFIG",
     "AlignmentResult",
+    "BootstrapResult",
     "alignment_patterns",
+    "bootstrap_rsa",
     "compare_rdms",
     "correlation_rdm",
     "cross_temporal_rsa",
