@@ -9,7 +9,7 @@ CORES  ?= all
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 # Optional parts installed with the package (pyproject.toml's optional-dependencies).
-EXTRAS      ?= test,demo,video,slurm
+EXTRAS      ?= test,demo,video,slurm,riemann
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -2,7 +2,8 @@
 
 ``pip install neuroflow`` gives the pipeline; the embedded demo's models
 (``neuroflow[demo]``), video stimuli and motion energy (``neuroflow[video]``) and
-automatic ICA labels (``neuroflow[icalabel]``) are extras. :func:`require` imports a
+automatic ICA labels (``neuroflow[icalabel]``) and Riemannian (tangent-space)
+classifiers (``neuroflow[riemann]``) are extras. :func:`require` imports a
 module of an extra, or says which extra provides it and how to install it.
 """
 
@@ -22,6 +23,7 @@ EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
     "moten": ("video", "pymoten"),
     "cv2": ("video", "opencv-python-headless"),
     "mne_icalabel": ("icalabel", "mne-icalabel"),
+    "pyriemann": ("riemann", "pyriemann"),
 }
 
 

@@ -7,6 +7,8 @@
 - :mod:`~neuroflow.decoding.temporal`: time-resolved decoding, temporal
   generalisation and cluster permutation tests;
 - :mod:`~neuroflow.decoding.contrastive`: a CLIP-style contrastive decoder;
+- :mod:`~neuroflow.decoding.cross_subject`: leave-one-subject-out decoding with
+  Euclidean alignment, time-resolved and whole-epoch (shrinkage LDA, tangent space);
 - :func:`decode_eeg`: the stage entry point; :mod:`~neuroflow.decoding.summary` and
   :mod:`~neuroflow.decoding.plotting` for tables and figures.
 """
