@@ -7,6 +7,8 @@
 - :mod:`~neuroflow.decoding.temporal`: time-resolved decoding, temporal
   generalisation and cluster permutation tests;
 - :mod:`~neuroflow.decoding.contrastive`: a CLIP-style contrastive decoder;
+- :mod:`~neuroflow.decoding.concepts`: multi-label concept decoding (one-vs-rest,
+  per-concept AUC and average precision, label-shuffled null);
 - :mod:`~neuroflow.decoding.cross_subject`: leave-one-subject-out decoding with
   Euclidean alignment, time-resolved and whole-epoch (shrinkage LDA, tangent space);
 - :func:`decode_eeg`: the stage entry point; :mod:`~neuroflow.decoding.summary` and
