@@ -7,6 +7,8 @@
 - :mod:`~neuroflow.rsa.analysis`: cross-temporal RSA and ROI × ROI alignment patterns;
 - :mod:`~neuroflow.rsa.inference`: bootstrap over stimuli and/or subjects, percentile
   intervals and pairwise model comparisons (rsatoolbox's conventions);
+- :mod:`~neuroflow.rsa.equivalence`: the subject-as-model baseline per ROI and a TOST
+  equivalence test of models against it;
 - :func:`rsa_eeg`, :func:`rsa_fmri`: the stage entry points.
 
 Figures: :mod:`neuroflow.decoding.plotting` (``plot_rdm``, ``plot_cross_temporal``,
