@@ -37,6 +37,8 @@ __all__ = [
 #: Columns of an annotation table: the stimulus, and one concept per row (or several,
 #: separated by ``;``, in a ``concepts`` column).
 STIMULUS_COLUMNS = ("stim_file", "stimulus", "stim_id")
+#: Label shuffles scored at once (each holds a few (n_stimuli, n_concepts) float arrays).
+_PERMUTATION_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -305,9 +307,13 @@ def decode_concepts(
     ap = average_precision_columns(scored, labels)
     if n_permutations > 0:
         rng = np.random.default_rng(seed)
-        perms = np.stack([labels[rng.permutation(len(labels))] for _ in range(n_permutations)])
-        null_auc = roc_auc_columns(scored, perms)
-        null_ap = average_precision_columns(scored, perms)
+        orders = [rng.permutation(len(labels)) for _ in range(n_permutations)]
+        null_auc, null_ap = [], []
+        for start in range(0, n_permutations, _PERMUTATION_BATCH):  # memory flat in n_perm
+            perms = np.stack([labels[o] for o in orders[start : start + _PERMUTATION_BATCH]])
+            null_auc.append(roc_auc_columns(scored, perms))
+            null_ap.append(average_precision_columns(scored, perms))
+        null_auc, null_ap = np.concatenate(null_auc), np.concatenate(null_ap)
         with np.errstate(invalid="ignore"):
             auc_p = (1 + (null_auc >= auc).sum(axis=0)) / (1 + n_permutations)
             ap_p = (1 + (null_ap >= ap).sum(axis=0)) / (1 + n_permutations)
