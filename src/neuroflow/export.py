@@ -365,8 +365,11 @@ SUMMARY_COLUMN_DESCRIPTIONS = {
     "roi": "ROI, EEG channel, 'eeg' for the whole montage, or 'all' for every target",
     "metric": "what 'value' measures (see its levels)",
     "statistic": (
-        "'value' (one subject), 'mean', 'sd', 'sem' across subjects, or the bounds of the "
-        "noise ceiling ('noise_ceiling_lower', 'noise_ceiling_upper'; RSA)"
+        "'value' (one subject), 'mean', 'sd', 'sem' across subjects, the bounds of the "
+        "noise ceiling ('noise_ceiling_lower', 'noise_ceiling_upper'; RSA), the bootstrap "
+        "interval and standard error ('bootstrap_ci_lower', 'bootstrap_ci_upper', "
+        "'bootstrap_se'; RSA) or the mean difference from the subject-as-model baseline "
+        "('baseline_difference', its p_value the TOST equivalence p-value; RSA)"
     ),
     "value": "the metric's value (its statistic over subjects on group rows)",
     "n_subjects": "subjects with a finite value",

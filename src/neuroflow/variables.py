@@ -72,6 +72,38 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
         _SIMILARITY,
     ),
     ("model_similarity", "similarity of the ROI and model-layer RDMs", _SIMILARITY),
+    (
+        "model_similarity_ci",
+        "bootstrap percentile interval of the mean ROI-layer RDM similarity",
+        _SIMILARITY,
+    ),
+    (
+        "model_similarity_se",
+        "bootstrap standard error of the mean ROI-layer RDM similarity",
+        _SIMILARITY,
+    ),
+    ("layer_comparison_p", "bootstrap p-value of the difference of two layers", "p-value"),
+    (
+        "subject_baseline",
+        "similarity of a subject's ROI RDM with the pooled RDM of the other subjects",
+        _SIMILARITY,
+    ),
+    (
+        "baseline_difference",
+        "mean over subjects of the layer's similarity minus the subject baseline",
+        _SIMILARITY,
+    ),
+    (
+        "baseline_equivalence_p",
+        "TOST p-value of the layer matching the subject baseline within the margin",
+        "p-value",
+    ),
+    (
+        "baseline_difference_p",
+        "paired t-test p-value of the layer differing from the subject baseline",
+        "p-value",
+    ),
+    ("equivalence_margin", "equivalence margin of the TOST", _SIMILARITY),
     ("noise_ceiling", "noise ceiling of the RDM similarity (lower and upper bound)", _SIMILARITY),
     ("noise_ceiling_subject", "noise ceiling of one subject's RDM similarity", _SIMILARITY),
     ("n_rsa_stimuli", "stimuli in the RDMs", "count"),

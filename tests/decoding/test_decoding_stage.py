@@ -292,7 +292,7 @@ def test_rsa_eeg_stage(tmp_path, eeg_inputs):
 
 
 def _fmri_run(tmp_path, rng, subject, run, ids, F, roi_maps):
-    tr, n_vol = 1.0, 60
+    tr, n_vol = 1.0, max(60, 5 * len(ids) + 10)
     onsets = np.arange(len(ids)) * 5.0 + 1.0
     order = rng.permutation(len(ids))
     roi = np.repeat(["v1", "sem", "other"], 9)
@@ -335,6 +335,10 @@ def test_rsa_fmri_stage_and_rows(tmp_path, rng):
     )
     assert ds["noise_ceiling"].sel(roi="v1", bound="upper", comparison="spearman") > 0.5
     assert ds["roi_alignment"].shape == (2, 3, 3)
+    # two subjects: bootstrap over both, no subject-as-model baseline (needs three)
+    assert ds.attrs["bootstrap_over"] == "both" and ds.attrs["inference_comparison"] == "spearman"
+    assert ds["model_similarity_ci"].dims == ("bound", "layer", "roi")
+    assert "subject_baseline" not in ds
     rows = rsa_rows(ds)
     assert set(rows["subject"]) == {"01", "02", "group"}
     # no layer order: the layer of a bare feature space is unknown, but still spelled
@@ -353,6 +357,59 @@ def test_rsa_fmri_stage_and_rows(tmp_path, rng):
             config={"fmri_rdm": "euclid"},
             provenance={},
         )
+
+
+def test_rsa_fmri_bootstrap_and_subject_baseline(tmp_path, rng):
+    """Three subjects, two layers: one drives v1 and sem, the other nothing."""
+    from neuroflow.rsa.compare import noise_ceiling
+
+    ids = [f"shot-{i}" for i in range(18)]
+    vis, F = _features(tmp_path, rng, "visual", 4, ids)
+    noise, _ = _features(tmp_path, rng, "noise", 4, ids)
+    maps = [rng.standard_normal((4, 9)), rng.standard_normal((4, 9))]
+    runs = [_fmri_run(tmp_path, rng, s, r, ids, F, maps) for s in ("01", "02", "03") for r in "12"]
+    out = rsa_fmri(
+        runs=runs,
+        features={"visual": vis, "noise": noise},
+        output=tmp_path / "f.zarr",
+        config={"fmri_rdm": "correlation", "bootstrap": {"n_bootstraps": 200}},
+        provenance={},
+    )
+    ds = open_dataset(out).load()
+    ci = ds["model_similarity_ci"]
+    assert float(ci.sel(bound="lower", layer="visual", roi="v1")) > 0.2
+    assert float(ci.sel(bound="lower", layer="noise", roi="v1")) < 0
+    p = ds["layer_comparison_p"].sel(roi="v1", layer_a="visual", layer_b="noise")
+    assert float(p) < 0.05
+    assert float(ds["layer_comparison_p"].sel(roi="v1", layer_a="visual", layer_b="visual")) == 1
+    assert ds["model_similarity_se"].dims == ("layer", "roi")
+    # the subject-as-model baseline averages to the lower noise ceiling
+    lower, _ = noise_ceiling(ds["roi_rdm"].sel(roi="sem").values, method="spearman")
+    assert float(ds["subject_baseline"].sel(roi="sem").mean()) == pytest.approx(lower)
+    assert float(ds["baseline_difference"].sel(layer="noise", roi="v1")) < -0.2
+    for name in ("model_similarity_ci", "layer_comparison_p", "baseline_equivalence_p"):
+        assert ds[name].attrs["long_name"] and ds[name].attrs["units"]
+    rows = rsa_rows(ds)
+    boot = rows[(rows["statistic"] == "bootstrap_ci_lower") & (rows["roi"] == "v1")]
+    assert set(boot["metric"]) == {"spearman"} and len(boot) == 2
+    base = rows[rows["statistic"] == "baseline_difference"]
+    assert len(base) == 2 * 3 and base["p_value"].between(0, 1).all()
+    with pytest.raises(ValueError, match=r"`rsa.bootstrap.over` must be one of auto, none"):
+        rsa_fmri(
+            runs=runs,
+            features={"visual": vis},
+            output=tmp_path / "g.zarr",
+            config={"bootstrap": {"over": "runs"}},
+            provenance={},
+        )
+    none = rsa_fmri(
+        runs=runs,
+        features={"visual": vis},
+        output=tmp_path / "h.zarr",
+        config={"fmri_rdm": "correlation", "bootstrap": {"over": "none"}},
+        provenance={},
+    )
+    assert "model_similarity_ci" not in open_dataset(none)
 
 
 def test_event_responses_windows():

@@ -289,7 +289,46 @@ def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
                                 ),
                             )
                         )
+                if comp == ds.attrs.get("inference_comparison"):
+                    rows += _rsa_inference_rows(ds, str(layer), str(roi), str(comp), names)
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _rsa_inference_rows(
+    ds: xr.Dataset, layer: str, roi: str, comp: str, names: dict[str, str]
+) -> list[dict]:
+    """Group rows of the bootstrap interval and the subject-baseline comparison."""
+    rows = []
+    common = {"subject": "group", "n_subjects": ds.sizes["subject"], **names, "roi": roi}
+    sel = {"layer": layer, "roi": roi}
+    if "model_similarity_ci" in ds:
+        for bound in ("lower", "upper"):
+            value = float(ds["model_similarity_ci"].sel(bound=bound, **sel))
+            rows.append(
+                _row(
+                    **common,
+                    statistic=f"bootstrap_ci_{bound}",
+                    analysis="rsa",
+                    metric=comp,
+                    value=value,
+                )
+            )
+        value = float(ds["model_similarity_se"].sel(sel))
+        rows.append(
+            _row(**common, statistic="bootstrap_se", analysis="rsa", metric=comp, value=value)
+        )
+    if "baseline_difference" in ds:
+        rows.append(
+            _row(
+                **common,
+                statistic="baseline_difference",
+                analysis="rsa",
+                metric=comp,
+                value=float(ds["baseline_difference"].sel(sel)),
+                p_value=float(ds["baseline_equivalence_p"].sel(sel)),
+            )
+        )
+    return rows
 
 
 def rsa_eeg_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:

@@ -39,6 +39,8 @@ from neuroflow.variables import describe_variables
 
 from .analysis import alignment_patterns, cross_temporal_rsa
 from .compare import compare_rdms, noise_ceiling
+from .equivalence import subject_model_equivalence
+from .inference import BOOTSTRAP_FACTORS, bootstrap_rsa
 from .rdm import condensed_index, correlation_rdm, crossnobis_rdm
 
 __all__ = [
@@ -50,7 +52,7 @@ __all__ = [
     "rsa_fmri",
 ]
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +73,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "hrf_lag": 4.5,
     "noise_shrinkage": "shrinkage_diag",
     "min_repeats": 2,
+    "bootstrap": {"over": "auto", "n_bootstraps": 1000, "level": 0.95},
+    "equivalence_margin": None,
 }
 
 
@@ -98,6 +102,17 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         )
     if not cfg["comparisons"]:
         raise ValueError("`rsa.comparisons` must name at least one method, got none.")
+    over = cfg["bootstrap"]["over"]
+    if over not in ("auto", "none", *BOOTSTRAP_FACTORS):
+        raise ValueError(
+            "`rsa.bootstrap.over` must be one of auto, none, "
+            f"{', '.join(BOOTSTRAP_FACTORS)}, got {over!r} instead."
+        )
+    margin = cfg["equivalence_margin"]
+    if margin is not None and not margin > 0:
+        raise ValueError(
+            f"`rsa.equivalence_margin` must be positive or null, got {margin!r} instead."
+        )
     return cfg
 
 
@@ -388,6 +403,78 @@ def _fmri_subject(
     return np.concatenate(pats), np.concatenate(stim), np.concatenate(runs), roi
 
 
+def _fmri_inference(
+    roi_rdms: np.ndarray, models: np.ndarray, method: str, cfg: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Bootstrap intervals and the subject-as-model comparison of every layer and ROI.
+
+    Parameters
+    ----------
+    roi_rdms : ndarray, shape (n_subjects, n_rois, n_pairs)
+        Brain RDMs.
+    models : ndarray, shape (n_layers, n_pairs)
+        Layer RDMs.
+    method : str
+        The comparison (the first of ``rsa.comparisons``).
+    cfg : dict
+        The resolved ``rsa`` section.
+
+    Returns
+    -------
+    inference : dict
+        ``data_vars`` (the variables to store) and the attributes that describe them.
+    """
+    n_sub, n_roi = roi_rdms.shape[:2]
+    boot = cfg["bootstrap"]
+    over = boot["over"]
+    if over == "auto":
+        over = "both" if n_sub >= 2 else "stimuli"
+    if over in ("subjects", "both") and n_sub < 2:
+        logger.info("RSA bootstrap over %s needs 2+ subjects: stimuli only.", over)
+        over = "stimuli"
+    out: dict[str, Any] = {"data_vars": {}, "bootstrap_over": over, "inference_comparison": method}
+    if over != "none":
+        results = [
+            bootstrap_rsa(
+                models,
+                roi_rdms[:, r],
+                method=method,
+                over=over,
+                n_bootstraps=boot["n_bootstraps"],
+                level=boot["level"],
+            )
+            for r in range(n_roi)
+        ]
+        out["data_vars"].update(
+            {
+                "model_similarity_ci": (
+                    ("bound", "layer", "roi"),
+                    np.stack([r.ci for r in results], axis=-1),
+                ),
+                "model_similarity_se": (("layer", "roi"), np.stack([r.se for r in results], -1)),
+                "layer_comparison_p": (
+                    ("roi", "layer_a", "layer_b"),
+                    np.stack([r.pair_pvalues for r in results]),
+                ),
+            }
+        )
+        out.update({"n_bootstraps": int(boot["n_bootstraps"]), "ci_level": float(boot["level"])})
+    if n_sub >= 3:
+        eq = subject_model_equivalence(
+            roi_rdms, models, method=method, margin=cfg["equivalence_margin"]
+        )
+        out["data_vars"].update(
+            {
+                "subject_baseline": (("subject", "roi"), eq.subject_scores),
+                "baseline_difference": (("layer", "roi"), eq.difference),
+                "baseline_equivalence_p": (("layer", "roi"), eq.p_equivalent),
+                "baseline_difference_p": (("layer", "roi"), eq.p_different),
+                "equivalence_margin": (("roi",), eq.margin),
+            }
+        )
+    return out
+
+
 def rsa_fmri(
     *,
     runs: list[str | os.PathLike],
@@ -427,7 +514,13 @@ def rsa_fmri(
         (comparison, bound, roi; 2+ subjects), ``roi_alignment`` (subject, roi_a,
         roi_b), ``model_alignment`` (model, roi_a, roi_b), ``alignment_agreement``
         (model), ``alignment_subject_agreement`` (model, subject),
-        ``alignment_between_subject`` and ``roi_alignment_sd`` (roi_a, roi_b).
+        ``alignment_between_subject`` and ``roi_alignment_sd`` (roi_a, roi_b); with
+        ``rsa.bootstrap``, ``model_similarity_ci`` (bound, layer, roi),
+        ``model_similarity_se`` (layer, roi) and ``layer_comparison_p`` (roi, layer_a,
+        layer_b); with 3+ subjects, ``subject_baseline`` (subject, roi),
+        ``baseline_difference``, ``baseline_equivalence_p`` and
+        ``baseline_difference_p`` (layer, roi) and ``equivalence_margin`` (roi), all
+        for the first of ``rsa.comparisons``.
     """
     cfg = resolve_config(config)
     if not features:
@@ -512,6 +605,9 @@ def rsa_fmri(
             ("comparison", "bound", "roi"),
             _ceilings(roi_rdms, methods),
         )
+    inference = _fmri_inference(roi_rdms, models, methods[0], cfg)
+    data_vars.update(inference.pop("data_vars"))
+    coords.update({"layer_a": _obj(list(features)), "layer_b": _obj(list(features))})
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
         {
@@ -519,6 +615,7 @@ def rsa_fmri(
             "rdm_method": cfg["fmri_rdm"],
             "alignment_comparison": methods[0],
             "feature_models": {n: feature_info(p) for n, p in features.items()},
+            **inference,
         }
     )
     return write_dataset(describe_variables(ds), output, provenance=provenance)

@@ -52,7 +52,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "eeg_trf": 2,
     "decoding": 7,
     "decoding_fmri": 2,
-    "rsa": 4,
+    "rsa": 5,
     "trial_encoding": 4,
     "trial_evaluation": 2,
     "qc_eeg": 1,
