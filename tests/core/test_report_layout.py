@@ -54,6 +54,13 @@ from neuroflow.workflow.report_layout import CATEGORIES, QC_FIGURES, figure_entr
         ("rsa_eeg_cross_temporal", "rsa", "RSA", "EEG", {"figure": "cross-temporal RSA"}),
         ("rsa_fmri_roi_alignment", "rsa", "RSA", "fMRI", {"figure": "ROI x ROI alignment"}),
         (
+            "rsa_fmri_layer_similarity",
+            "rsa",
+            "RSA",
+            "fMRI",
+            {"figure": "layer x ROI similarity"},
+        ),
+        (
             "eeg_encoding_efficientnet__blocks_7_r",
             "eeg_encoding",
             "EEG encoding",

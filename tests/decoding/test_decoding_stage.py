@@ -402,6 +402,14 @@ def test_rsa_fmri_bootstrap_and_subject_baseline(tmp_path, rng):
             config={"bootstrap": {"over": "runs"}},
             provenance={},
         )
+    from neuroflow.evaluation.report import _rsa_figures
+
+    figures = _rsa_figures(ds, "rsa_fmri", tmp_path / "plots")
+    assert [f.name for f in figures] == [
+        "rsa_fmri_layer_similarity.png",
+        "rsa_fmri_roi_alignment.png",
+    ]
+    assert all(f.stat().st_size > 1000 for f in figures)
     none = rsa_fmri(
         runs=runs,
         features={"visual": vis},

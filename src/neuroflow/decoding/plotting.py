@@ -18,6 +18,7 @@ __all__ = [
     "plot_alignment",
     "plot_cross_temporal",
     "plot_generalization",
+    "plot_layer_similarity",
     "plot_rdm",
     "plot_time_courses",
 ]
@@ -240,3 +241,75 @@ def plot_alignment(
     path : Path
     """
     return _matrix(matrix, path, title=title, labels=list(rois), center=0.0)
+
+
+#: ROIs drawn by :func:`plot_layer_similarity` at most (those a layer matches best).
+MAX_SIMILARITY_ROIS = 12
+
+
+def plot_layer_similarity(
+    similarity: np.ndarray,
+    ci: np.ndarray,
+    layers: Sequence[str],
+    rois: Sequence[str],
+    path: str | os.PathLike,
+    *,
+    ceiling: np.ndarray | None = None,
+    ylabel: str = "RDM similarity",
+) -> Path:
+    """Each layer's RDM similarity with each ROI, with bootstrap intervals.
+
+    Parameters
+    ----------
+    similarity : array-like, shape (n_layers, n_rois)
+        Mean similarity over subjects.
+    ci : array-like, shape (2, n_layers, n_rois)
+        Lower and upper limits of its confidence interval.
+    layers : sequence of str, shape (n_layers,)
+    rois : sequence of str, shape (n_rois,)
+    path : path-like
+    ceiling : array-like, shape (2, n_rois) | None
+        Lower and upper noise ceiling per ROI, drawn as a grey band.
+    ylabel : str
+
+    Returns
+    -------
+    path : Path
+        Grouped bars (one group per ROI, the :data:`MAX_SIMILARITY_ROIS` best-matched
+        ones when there are more), intervals as error bars.
+    """
+    sim = np.asarray(similarity, dtype=np.float64)
+    ci = np.asarray(ci, dtype=np.float64)
+    keep = np.arange(sim.shape[1])
+    if keep.size > MAX_SIMILARITY_ROIS:
+        best = np.nan_to_num(np.nanmax(sim, axis=0), nan=-np.inf)
+        keep = np.sort(np.argsort(-best)[:MAX_SIMILARITY_ROIS])
+    n_layers, n_rois = sim.shape[0], keep.size
+    fig = Figure(figsize=(max(5.0, 0.5 * n_layers * n_rois + 2), 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    width = 0.8 / n_layers
+    x = np.arange(n_rois)
+    for i, layer in enumerate(layers):
+        values = sim[i, keep]
+        err = np.abs(np.stack([values - ci[0, i, keep], ci[1, i, keep] - values]))
+        ax.bar(x + (i - (n_layers - 1) / 2) * width, values, width, label=str(layer))
+        ax.errorbar(
+            x + (i - (n_layers - 1) / 2) * width,
+            values,
+            yerr=np.nan_to_num(err),
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            lw=0.8,
+        )
+    if ceiling is not None:
+        ceiling = np.asarray(ceiling, dtype=np.float64)
+        for k, r in enumerate(keep):
+            ax.fill_between(
+                [k - 0.45, k + 0.45], ceiling[0, r], ceiling[1, r], color="0.85", zorder=0
+            )
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set_xticks(x, [str(rois[r]) for r in keep], rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small", ncols=min(n_layers, 4))
+    return _save(fig, path)

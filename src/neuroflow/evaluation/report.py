@@ -113,7 +113,7 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
 
 
 def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
-    """Cross-temporal RSA maps and ROI x ROI alignment patterns."""
+    """Cross-temporal RSA maps, layer x ROI similarity and ROI x ROI alignment patterns."""
     from neuroflow.decoding import plotting
 
     out: list[Path] = []
@@ -127,6 +127,23 @@ def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
         out.append(
             plotting.plot_cross_temporal(
                 times, sim, layers, plots_dir / f"{name}_cross_temporal.png"
+            )
+        )
+    if "model_similarity_ci" in ds:
+        comparison = ds.attrs.get("inference_comparison", str(ds["comparison"].values[0]))
+        sim = ds["model_similarity"].sel(comparison=comparison).mean("subject")
+        ceiling = None
+        if "noise_ceiling" in ds:
+            ceiling = ds["noise_ceiling"].sel(comparison=comparison, bound=["lower", "upper"])
+        out.append(
+            plotting.plot_layer_similarity(
+                sim.transpose("layer", "roi").values,
+                ds["model_similarity_ci"].sel(bound=["lower", "upper"]).values,
+                [str(v) for v in ds["layer"].values],
+                [str(v) for v in ds["roi"].values],
+                plots_dir / f"{name}_layer_similarity.png",
+                ceiling=None if ceiling is None else ceiling.transpose("bound", "roi").values,
+                ylabel=f"RDM similarity ({comparison})",
             )
         )
     if "roi_alignment" in ds:

@@ -82,7 +82,14 @@ _DECODING = {
         "balanced accuracy",
     ),
 }
-_RSA = re.compile(r"^rsa_(?P<modality>eeg|fmri)_(?P<kind>cross_temporal|roi_alignment)$")
+_RSA = re.compile(
+    r"^rsa_(?P<modality>eeg|fmri)_(?P<kind>cross_temporal|roi_alignment|layer_similarity)$"
+)
+_RSA_FIGURES = {
+    "cross_temporal": "cross-temporal RSA",
+    "roi_alignment": "ROI x ROI alignment",
+    "layer_similarity": "layer x ROI similarity",
+}
 _TRF = re.compile(r"^trf_(?P<model>.+)_power$")
 _EEG_ENCODING = re.compile(r"^eeg_encoding_(?P<model>.+)_r$")
 _SWEEP = re.compile(
@@ -158,10 +165,7 @@ def figure_entry(name: str) -> FigureEntry:
     match = _RSA.match(name)
     if match:
         modality = match["modality"].upper() if match["modality"] == "eeg" else "fMRI"
-        figure = (
-            "cross-temporal RSA" if match["kind"] == "cross_temporal" else "ROI x ROI alignment"
-        )
-        return FigureEntry("rsa", "RSA", modality, {"figure": figure})
+        return FigureEntry("rsa", "RSA", modality, {"figure": _RSA_FIGURES[match["kind"]]})
     match = _EEG_ENCODING.match(name)
     if match:
         return FigureEntry(
