@@ -4,7 +4,8 @@
   (rsatoolbox);
 - :mod:`~neuroflow.rsa.compare`: RDM comparison (vectorised Spearman/Pearson,
   rsatoolbox's Kendall tau-a and whitened cosine) and noise ceilings;
-- :mod:`~neuroflow.rsa.analysis`: cross-temporal RSA and ROI × ROI alignment patterns;
+- :mod:`~neuroflow.rsa.analysis`: cross-temporal RSA (EEG time, and model time × brain
+  time for frame-level features) and ROI × ROI alignment patterns;
 - :mod:`~neuroflow.rsa.inference`: bootstrap over stimuli and/or subjects, percentile
   intervals and pairwise model comparisons (rsatoolbox's conventions);
 - :mod:`~neuroflow.rsa.equivalence`: the subject-as-model baseline per ROI and a TOST
@@ -15,7 +16,14 @@ Figures: :mod:`neuroflow.decoding.plotting` (``plot_rdm``, ``plot_cross_temporal
 ``plot_alignment``); tables: :func:`neuroflow.decoding.summary.rsa_rows`.
 """
 
-from .analysis import AlignmentResult, alignment_patterns, cross_temporal_rsa, roi_alignment
+from .analysis import (
+    AlignmentResult,
+    ModelTimeResult,
+    alignment_patterns,
+    cross_temporal_rsa,
+    model_time_rsa,
+    roi_alignment,
+)
 from .compare import COMPARISONS, compare_rdms, noise_ceiling
 from .inference import BootstrapResult, bootstrap_rsa
 from .rdm import correlation_rdm, crossnobis_rdm, square_rdm
@@ -26,6 +34,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "AlignmentResult",
     "BootstrapResult",
+    "ModelTimeResult",
     "alignment_patterns",
     "bootstrap_rsa",
     "compare_rdms",
@@ -33,6 +42,7 @@ __all__ = [
     "cross_temporal_rsa",
     "crossnobis_rdm",
     "event_responses",
+    "model_time_rsa",
     "noise_ceiling",
     "roi_alignment",
     "rsa_eeg",

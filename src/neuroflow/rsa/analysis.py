@@ -2,9 +2,11 @@
 
 Cross-temporal RSA compares every model layer's RDM with the brain RDM at every EEG
 time point, giving a (layer, time) map whose peaks show when each layer's geometry is
-expressed. ROI × ROI alignment patterns compare brain regions with one another (the
-similarity of their RDMs); a model reproduces the pattern when the layers that best
-match each region relate to one another as the regions do.
+expressed; for video or audio, frame-level model RDMs (model time) against EEG RDMs
+(brain time) give a (layer, model time, brain time) map and the model-to-brain time
+correspondence (:func:`model_time_rsa`). ROI × ROI alignment patterns compare brain
+regions with one another (the similarity of their RDMs); a model reproduces the pattern
+when the layers that best match each region relate to one another as the regions do.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from .compare import compare_rdms
 
 __all__ = [
     "AlignmentResult",
+    "ModelTimeResult",
     "alignment_patterns",
     "cross_temporal_rsa",
+    "model_time_rsa",
     "pattern_agreement",
     "roi_alignment",
     "upper_triangle",
@@ -196,3 +200,86 @@ def alignment_patterns(
         subject_agreement=subject_agreement,
         between_subject=between,
     )
+
+
+@dataclass(frozen=True)
+class ModelTimeResult:
+    """Cross-temporal RSA between model time and brain time.
+
+    Attributes
+    ----------
+    similarity : ndarray, shape (n_layers, n_model_times, n_brain_times)
+        Similarity of each layer's RDM at each model time with the brain RDM at each
+        brain time.
+    peak : ndarray of int, shape (n_layers, 2)
+        (model time, brain time) indices of each layer's maximum.
+    best_brain_time : ndarray of int, shape (n_layers, n_model_times)
+        For each model time, the brain time that matches it best.
+    lag, slope : ndarray, shape (n_layers,)
+        Least-squares line ``brain_time = lag + slope * model_time`` through the best
+        brain times (in the units of the time axes given): the model-to-brain time
+        correspondence; NaN with fewer than 2 model times.
+    """
+
+    similarity: np.ndarray
+    peak: np.ndarray
+    best_brain_time: np.ndarray
+    lag: np.ndarray
+    slope: np.ndarray
+
+
+def model_time_rsa(
+    layer_rdms: np.ndarray,
+    brain_rdms: np.ndarray,
+    model_times: np.ndarray,
+    brain_times: np.ndarray,
+    *,
+    method: str = "spearman",
+) -> ModelTimeResult:
+    """Compare frame-level model RDMs (model time) with EEG RDMs (brain time).
+
+    For video or audio stimuli a model's representation unfolds in its own time (frames,
+    audio windows); every (model time, brain time) pair of RDMs is compared, per layer.
+
+    Parameters
+    ----------
+    layer_rdms : array-like, shape (n_layers, n_model_times, n_pairs)
+        Condensed model RDMs over the stimuli at each model time.
+    brain_rdms : array-like, shape (n_brain_times, n_pairs)
+        Condensed brain RDMs over the same stimuli at each brain time.
+    model_times : array-like, shape (n_model_times,)
+        Model time of each model RDM (s from stimulus onset).
+    brain_times : array-like, shape (n_brain_times,)
+        Brain time of each brain RDM (s from stimulus onset).
+    method : str
+        See :func:`~neuroflow.rsa.compare.compare_rdms`.
+
+    Returns
+    -------
+    result : ModelTimeResult
+    """
+    layers = np.asarray(layer_rdms, dtype=np.float64)
+    brain = np.asarray(brain_rdms, dtype=np.float64)
+    model_times = np.asarray(model_times, dtype=np.float64)
+    brain_times = np.asarray(brain_times, dtype=np.float64)
+    if layers.ndim != 3 or brain.ndim != 2 or layers.shape[2] != brain.shape[1]:
+        raise ValueError(
+            "`layer_rdms` (n_layers, n_model_times, n_pairs) and `brain_rdms` (n_brain_times, "
+            f"n_pairs) must share n_pairs, got {layers.shape} and {brain.shape} instead."
+        )
+    if model_times.shape != (layers.shape[1],) or brain_times.shape != (brain.shape[0],):
+        raise ValueError(
+            f"`model_times` must have shape ({layers.shape[1]},) and `brain_times` "
+            f"({brain.shape[0]},), got {model_times.shape} and {brain_times.shape} instead."
+        )
+    sim = np.stack([compare_rdms(layer, brain, method=method) for layer in layers])
+    flat = np.nan_to_num(sim, nan=-np.inf).reshape(sim.shape[0], -1)
+    peak = np.stack(np.unravel_index(flat.argmax(axis=1), sim.shape[1:]), axis=1)
+    best = np.nan_to_num(sim, nan=-np.inf).argmax(axis=2)
+    lag = np.full(sim.shape[0], np.nan)
+    slope = np.full(sim.shape[0], np.nan)
+    if model_times.size >= 2:
+        design = np.stack([np.ones_like(model_times), model_times], axis=1)
+        coef = np.linalg.lstsq(design, brain_times[best].T, rcond=None)[0]
+        lag, slope = coef[0], coef[1]
+    return ModelTimeResult(similarity=sim, peak=peak, best_brain_time=best, lag=lag, slope=slope)
