@@ -129,3 +129,35 @@ def test_alignment_agreement_defined_for_single_layer(rng):
     )
     with pytest.raises(ValueError, match="at least 2 ROIs"):
         alignment_patterns(rois[:, :1], rng.random((2, 28)))
+
+
+def test_planted_roi_by_roi_structure_is_recovered_and_a_permuted_pattern_scores_lower():
+    """Five ROIs mix three latent geometries with planted weights; subjects add noise."""
+    from neuroflow.rsa.analysis import pattern_agreement, upper_triangle
+
+    rng = np.random.default_rng(11)
+    n_stim = 14
+    geometries = np.stack([pdist(rng.standard_normal((n_stim, 5))) for _ in range(3)])
+    geometries = (geometries - geometries.mean(1, keepdims=True)) / geometries.std(1, keepdims=True)
+    weights = np.array(
+        [[1.0, 0.0, 0.0], [0.8, 0.4, 0.0], [0.2, 1.0, 0.1], [0.0, 0.6, 0.8], [0.0, 0.1, 1.0]]
+    )
+    clean = weights @ geometries  # (roi, pair)
+    planted = upper_triangle(roi_alignment(clean))
+    subjects = np.stack(
+        [clean + 0.6 * rng.standard_normal(clean.shape) for _ in range(6)]
+    )  # (subject, roi, pair)
+    res = alignment_patterns(subjects, clean)  # a model whose layers are the ROIs' geometry
+    recovered = upper_triangle(res.brain_mean)
+    assert np.corrcoef(recovered, planted)[0, 1] > 0.9
+    assert res.best_layer.tolist() == [0, 1, 2, 3, 4]
+    # the same model pattern with its ROIs relabelled agrees less with the brain's
+    order = np.array([3, 0, 4, 1, 2])
+    permuted = upper_triangle(res.model[np.ix_(order, order)])
+    ours = pattern_agreement(recovered[None], upper_triangle(res.model)[None])[0, 0]
+    theirs = pattern_agreement(recovered[None], permuted[None])[0, 0]
+    assert ours == pytest.approx(res.agreement)
+    assert ours - theirs > 0.1, (ours, theirs)
+    # a model of three pure geometries (one per latent factor) misses the graded pattern
+    pure = alignment_patterns(subjects, geometries)
+    assert pure.agreement < res.agreement - 0.1, (pure.agreement, res.agreement)
