@@ -245,7 +245,12 @@ def bootstrap_rsa(
         np.random.default_rng(seed), data.shape[0], n_stimuli, n_bootstraps, over
     )
     samples = np.full((n_bootstraps, models.shape[0]), np.nan)
-    for b in range(n_bootstraps):
+    if over == "subjects":
+        # every stimulus is kept: each subject's comparisons are computed once and the
+        # samples only average them over the drawn subjects (the same numbers, no re-ranking)
+        per_subject = compare_rdms(models, data, method=method)  # (model, subject)
+        samples = per_subject[:, subjects].mean(axis=2).T
+    for b in range(n_bootstraps if over != "subjects" else 0):
         if np.unique(stimuli[b]).size < 3:
             continue
         pairs = resampled_pairs(stimuli[b], n_stimuli)
