@@ -144,12 +144,6 @@ def whole_epoch_classifier(name: str = "epoch_lda", *, seed: int = 0):
     )
 
 
-def _balanced_accuracy(y: np.ndarray, pred: np.ndarray) -> float:
-    from sklearn.metrics import balanced_accuracy_score
-
-    return float(balanced_accuracy_score(y, pred))
-
-
 def cross_subject_scores(
     epochs: Mapping[str, np.ndarray],
     labels: Mapping[str, np.ndarray],
@@ -212,8 +206,10 @@ def cross_subject_scores(
     if classifier == "sliding":
         fold_scores = sliding_lda_scores(X, y, splits)
         return {name: fold_scores[i] for i, name in enumerate(names)}
+    from sklearn.metrics import balanced_accuracy_score
+
     out = {}
     for name, (train, test) in zip(names, splits, strict=True):
         model = whole_epoch_classifier(classifier, seed=seed).fit(X[train], y[train])
-        out[name] = np.asarray(_balanced_accuracy(y[test], model.predict(X[test])))
+        out[name] = np.asarray(balanced_accuracy_score(y[test], model.predict(X[test])))
     return out

@@ -273,9 +273,10 @@ def model_time_rsa(
             f"({brain.shape[0]},), got {model_times.shape} and {brain_times.shape} instead."
         )
     sim = np.stack([compare_rdms(layer, brain, method=method) for layer in layers])
-    flat = np.nan_to_num(sim, nan=-np.inf).reshape(sim.shape[0], -1)
+    ranked = np.nan_to_num(sim, nan=-np.inf)  # an undefined similarity is never the best
+    flat = ranked.reshape(sim.shape[0], -1)
     peak = np.stack(np.unravel_index(flat.argmax(axis=1), sim.shape[1:]), axis=1)
-    best = np.nan_to_num(sim, nan=-np.inf).argmax(axis=2)
+    best = ranked.argmax(axis=2)
     lag = np.full(sim.shape[0], np.nan)
     slope = np.full(sim.shape[0], np.nan)
     if model_times.size >= 2:

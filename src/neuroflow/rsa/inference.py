@@ -159,7 +159,7 @@ def bootstrap_pair_pvalues(samples: np.ndarray) -> np.ndarray:
     """Two-sided bootstrap p-values of every pairwise difference between models.
 
     Twice the smaller proportion of samples in which the difference has either sign
-    (ties left out), shrunk as ``(n - 1) / n * p + 1 / n`` so that no p-value is 0, as
+    (ties left out), shrunk as ``(n - 1) / n * p + 1 / n`` so that no p-value is 0:
     rsatoolbox's ``bootstrap_pair_tests``.
 
     Parameters
@@ -173,17 +173,9 @@ def bootstrap_pair_pvalues(samples: np.ndarray) -> np.ndarray:
     p : ndarray of float64, shape (n_models, n_models)
         Symmetric, 1 on the diagonal.
     """
-    samples = np.asarray(samples, dtype=np.float64)
-    n = samples.shape[0]
-    a, b = samples[:, :, None], samples[:, None, :]
-    below = (a < b).sum(axis=0)
-    ties = (a == b).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = below / (n - ties)
-    p = np.minimum(share, 1 - share) * 2
-    p = (n - 1) / n * p + 1 / n
-    np.fill_diagonal(p, 1.0)
-    return p
+    from rsatoolbox.util.inference_util import bootstrap_pair_tests
+
+    return bootstrap_pair_tests(np.asarray(samples, dtype=np.float64))
 
 
 def _evaluate(models: np.ndarray, data: np.ndarray, method: str) -> np.ndarray:
@@ -244,17 +236,18 @@ def bootstrap_rsa(
     subjects, stimuli = draw_bootstrap_samples(
         np.random.default_rng(seed), data.shape[0], n_stimuli, n_bootstraps, over
     )
-    samples = np.full((n_bootstraps, models.shape[0]), np.nan)
     if over == "subjects":
         # every stimulus is kept: each subject's comparisons are computed once and the
         # samples only average them over the drawn subjects (the same numbers, no re-ranking)
         per_subject = compare_rdms(models, data, method=method)  # (model, subject)
         samples = per_subject[:, subjects].mean(axis=2).T
-    for b in range(n_bootstraps if over != "subjects" else 0):
-        if np.unique(stimuli[b]).size < 3:
-            continue
-        pairs = resampled_pairs(stimuli[b], n_stimuli)
-        samples[b] = _evaluate(models[:, pairs], data[subjects[b]][:, pairs], method)
+    else:
+        samples = np.full((n_bootstraps, models.shape[0]), np.nan)
+        for b in range(n_bootstraps):
+            if np.unique(stimuli[b]).size < 3:
+                continue
+            pairs = resampled_pairs(stimuli[b], n_stimuli)
+            samples[b] = _evaluate(models[:, pairs], data[subjects[b]][:, pairs], method)
     complete = samples[~np.isnan(samples).any(axis=1)]
     return BootstrapResult(
         evaluations=_evaluate(models, data, method),
