@@ -210,6 +210,20 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
     early = rsa[(rsa["roi"] == "early_visual") & (rsa["statistic"] == "value")]
     other = rsa[(rsa["roi"] == "other") & (rsa["statistic"] == "value")]
     assert early["value"].mean() > other["value"].mean()
+    # a bootstrap interval around every layer x ROI mean, 0 inside it where nothing drives
+    assert store.attrs["bootstrap_over"] == ("both" if len(facts["subjects"]) > 1 else "stimuli")
+    assert store["model_similarity_ci"].dims == ("bound", "layer", "roi")
+    key = ["feature_space", "roi"]
+    lower = rsa[rsa["statistic"] == "bootstrap_ci_lower"].set_index(key)["value"]
+    upper = rsa[rsa["statistic"] == "bootstrap_ci_upper"].set_index(key)["value"]
+    upper = upper.reindex(lower.index)
+    mean = rsa[rsa["statistic"] == "value"].groupby(key)["value"].mean().reindex(lower.index)
+    assert len(lower) == store.sizes["layer"] * store.sizes["roi"]
+    assert ((lower <= mean) & (mean <= upper)).all(), pd.concat([lower, mean, upper], axis=1)
+    other_ci = pd.concat([lower, upper], axis=1).xs("other", level="roi")
+    assert ((other_ci.iloc[:, 0] < 0) & (other_ci.iloc[:, 1] > 0)).all(), other_ci
+    plots = {p.name for p in (run / "results" / "summary").glob("*/plots/*.png")}
+    assert "rsa_fmri_layer_similarity.png" in plots, plots
     # identification of the 15 held-out (repeated) images from the betas, per ROI
     ident = table[(table["analysis"] == "identification_fmri") & (table["metric"] == "top5")]
     ident = ident[ident["extractor"] == "image_statistics"].set_index(["subject", "roi"])
