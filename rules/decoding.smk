@@ -12,7 +12,7 @@ if PLAN.decoding_enabled:
         output:
             directory(str(PLAN.decoding_subject_store("{subject}"))),
         params:
-            **stage_params("decoding", config["decoding"]),
+            **stage_params("decoding", PLAN.decoding_config()),
             spaces={k: str(v) for k, v in PLAN.analysis_spaces("decoding").items()},
         log:
             log_path("decoding", V["decoding"], "sub-{subject}"),
@@ -30,7 +30,7 @@ if PLAN.decoding_enabled:
         output:
             directory(str(PLAN.decoding_store())),
         params:
-            **stage_params("decoding", config["decoding"]),
+            **stage_params("decoding", PLAN.decoding_config()),
         log:
             log_path("decoding", V["decoding"]),
         resources:
@@ -41,19 +41,46 @@ if PLAN.decoding_enabled:
             "../scripts/decode_eeg.py"
 
 
-# fMRI identification of held-out stimuli from single-trial betas (estimated or
-# imported), per subject and ROI.
+# EEG decoding across subjects: one job over every subject's epochs stores, each subject
+# (or each session of a subject) held out in turn, with and without Euclidean alignment.
+if PLAN.decoding_cross_subject_enabled:
+
+    rule decode_eeg_cross_subject:
+        input:
+            epochs=[str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.eeg_recordings],
+        output:
+            directory(str(PLAN.decoding_cross_subject_store())),
+        params:
+            **stage_params("decoding_cross_subject", PLAN.cross_subject_config()),
+        log:
+            log_path("decoding_cross_subject", V["decoding_cross_subject"]),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/decode_eeg_cross_subject.py"
+
+
+# fMRI decoding per subject and ROI from single-trial betas (estimated or imported) or
+# from each stimulus event's mean BOLD: identification of held-out stimuli and concept
+# decoding.
 if PLAN.decoding_fmri_enabled:
 
     rule decode_fmri:
         input:
-            betas=[str(PLAN.single_trial_store(s)) for s in PLAN.trial_subjects],
+            brain=[str(p) for p in PLAN.decoding_fmri_inputs()],
             features=[str(p) for p in PLAN.analysis_spaces("decoding").values()],
+            concepts=dataset_input([PLAN.concept_annotations]) if PLAN.concept_annotations else [],
         output:
             directory(str(PLAN.decoding_fmri_store())),
         params:
-            **stage_params("decoding_fmri", config["decoding"]),
+            **stage_params("decoding_fmri", PLAN.decoding_fmri_config()),
             spaces={k: str(v) for k, v in PLAN.analysis_spaces("decoding").items()},
+            patterns=PLAN.decoding_fmri_patterns,
+            concepts=str(PLAN.concept_annotations) if PLAN.concept_annotations else None,
+            stimulus_events=PLAN.stimulus_events,
         log:
             log_path("decoding_fmri", V["decoding_fmri"]),
         threads: 2

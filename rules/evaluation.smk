@@ -79,6 +79,12 @@ if PLAN.has_summary:
                 category="Tables",
                 labels={"table": "layer sweeps (layer x ROI)"},
             ),
+            alignment=report(
+                str(PLAN.summary_dir() / "alignment_metrics.tsv"),
+                caption="../workflow/report/alignment_metrics.rst",
+                category="Tables",
+                labels={"table": "encoding vs RSA per layer sweep and ROI"},
+            ),
             run_config=report(
                 str(PLAN.summary_dir() / "config.yaml"),
                 caption="../workflow/report/methods.rst",

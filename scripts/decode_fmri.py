@@ -1,4 +1,4 @@
-"""Identify held-out stimuli from every subject's single-trial betas."""
+"""Decode held-out stimuli and concepts from every subject's fMRI patterns."""
 
 from neuroflow.decoding.fmri import decode_fmri
 from neuroflow.workflow.runner import run_job
@@ -6,7 +6,10 @@ from neuroflow.workflow.runner import run_job
 run_job(
     snakemake,
     decode_fmri,
-    betas=list(snakemake.input.betas),
+    brain=list(snakemake.input.brain),
     features=snakemake.params.spaces,
     output=snakemake.output[0],
+    patterns=snakemake.params.patterns,
+    concepts=snakemake.params.concepts,
+    stimulus_events=snakemake.params.stimulus_events,
 )

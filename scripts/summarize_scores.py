@@ -18,6 +18,7 @@ run_job(
     layer_sweeps=list(snakemake.params.layer_sweeps),
     layer_order=dict(snakemake.params.layer_order),
     layer_sweep_tsv=snakemake.output.layer_sweep,
+    alignment_tsv=snakemake.output.alignment,
     table=snakemake.output.table,
     plots_dir=snakemake.output.plots,
     run_config=dict(snakemake.config),

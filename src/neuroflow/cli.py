@@ -320,6 +320,7 @@ def _plan_lines(plan: Any) -> list[str]:
         f"encoding models: {', '.join(models) or 'none'}",
         f"EEG encoding models: {', '.join(plan.eeg_models()) or 'none'}",
         f"decoding: {'EEG' if plan.decoding_enabled else 'off'}"
+        + (", EEG across subjects" if plan.decoding_cross_subject_enabled else "")
         + (", fMRI identification" if plan.decoding_fmri_enabled else ""),
         f"RSA: {', '.join(plan.rsa_modalities) or 'off'}",
         f"results: {plan.results}",

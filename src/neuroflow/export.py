@@ -362,7 +362,10 @@ SUMMARY_COLUMN_DESCRIPTIONS = {
         "n/a for analyses without one (classification)"
     ),
     "layer": "layer(s) of the extractor(s), '+'-joined for joint models",
-    "roi": "ROI, EEG channel, 'eeg' for the whole montage, or 'all' for every target",
+    "roi": (
+        "ROI, EEG channel, 'eeg' for the whole montage, an EEG channel group's name "
+        "(rsa_eeg), or 'all' for every target"
+    ),
     "metric": "what 'value' measures (see its levels)",
     "statistic": (
         "'value' (one subject), 'mean', 'sd', 'sem' across subjects, the bounds of the "
@@ -394,6 +397,16 @@ SUMMARY_METRIC_DESCRIPTIONS = {
 }
 
 
+#: Descriptions of the ``<comparison>_model_time_<what>`` metrics of ``rsa_eeg`` rows.
+_MODEL_TIME_METRICS = {
+    "peak": "peak similarity of the model time x brain time RSA map",
+    "peak_model_time": "model time (within the stimulus) of that peak (s)",
+    "peak_brain_time": "brain time of that peak (s)",
+    "slope": "slope of the model-to-brain time line",
+    "lag": "intercept of the model-to-brain time line (s)",
+}
+
+
 def _metric_levels(rows: pd.DataFrame) -> dict[str, str]:
     """Description (with units where known) of each ``metric`` value of the table."""
     from neuroflow.variables import variable_description
@@ -409,6 +422,9 @@ def _metric_levels(rows: pd.DataFrame) -> dict[str, str]:
             levels[metric] = f"{found[0]} ({found[1]})"
         elif metric in SUMMARY_METRIC_DESCRIPTIONS:
             levels[metric] = SUMMARY_METRIC_DESCRIPTIONS[metric]
+        elif analysis == "rsa_eeg" and "_model_time_" in metric:
+            comparison, _, what = metric.partition("_model_time_")
+            levels[metric] = f"{_MODEL_TIME_METRICS.get(what, what)} ({comparison})"
         elif analysis == "rsa_eeg" and metric.endswith("_peak_latency"):
             comparison = metric.removesuffix("_peak_latency")
             levels[metric] = f"latency of the peak RDM similarity ({comparison}) (s)"

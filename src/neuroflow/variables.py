@@ -43,6 +43,31 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
     ("feature_n_components", "feature principal components decoded", "count"),
     ("feature_peak_latency", "latency of the peak decoding r", "s"),
     ("feature_onset_latency", "latency of the first significant decoding cluster", "s"),
+    # EEG decoding across subjects (or sessions)
+    (
+        "cross_subject_score",
+        "time-resolved classification score on a held-out subject (or session), trained "
+        "on the others",
+        "balanced accuracy",
+    ),
+    (
+        "cross_subject_score_mean",
+        "time-resolved held-out classification score, mean over held-out units",
+        "balanced accuracy",
+    ),
+    (
+        "cross_subject_epoch_score",
+        "whole-epoch classification score on a held-out subject (or session), trained "
+        "on the others",
+        "balanced accuracy",
+    ),
+    (
+        "cross_subject_epoch_score_mean",
+        "whole-epoch held-out classification score, mean over held-out units",
+        "balanced accuracy",
+    ),
+    ("cross_subject_chance", "chance level of the held-out classification", "balanced accuracy"),
+    ("cross_subject_n_epochs", "epochs of the held-out unit decoded", "count"),
     # cluster tests
     (
         r".*_cluster_p_raw",
@@ -57,6 +82,19 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
     ("identification_chance", "chance level of the identification score", _RANK),
     ("identification_null", "identification score under stimulus permutations", _RANK),
     ("n_test_stimuli", "held-out stimuli identified", "count"),
+    # fMRI concept decoding
+    ("concept_auc", "held-out ROC AUC of each concept's one-vs-rest decoder", "ROC AUC"),
+    (
+        "concept_average_precision",
+        "held-out average precision of each concept's one-vs-rest decoder",
+        "average precision",
+    ),
+    (r"concept_(auc|average_precision)_p", "label-shuffle p-value of the score", "p-value"),
+    ("concept_prevalence", "share of decoded stimuli labelled with the concept", "fraction"),
+    ("concept_mean_auc", "mean ROC AUC over the decoded concepts", "ROC AUC"),
+    ("concept_map", "mean average precision over the decoded concepts", "average precision"),
+    (r"concept_(mean_auc|map)_p", "label-shuffle p-value of the mean score", "p-value"),
+    ("concept_map_chance", "mean prevalence of the concepts (chance mAP)", "average precision"),
     # RSA
     ("brain_rdm", "EEG dissimilarity of each stimulus pair", "dissimilarity (`rdm_method`)"),
     ("roi_rdm", "ROI dissimilarity of each stimulus pair", "dissimilarity (`rdm_method`)"),
@@ -74,15 +112,56 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
     ("model_similarity", "similarity of the ROI and model-layer RDMs", _SIMILARITY),
     (
         "model_similarity_ci",
-        "bootstrap percentile interval of the mean ROI-layer RDM similarity",
+        "bootstrap percentile interval of the subject-mean RDM similarity of a layer with "
+        "an ROI (fMRI) or at a time (EEG)",
         _SIMILARITY,
     ),
     (
         "model_similarity_se",
-        "bootstrap standard error of the mean ROI-layer RDM similarity",
+        "bootstrap standard error of the subject-mean RDM similarity of a layer with an "
+        "ROI (fMRI) or at a time (EEG)",
         _SIMILARITY,
     ),
-    ("layer_comparison_p", "bootstrap p-value of the difference of two layers", "p-value"),
+    (
+        "layer_comparison_p",
+        "bootstrap p-value of the difference of two layers (EEG: each at its peak time)",
+        "p-value",
+    ),
+    ("peak_time", "time of the peak of the subject-mean EEG RSA time course", "s"),
+    ("peak_similarity", "peak of the subject-mean EEG RSA time course", _SIMILARITY),
+    (
+        "peak_similarity_ci",
+        "bootstrap percentile interval of the subject-mean EEG RDM similarity at the peak",
+        _SIMILARITY,
+    ),
+    (
+        "peak_similarity_se",
+        "bootstrap standard error of the subject-mean EEG RDM similarity at the peak",
+        _SIMILARITY,
+    ),
+    (
+        "model_time_similarity",
+        "similarity of a frame-level layer's RDM at a model time with the EEG RDM at a time",
+        _SIMILARITY,
+    ),
+    (
+        "model_time_peak_similarity",
+        "peak of the subject-mean model time x brain time RDM similarity",
+        _SIMILARITY,
+    ),
+    ("model_time_peak_model_time", "model time (within the stimulus) of that peak", "s"),
+    ("model_time_peak_brain_time", "brain time (EEG) of that peak", "s"),
+    (
+        "model_time_best_brain_time",
+        "brain time whose EEG RDM best matches the layer's RDM at each model time",
+        "s",
+    ),
+    (
+        "model_time_lag",
+        "intercept of the line brain time = lag + slope x model time through the best times",
+        "s",
+    ),
+    ("model_time_slope", "slope of the model-to-brain time line", "s/s"),
     (
         "subject_baseline",
         "similarity of a subject's ROI RDM with the pooled RDM of the other subjects",

@@ -125,3 +125,19 @@ def test_eeg_ica_is_described_only_when_it_runs(config):
     text = methods_rst(cfg, FMRI_EEG)
     assert "ICA (fastica) removed components correlated with EOG channels" in text
     assert "Pion-Tonachini" not in text
+
+
+def test_cross_subject_decoding_is_described_with_its_alignment(config):
+    facts = RunFacts(n_eeg_subjects=2, decoding=True, decoding_cross_subject=True)
+    text = methods_rst(config, facts)
+    assert "Cross-subject EEG decoding scored each subject in turn" in text
+    assert "shrinkage LDA at every time point, shrinkage LDA on whole epochs" in text
+    markers, refs = _cited(text)
+    assert markers == set(range(1, len(refs) + 1))
+    assert any(REFERENCES["he_wu"] in r for r in refs)
+    cfg = copy.deepcopy(config)
+    cfg["decoding"]["cross_subject"].update(alignment="none", cv="leave-one-session-out")
+    text = methods_rst(cfg, facts)
+    assert "Cross-session EEG decoding scored each session of a subject" in text
+    assert REFERENCES["he_wu"] not in text
+    assert "Cross-subject" not in methods_rst(config, RunFacts(n_eeg_subjects=1, decoding=True))

@@ -257,3 +257,76 @@ def test_missing_root_and_parcel_target_fail_at_plan_time(defaults, movie, tmp_p
         WorkflowPlan(_bids(defaults, tmp_path / "nowhere"))
     with pytest.raises(ValueError, match=r"`encoding\.target: parcels` needs parcel time series"):
         WorkflowPlan(_bids(_with(defaults, encoding={"target": "parcels"}), movie))
+
+
+def test_cross_subject_decoding_needs_two_subjects_or_sessions(defaults, tmp_path, monkeypatch):
+    make_eeg_only(tmp_path / "bids", seed=0, n_events=20)
+    root = tmp_path / "bids"
+    plan = WorkflowPlan(_bids(defaults, root))
+    assert plan.decoding_cross_subject_enabled
+    assert plan.decoding_cross_subject_store() in plan.decoding_stores()
+    assert not any("decoding_cross_subject" in n for n in plan.notes)
+    block = defaults["decoding"]["cross_subject"]
+
+    def cross(**values):
+        return _with(defaults, decoding={"cross_subject": {**block, **values}})
+
+    # its settings are its own version: the within-subject decoding keeps its folder
+    wider = WorkflowPlan(_bids(cross(window=[0.1, 0.5]), root))
+    assert wider.versions["decoding"] == plan.versions["decoding"]
+    assert wider.versions["decoding_cross_subject"] != plan.versions["decoding_cross_subject"]
+    one = WorkflowPlan(_bids(defaults, root, subjects=["01"]))
+    assert not one.decoding_cross_subject_enabled
+    assert "decoding_cross_subject" not in one.versions
+    assert any(
+        n.startswith("decoding_cross_subject: skipped, leave-one-subject-out needs 2+ EEG")
+        for n in one.notes
+    )
+    sessions = WorkflowPlan(_bids(cross(cv="leave-one-session-out"), root))
+    assert not sessions.decoding_cross_subject_enabled
+    assert any("no subject has more than one" in n for n in sessions.notes)
+    off = WorkflowPlan(_bids(cross(enabled=False), root))
+    assert not off.decoding_cross_subject_enabled and off.decoding_enabled
+    assert not any("decoding_cross_subject" in n for n in off.notes)
+
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "pyriemann" else real(name, *a),
+    )
+    with pytest.raises(ValueError, match=r"names tangent_space, which needs pyriemann.*riemann"):
+        WorkflowPlan(_bids(cross(classifiers=["tangent_space"]), root))
+
+
+def test_fmri_decoding_patterns_and_concept_table(defaults, movie, tmp_path):
+    demo = WorkflowPlan(defaults)
+    assert demo.decoding_fmri_enabled and demo.decoding_fmri_patterns == "events"
+    assert demo.concept_annotations == demo.stimuli_dir / "concepts.tsv"  # the demo writes one
+    assert demo.decoding_fmri_inputs() == [demo.fmri_store(r.key) for r in demo.fmri_runs]
+    # a movie with a concepts table: event patterns; the table found by `auto`
+    plan = WorkflowPlan(_bids(defaults, movie))
+    assert (
+        plan.decoding_fmri_enabled
+        and plan.concept_annotations == movie / "stimuli" / "concepts.tsv"
+    )
+    # `trials` without single-trial betas: skipped with a note
+    trials = WorkflowPlan(_bids(_with(defaults, decoding={"fmri": {"patterns": "trials"}}), movie))
+    assert not trials.decoding_fmri_enabled
+    assert any(
+        "decoding_fmri: skipped, `decoding.fmri.patterns` is 'trials'" in n for n in trials.notes
+    )
+    # single-trial betas estimated: auto reads them
+    single = WorkflowPlan(_bids(_with(defaults, single_trial={"enabled": True}), movie))
+    assert single.decoding_fmri_patterns == "trials"
+    assert single.decoding_fmri_inputs() == [single.single_trial_store(s) for s in ("01", "02")]
+    assert single.versions["decoding_fmri"] != plan.versions["decoding_fmri"]
+    # a fMRI decoding setting reruns no EEG decoding; a missing table fails at plan time
+    hrf = WorkflowPlan(_with(defaults, decoding={"fmri": {"hrf_lag": 5.0}}))
+    assert hrf.versions["decoding"] == demo.versions["decoding"]
+    assert hrf.versions["decoding_fmri"] != demo.versions["decoding_fmri"]
+    missing = {"fmri": {"concepts": {"annotations": str(tmp_path / "nope.tsv")}}}
+    with pytest.raises(FileNotFoundError, match=r"annotations` must name an existing TSV"):
+        WorkflowPlan(_bids(_with(defaults, decoding=missing), movie)).notes

@@ -51,7 +51,15 @@ from neuroflow.workflow.report_layout import CATEGORIES, QC_FIGURES, figure_entr
             "EEG temporal generalisation",
             {"analysis": "classification (balanced accuracy)"},
         ),
+        (
+            "decoding_cross_subject",
+            "decoding",
+            "Decoding",
+            "EEG across subjects",
+            {"analysis": "held-out subjects or sessions, aligned vs unaligned (balanced accuracy)"},
+        ),
         ("rsa_eeg_cross_temporal", "rsa", "RSA", "EEG", {"figure": "cross-temporal RSA"}),
+        ("rsa_eeg_model_time", "rsa", "RSA", "EEG", {"figure": "model time x brain time RSA"}),
         ("rsa_fmri_roi_alignment", "rsa", "RSA", "fMRI", {"figure": "ROI x ROI alignment"}),
         (
             "rsa_fmri_layer_similarity",
@@ -95,6 +103,13 @@ from neuroflow.workflow.report_layout import CATEGORIES, QC_FIGURES, figure_entr
             "clip",
             {"analysis": "identification_contrastive (top1)"},
         ),
+        (
+            "layer_sweep_effnet_layers_alignment",
+            "layer_sweep",
+            "Layer sweeps",
+            "effnet_layers",
+            {"analysis": "encoding vs RSA (mean r, RDM similarity)"},
+        ),
         ("something_else", "other", "Other figures", "Other", {"figure": "something_else"}),
     ],
 )
@@ -113,6 +128,7 @@ def test_figures_of_one_subcategory_share_label_keys():
         "decoding_classification_timecourse",
         "layer_sweep_s",
         "layer_sweep_s_rsa_spearman",
+        "layer_sweep_s_alignment",
     ]
     keys: dict[tuple[str, str], set] = {}
     for name in names:

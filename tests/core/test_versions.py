@@ -92,15 +92,18 @@ def test_demo_change_reaches_every_stage(default_config: dict) -> None:
 def test_selection_versions_pooled_stages_only(default_config: dict) -> None:
     """A different choice of recordings is a different result of every stage that pools
     them (never a rewrite of an existing folder); per-recording stages keep theirs."""
-    changed = copy.deepcopy(default_config)
-    changed["dataset"]["subjects"] = ["01"]
-    touched = _changed(default_config, changed)
+    # three subjects, two selected: cross-subject decoding applies to both selections
+    base = copy.deepcopy(default_config)
+    base["demo"]["n_subjects"] = 3
+    changed = copy.deepcopy(base)
+    changed["dataset"]["subjects"] = ["01", "02"]
+    touched = _changed(base, changed)
     assert not touched & {"demo", "preprocess_fmri", "preprocess_eeg"}
-    pooled = {k for k in stage_versions(default_config) if k.split("/")[0] in POOLED_STAGES}
-    assert pooled <= touched
+    pooled = {k for k in stage_versions(base) if k.split("/")[0] in POOLED_STAGES}
+    assert "decoding_cross_subject" in pooled and pooled <= touched
     # the same selection spelled differently is the same selection
-    again = copy.deepcopy(default_config)
-    again["dataset"]["subjects"] = ["1"]
+    again = copy.deepcopy(base)
+    again["dataset"]["subjects"] = ["1", "2"]
     assert _changed(changed, again) == set()
 
 
@@ -112,6 +115,7 @@ POOLED_STAGES = {
     "eeg_encoding",
     "eeg_evaluation",
     "decoding",
+    "decoding_cross_subject",
     "rsa",
     "summary",
 }
@@ -203,6 +207,7 @@ def test_plan_indexes_real_bids_tree_with_missing_session(
         ("evaluation", "neuroflow.evaluation.stage"),
         ("decoding", "neuroflow.decoding.stage"),
         ("decoding_fmri", "neuroflow.decoding.fmri"),
+        ("decoding_cross_subject", "neuroflow.decoding.cross_subject_stage"),
         ("rsa", "neuroflow.rsa.stage"),
     ],
 )

@@ -28,6 +28,9 @@ generator                  shape
 :func:`make_event_related` fMRIPrep derivatives of an event-related image study: three
                            sessions of four runs, ~1 s events, rest rows, motion that
                            leaks into the signal, the exact planted regressors
+:func:`make_roi_geometry`  single-trial betas of three subjects whose five ROIs mix three
+                           stimulus geometries (one of them the image statistics), with
+                           the planted ROI x ROI pattern
 =========================  ==============================================================
 
 All are deterministic per seed, write well under 20 MB and take a few seconds.
@@ -41,6 +44,7 @@ from .eeg_only import make_eeg_only, show_images
 from .event_related import make_event_related
 from .fmri_movie import make_fmri_movie
 from .nsd_like import make_nsd_like
+from .roi_geometry import make_roi_geometry
 
 __all__ = [
     "make_algonauts_like",
@@ -49,5 +53,6 @@ __all__ = [
     "make_event_related",
     "make_fmri_movie",
     "make_nsd_like",
+    "make_roi_geometry",
     "show_images",
 ]

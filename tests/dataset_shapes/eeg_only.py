@@ -25,7 +25,10 @@ positivity (Gaussian wave peaking at :data:`P300_LATENCY` s, width :data:`P300_W
 over centro-parietal sites (:data:`P300_CENTRES`), ``p300_uv`` µV on deviants and 20 % of
 that on standards, with 30 % trial-to-trial amplitude jitter; background 1/f noise,
 spatially smooth, ``noise_uv`` RMS; 50 Hz line noise (``PowerLineFrequency`` 50 in the
-sidecar).
+sidecar). Optionally, independent white noise per channel (``sensor_noise_uv`` RMS) and
+each subject's own symmetric positive-definite channel mixing (``channel_mixing``: a
+random rotation of the channels, log-normal gains, rotated back; the same for every run
+of a subject), the head-to-head differences that cross-subject decoding has to bridge.
 """
 
 from __future__ import annotations
@@ -113,6 +116,8 @@ def make_eeg_only(
     p300_uv: float = 10.0,
     noise_uv: float = 6.0,
     formats: Sequence[str] = _FORMATS,
+    sensor_noise_uv: float = 0.0,
+    channel_mixing: float = 0.0,
 ) -> dict[str, Any]:
     """Write an EEG-only oddball dataset (2 subjects x 2 runs, 32 channels) with MNE-BIDS.
 
@@ -136,6 +141,11 @@ def make_eeg_only(
         Background RMS (µV).
     formats : sequence of str
         Data format per subject (``"BrainVision"`` or ``"FIF"``); one subject each.
+    sensor_noise_uv : float
+        RMS (µV) of white noise independent across channels, added before the mixing.
+    channel_mixing : float
+        Standard deviation of the log gains of each subject's channel mixing
+        ``R diag(exp(g)) R^T`` (``R`` a random rotation); 0 mixes nothing.
 
     Returns
     -------
@@ -147,7 +157,8 @@ def make_eeg_only(
         ``n_times``), ``sfreq``, ``ch_names``, ``line_freq``, ``conditions``,
         ``event_id``, ``montage`` and ``planted`` (``contrast``: deviant minus
         standard, ``latency``, ``width``, ``channels``, ``amplitude_uv``,
-        ``standard_fraction``, ``noise_uv``).
+        ``standard_fraction``, ``noise_uv``, ``sensor_noise_uv``); ``mixing``: subject
+        to its mixing matrix, shape (32, 32) (the identity without ``channel_mixing``).
     """
     import mne
     import mne_bids
@@ -166,6 +177,7 @@ def make_eeg_only(
     montage_name = _montage_name()
     montage = mne.channels.make_standard_montage(montage_name)
     recordings = []
+    mixings = {sub: _mixing(seed, sub, len(ch_names), channel_mixing) for sub in subjects}
     with tempfile.TemporaryDirectory() as scratch:
         for sub, fmt in zip(subjects, formats, strict=True):
             for r, run in enumerate(runs):
@@ -195,6 +207,11 @@ def make_eeg_only(
                     noise_uv=noise_uv,
                     line_freq=LINE_FREQ,
                 )
+                if sensor_noise_uv:
+                    sensor = rng_for(seed, "eeg_only", sub, run, "sensor")
+                    data = data + sensor_noise_uv * 1e-6 * sensor.standard_normal(data.shape)
+                if channel_mixing:
+                    data = mixings[sub] @ data
                 info = mne.create_info(ch_names, sfreq, "eeg")
                 raw = mne.io.RawArray(data, info, verbose=False)
                 raw.set_montage(montage, verbose=False)
@@ -268,8 +285,21 @@ def make_eeg_only(
             "amplitude_uv": float(p300_uv),
             "standard_fraction": 0.2,
             "noise_uv": float(noise_uv),
+            "sensor_noise_uv": float(sensor_noise_uv),
         },
+        "mixing": mixings,
     }
+
+
+def _mixing(seed: int, subject: str, n_channels: int, log_sd: float) -> np.ndarray:
+    """A subject's symmetric positive-definite channel mixing, shape (n_channels, n_channels)."""
+    if not log_sd:
+        return np.eye(n_channels)
+    from scipy.stats import ortho_group
+
+    rng = rng_for(seed, "eeg_only", subject, "mixing")
+    rotation = ortho_group.rvs(n_channels, random_state=rng)
+    return (rotation * np.exp(rng.normal(0.0, log_sd, n_channels))) @ rotation.T
 
 
 def show_images(facts: dict[str, Any], *, n_test: int, n_train: int) -> dict[str, Any]:

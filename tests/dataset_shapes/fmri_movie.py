@@ -4,6 +4,7 @@ Layout::
 
     dataset_description.json  README  participants.tsv
     stimuli/captions.tsv
+    stimuli/concepts.tsv                                     stim_file, concepts (";"-listed)
     stimuli/shots/run1_shot01.png ... run3_shotNN.png       every shot distinct
     sub-0S/func/sub-0S_task-movie_run-R_bold.nii.gz          R = 1, 2, 3 (not zero-padded)
     sub-0S/func/sub-0S_task-movie_run-R_bold.json            RepetitionTime (per run only)
@@ -98,6 +99,29 @@ def simulate_bold(
     return np.clip(np.round(np.moveaxis(vol, 0, -1)), 0, 32767).astype(np.int16)
 
 
+#: Concepts of the shots: three follow the planted features, one does not.
+PLANTED_CONCEPTS = ("bright", "dark", "contrasty")
+UNRELATED_CONCEPT = "lucky"
+
+
+def _concepts(feats: np.ndarray, rng: np.random.Generator) -> list[list[str]]:
+    """Concept labels of each shot from its z-scored (luminance, contrast) features.
+
+    ``bright`` / ``dark``: the top / bottom third of mean luminance; ``contrasty``: the
+    top third of luminance SD; ``lucky``: a random third, unrelated to the responses.
+    """
+    lum_hi, lum_lo = np.quantile(feats[:, 0], [2 / 3, 1 / 3])
+    sd_hi = np.quantile(feats[:, 1], 2 / 3)
+    lucky = rng.random(len(feats)) < 1 / 3
+    out = []
+    for (lum, sd), luck in zip(feats[:, :2], lucky, strict=True):
+        labels = ["bright"] if lum > lum_hi else ["dark"] if lum < lum_lo else []
+        labels += ["contrasty"] if sd > sd_hi else []
+        labels += [UNRELATED_CONCEPT] if luck else []
+        out.append(labels)
+    return out
+
+
 def make_fmri_movie(
     root: str | Path,
     *,
@@ -142,7 +166,8 @@ def make_fmri_movie(
         (all but the last), ``test_runs`` (the last), ``tr``, ``n_volumes``,
         ``grid_shape``, ``affine``, ``bold`` / ``events`` / ``sidecars`` (dicts keyed by
         ``(subject, run)``), ``stimuli`` (every ``stim_file``, in order of appearance),
-        ``run_stimuli`` (run to its stim_files), ``captions`` (path), ``features``
+        ``run_stimuli`` (run to its stim_files), ``captions`` (path), ``concepts``
+        (stim_file to its labels, see :data:`PLANTED_CONCEPTS`), ``features``
         (names) and ``feature_values`` (stim_file to raw values), ``planted``:
         ``blob`` (subject to boolean mask, shape grid_shape), ``brain`` (subject to
         mask), ``weights`` (subject to (n_blob, 2) weights on the z-scored features),
@@ -172,6 +197,11 @@ def make_fmri_movie(
     write_captions(root / "stimuli" / "captions.tsv", stim_files, [p.caption for p in pictures])
     raw_features = image_features(images)
     feats = standardise(raw_features)
+    concepts = _concepts(feats, rng_for(seed, "fmri_movie", "concepts"))
+    write_tsv(
+        root / "stimuli" / "concepts.tsv",
+        {"stim_file": stim_files, "concepts": [";".join(c) or "n/a" for c in concepts]},
+    )
     index = {s: i for i, s in enumerate(stim_files)}
     designs = {
         run: hrf_convolve(
@@ -247,6 +277,7 @@ def make_fmri_movie(
         "stimuli": stim_files,
         "run_stimuli": run_stimuli,
         "captions": root / "stimuli" / "captions.tsv",
+        "concepts": dict(zip(stim_files, concepts, strict=True)),
         "features": list(FEATURE_NAMES),
         "feature_values": {s: raw_features[i] for s, i in index.items()},
         "planted": {

@@ -25,15 +25,15 @@ def test_planted_map_is_identified(rng):
     X, stim, F, test = _world(rng)
     kw = {"alphas": [0.1, 1.0, 10.0, 100.0], "n_splits": 5, "standardize": True, "seed": 0}
     res = identify_stimuli(X, stim, F, test, top_k=[1, 5], n_permutations=200, **kw)
-    top1, top5, rank = res["metrics"]
-    assert res["n_test"] == 9
+    top1, top5, rank = res["metrics"][0]
+    assert res["decoders"] == ["ridge"] and res["n_test"] == 9
     assert top1 > 0.6 and top5 == 1.0 and rank < 2.0
-    assert res["p"][0] < 0.01 and res["chance"][0] == pytest.approx(1 / 9)
+    assert res["p"][0, 0] < 0.01 and res["chance"][0] == pytest.approx(1 / 9)
     # features unrelated to the responses: chance
     shuffled = rng.permutation(F)
     res = identify_stimuli(X, stim, shuffled, test, top_k=[1, 20], n_permutations=200, **kw)
-    assert res["p"][0] > 0.01
-    assert np.isnan(res["metrics"][1])  # top-20 of 9 test stimuli is undefined
+    assert res["p"][0, 0] > 0.01
+    assert np.isnan(res["metrics"][0, 1])  # top-20 of 9 test stimuli is undefined
 
 
 def test_stage_per_roi(tmp_path, rng):
@@ -55,16 +55,151 @@ def test_stage_per_roi(tmp_path, rng):
         attrs={"feature_set": "planted"},
     )
     fstore = write_dataset(feats, tmp_path / "f.zarr", provenance={})
-    config = {"identification": {"n_permutations": 100, "top_k": [1, 5]}}
+    config = {
+        "identification": {"n_permutations": 100, "top_k": [1, 5]},
+        "contrastive": {"max_epochs": 150, "lr": 0.01},
+    }
     out = decode_fmri(
-        betas=[store], features={"planted": fstore}, output=tmp_path / "o.zarr", config=config,
+        brain=[store], features={"planted": fstore}, output=tmp_path / "o.zarr", config=config,
         provenance={},
     )  # fmt: skip
     ds = xr.open_zarr(out)
     assert list(ds["roi"].values) == ["other", "v1", "all"]
     p = ds["identification_p"].sel(subject="07", feature_space="planted", metric="top1")
-    assert float(p.sel(roi="v1")) < 0.05 and float(p.sel(roi="other")) > 0.05
+    assert list(ds["decoder"].values) == ["ridge", "contrastive"]
+    assert (p.sel(roi="v1") < 0.05).all() and (p.sel(roi="other") > 0.05).all()
+    assert ds.attrs["patterns"] == "trials" and "concept_map" not in ds
     with pytest.raises(ValueError, match="must name at least one feature store"):
         decode_fmri(
-            betas=[store], features={}, output=tmp_path / "x.zarr", config={}, provenance={}
+            brain=[store], features={}, output=tmp_path / "x.zarr", config={}, provenance={}
         )
+
+
+def _movie_runs(tmp_path, rng, *, n_runs=4, n_events=37, tr=1.0, n_vox=(11, 14)):
+    """Run stores of a block movie: ROI ``sig`` holds each shot's features and concept,
+    ROI ``noise`` nothing; every event lasts 6 s, responses are box-shaped after 3 s.
+
+    Returns the store paths, the features store and the annotation table.
+    """
+    n_feat, concepts = 6, ["dog", "cat", "car"]
+    shots = [f"shots/s{i:03d}.png" for i in range(n_runs * n_events)]
+    feats = {s: rng.standard_normal(n_feat) for s in shots}
+    label = {s: concepts[i % 3] for i, s in enumerate(rng.permutation(shots))}
+    concept_axis = {c: 1.5 * rng.standard_normal(n_vox[0]) for c in concepts}
+    W = rng.standard_normal((n_feat, n_vox[0]))
+    paths = []
+    for r in range(n_runs):
+        ids = shots[r * n_events : (r + 1) * n_events]
+        onsets = np.arange(n_events) * 6.0
+        n_t = int(onsets[-1] + 12)
+        t = np.arange(n_t) * tr
+        bold = rng.standard_normal((n_t, sum(n_vox))).astype(np.float32)
+        for s, on in zip(ids, onsets, strict=True):
+            inside = (t >= on + 3) & (t < on + 9)
+            bold[inside, : n_vox[0]] += feats[s] @ W + concept_axis[label[s]]
+        ds = xr.Dataset(
+            {
+                "bold": (("time", "voxel"), bold),
+                "event_onset": (("event",), onsets),
+                "event_duration": (("event",), np.full(n_events, 6.0)),
+                "stim_file": (("event",), np.array(ids, dtype=object)),
+                "trial_type": (("event",), np.array(["shot"] * n_events, dtype=object)),
+            },
+            coords={
+                "time": t,
+                "roi": ("voxel", np.array(["sig"] * n_vox[0] + ["noise"] * n_vox[1], dtype=object)),
+            },
+            attrs={"entities": {"subject": "03", "run": str(r + 1)}, "tr": tr},
+        )
+        paths.append(write_dataset(ds, tmp_path / f"run-{r + 1}.zarr", provenance={}))
+    fstore = write_dataset(
+        xr.Dataset(
+            {"features": (("stimulus", "feature"), np.stack([feats[s] for s in shots]))},
+            coords={"stimulus": ("stimulus", np.array(shots, dtype=object))},
+            attrs={"feature_set": "planted"},
+        ),
+        tmp_path / "f.zarr",
+        provenance={},
+    )
+    table = tmp_path / "concepts.tsv"
+    table.write_text("stim_file\tconcepts\n" + "".join(f"{s}\t{label[s]};shot\n" for s in shots))
+    return paths, fstore, table
+
+
+def test_events_of_runs_identify_and_decode_concepts(tmp_path, rng):
+    paths, fstore, table = _movie_runs(tmp_path, rng)
+    config = {
+        "identification": {"n_permutations": 99, "top_k": [1, 5]},
+        "contrastive": {"enabled": False},
+        "fmri": {"hrf_lag": 3.0, "concepts": {"n_permutations": 99, "min_count": 3}},
+    }
+    out = decode_fmri(
+        brain=paths,
+        features={"planted": fstore},
+        output=tmp_path / "o.zarr",
+        config=config,
+        provenance={},
+        patterns="events",
+        concepts=table,
+    )
+    ds = xr.open_zarr(out)
+    assert ds.attrs["patterns"] == "events" and ds.attrs["concept_folds"] == {"03": "run"}
+    # no repeats: a seeded fifth of the shots is held out
+    assert int(ds["n_test_stimuli"].sel(subject="03")) == round(0.2 * 4 * 37)
+    rank = ds["identification"].sel(subject="03", feature_space="planted", metric="mean_rank")
+    chance = float(
+        ds["identification_chance"].sel(
+            subject="03", roi="sig", feature_space="planted", metric="mean_rank"
+        )
+    )
+    assert float(rank.sel(roi="sig", decoder="ridge")) < 0.3 * chance
+    assert 0.7 * chance < float(rank.sel(roi="noise", decoder="ridge")) < 1.3 * chance
+    # "shot" labels every stimulus: no negatives, left out
+    assert sorted(ds["concept"].values) == ["car", "cat", "dog"]
+    auc = ds["concept_auc"].sel(subject="03")
+    assert (auc.sel(roi="sig") > 0.9).all()
+    assert abs(float(ds["concept_mean_auc"].sel(subject="03", roi="noise")) - 0.5) < 0.15
+    assert float(ds["concept_map_p"].sel(subject="03", roi="sig")) == pytest.approx(0.01)
+    assert float(ds["concept_map_chance"].sel(subject="03")) == pytest.approx(1 / 3, abs=0.01)
+    # summary rows: ridge identification and the concept means, with chance levels
+    from neuroflow.decoding.summary import fmri_decoding_rows
+
+    rows = fmri_decoding_rows(ds)
+    concept = rows[rows["analysis"] == "concept_decoding_fmri"]
+    assert set(concept["metric"]) == {"mean_auc", "mean_average_precision"}
+    assert set(concept["roi"]) == {"sig", "noise", "all"}
+    assert (concept[concept["metric"] == "mean_auc"]["chance"] == 0.5).all()
+    assert set(rows["analysis"]) == {"identification_fmri", "concept_decoding_fmri"}
+
+
+def test_concepts_only_and_bad_inputs(tmp_path, rng):
+    paths, fstore, table = _movie_runs(tmp_path, rng, n_runs=2, n_events=25)
+    config = {"fmri": {"hrf_lag": 3.0, "concepts": {"n_permutations": 0, "min_count": 3}}}
+    out = decode_fmri(
+        brain=paths, features={}, output=tmp_path / "c.zarr", config=config,
+        provenance={}, patterns="events", concepts=table,
+    )  # fmt: skip
+    ds = xr.open_zarr(out)
+    assert "identification" not in ds and ds["concept_auc"].sizes["concept"] == 3
+    assert np.isnan(ds["concept_map_p"]).all()  # no permutations, no p-values
+    with pytest.raises(ValueError, match="must name at least one feature store"):
+        decode_fmri(
+            brain=paths, features={}, output=tmp_path / "x.zarr", config=config,
+            provenance={}, patterns="events",
+        )  # fmt: skip
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("stim_file\tlabel\nshots/s000.png\tdog\n")
+    with pytest.raises(ValueError, match=r"bad.tsv: the annotation table must have a `concept`"):
+        decode_fmri(
+            brain=paths, features={}, output=tmp_path / "y.zarr", config=config,
+            provenance={}, patterns="events", concepts=bad,
+        )  # fmt: skip
+    nan = xr.open_zarr(paths[0]).load()
+    nan["bold"][3, 2] = np.nan
+    broken = write_dataset(nan, tmp_path / "nan.zarr", provenance={})
+    with pytest.raises(ValueError, match=r"nan.zarr: field `bold` must be finite"):
+        decode_fmri(
+            brain=[broken, paths[1]], features={"planted": fstore}, output=tmp_path / "z.zarr",
+            config=config, provenance={}, patterns="events",
+        )  # fmt: skip
+    assert not (tmp_path / "z.zarr").exists()

@@ -16,13 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _defaults(node: dict) -> object:
-    if node.get("type") == "object":
+    if node.get("type") == "object" and "properties" in node:
         return {k: _defaults(v) for k, v in node["properties"].items()}
     return node["default"]
 
 
 def _check_objects(node: dict, where: str) -> None:
-    if node.get("type") == "object":
+    # objects without properties are mappings of free names (e.g. channel groups)
+    if node.get("type") == "object" and "properties" in node:
         assert node.get("additionalProperties") is False, where
         for key, sub in node["properties"].items():
             assert "description" in sub and "default" in sub, f"{where}.{key}"

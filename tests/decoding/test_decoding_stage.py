@@ -258,7 +258,7 @@ def test_rsa_eeg_stage(tmp_path, eeg_inputs):
     )
     ds = open_dataset(out)
     n_pairs = N_TEST * (N_TEST - 1) // 2
-    assert ds["brain_rdm"].shape == (2, N_T, n_pairs)
+    assert ds["brain_rdm"].shape == (2, 1, N_T, n_pairs)  # subject, channel group, time, pair
     assert int(ds["n_rsa_stimuli"]) == N_TRAIN + N_TEST and ds.attrs["rsa_stimuli"] == "all"
     rep = open_dataset(
         rsa_eeg(
@@ -278,17 +278,18 @@ def test_rsa_eeg_stage(tmp_path, eeg_inputs):
             config={"eeg_stimuli": "some"},
             provenance={},
         )
-    assert ds["cross_temporal"].dims == ("subject", "comparison", "layer", "time")
-    assert ds["noise_ceiling_subject"].shape == (2, 1, 2, N_T)
-    ct = ds["cross_temporal_mean"].sel(comparison="spearman", layer="visual")
+    assert ds["cross_temporal"].dims == ("subject", "channel_group", "comparison", "layer", "time")
+    assert ds["noise_ceiling_subject"].shape == (2, 1, 1, 2, N_T)
+    ct = ds["cross_temporal_mean"].sel(comparison="spearman", layer="visual", channel_group="all")
     assert abs(float(ds["time"][int(ct.argmax())]) - 0.1) < 0.06
     assert plot_cross_temporal(
         ds["time"].values,
-        ds["cross_temporal_mean"].isel(comparison=0).values,
+        ds["cross_temporal_mean"].isel(comparison=0, channel_group=0).values,
         list(ds["layer"].values),
         tmp_path / "ct.png",
     ).exists()
-    assert plot_rdm(ds["brain_rdm"].isel(subject=0, time=5).values, tmp_path / "r.png").exists()
+    rdm = ds["brain_rdm"].isel(subject=0, channel_group=0, time=5).values
+    assert plot_rdm(rdm, tmp_path / "r.png").exists()
 
 
 def _fmri_run(tmp_path, rng, subject, run, ids, F, roi_maps):

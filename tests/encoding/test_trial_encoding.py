@@ -226,7 +226,20 @@ def test_folds_keep_repeats_together(rng) -> None:
         assert not set(stimuli[train]) & set(stimuli[val])
     assert parse_trial_cv("leave-one-stimulus-out") is None
     assert parse_trial_cv({"grouped_kfold": 3}) == 3
-    assert select_trial_test_stimuli(["b", "a", "b", "c", "a"], "repeated") == ["b", "a"]
+    assert select_trial_test_stimuli(["b", "a", "b", "c", "a", "d"], "repeated") == ["b", "a"]
+
+
+def test_every_stimulus_repeated_holds_out_a_fifth(caplog) -> None:
+    """A design that repeats every stimulus (as RSA studies do) still trains on most."""
+    ids = [f"img{i:02d}" for i in range(23)]
+    with caplog.at_level("WARNING"):
+        test = select_trial_test_stimuli(ids * 2, "repeated", "sub-01 betas")
+    assert len(test) == round(0.2 * 23) and set(test) <= set(ids)
+    assert "sub-01 betas: 23 of 23 stimuli are shown more than once" in caplog.text
+    # deterministic: the same seeded draw every time
+    assert select_trial_test_stimuli(ids * 2, "repeated") == test
+    # a few images shown more often than the others: those, as for EEG test images
+    assert select_trial_test_stimuli(ids * 2 + ids[:7], "repeated") == ids[:7]
 
 
 def test_errors(tmp_path: Path, rng) -> None:

@@ -1,4 +1,5 @@
-"""The layer × ROI table of a sweep chooses each ROI's layer on training data only."""
+"""The layer × ROI table of a sweep chooses each ROI's layer on training data only, and sets
+encoding and RSA side by side per ROI."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import pytest
 import xarray as xr
 
 from neuroflow.evaluation.layer_sweep import (
+    ALIGNMENT_COLUMNS,
     LAYER_SWEEP_COLUMNS,
     SELECTED_LAYER,
     analysis_sweep_table,
     choose_best_layers,
     encoding_sweep_table,
+    metric_agreement,
     plot_layer_sweep,
+    plot_metric_agreement,
     stage_of,
 )
 
@@ -230,3 +234,143 @@ def test_stage_of_a_score_store():
     assert stage_of("results/trial_evaluation/m-0123456789/sub-01_scores.zarr") == (
         "trial_evaluation"
     )
+
+
+ALIGN_LAYERS = ["l0", "l1", "l2", "l3"]
+
+
+def _group_rows(stage, sweep, extractor, metric, roi, scores, selection=None, subject="group"):
+    """Layer-sweep rows of one ROI; NaN scores leave a layer out."""
+    rows = []
+    for position, (layer, score) in enumerate(zip(ALIGN_LAYERS, scores, strict=True)):
+        if score is None:
+            continue
+        rows.append(
+            {
+                "stage": stage,
+                "sweep": sweep,
+                "extractor": extractor,
+                "layer": layer,
+                "position": position,
+                "depth": position / 3,
+                "subject": subject,
+                "roi": roi,
+                "metric": metric,
+                "n_targets": np.nan,
+                "n_subjects": 2,
+                "score": score,
+                "selection_score": np.nan if selection is None else selection[position],
+                "selected_on": "",
+                "best": False,
+            }
+        )
+    return rows
+
+
+@pytest.fixture
+def alignment_table(rng):
+    enc = ("evaluation", "cnn_layers", "cnn", "r")
+    rsa = ("rsa", "cnn", "cnn", "spearman")
+    rows = [
+        # V1: both peak at l2 (the encoding by its training score), same rank order
+        *_group_rows(*enc, "V1", [0.1, 0.3, 0.5, 0.4], [0.05, 0.2, 0.35, 0.3]),
+        *_group_rows(*rsa, "V1", [0.05, 0.2, 0.3, 0.25]),
+        # IT: opposite orders; the training score picks l1 although the test r peaks at l3
+        *_group_rows(*enc, "IT", [0.1, 0.2, 0.3, 0.4], [0.1, 0.4, 0.2, 0.3]),
+        *_group_rows(*rsa, "IT", [0.4, 0.3, 0.2, 0.1]),
+        # MT: encoding only; FFA: RSA at two layers (l1 NaN, l2 not compared)
+        *_group_rows(*enc, "MT", [0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4]),
+        *_group_rows(*enc, "FFA", [0.3, 0.2, 0.1, 0.2], [0.3, 0.2, 0.1, 0.2]),
+        *_group_rows(*rsa, "FFA", [0.1, np.nan, None, 0.3]),
+        # a second comparison with constant similarities: no rank correlation, tie -> l0
+        *_group_rows("rsa", "cnn", "cnn", "tau-a", "V1", [0.2, 0.2, 0.2, 0.2]),
+        # RSA of an extractor without an encoding sweep
+        *_group_rows("rsa", "vit", "vit", "spearman", "V1", [0.1, 0.2, 0.3, 0.4]),
+    ]
+    # per-subject and `selected` rows are not the group's per-layer scores
+    noise = list(rng.uniform(-1, 1, size=4))
+    rows += _group_rows(*enc, "V1", noise, noise, subject="01")
+    rows += _group_rows(*rsa, "IT", noise[::-1], subject="01")
+    rows += [{**rows[0], "layer": SELECTED_LAYER, "position": np.nan, "score": 9.0}]
+    return pd.DataFrame(rows, columns=list(LAYER_SWEEP_COLUMNS))
+
+
+def test_metric_agreement_per_roi(alignment_table):
+    out = metric_agreement(alignment_table)
+    assert tuple(out.columns) == ALIGNMENT_COLUMNS
+    assert set(out["sweep"]) == {"cnn_layers"} and set(out["extractor"]) == {"cnn"}
+    assert set(out["encoding_stage"]) == {"evaluation"}
+    rows = out.set_index(["rsa_metric", "roi"])
+    # ROIs with one of the two metrics only have no row
+    assert sorted(rows.index) == [
+        ("spearman", "FFA"),
+        ("spearman", "IT"),
+        ("spearman", "V1"),
+        ("tau-a", "V1"),
+    ]
+    rows = rows.loc["spearman"]
+    v1, it, ffa = rows.loc["V1"], rows.loc["IT"], rows.loc["FFA"]
+    assert v1["n_layers"] == 4 and it["n_layers"] == 4
+    np.testing.assert_allclose(v1["spearman_rho"], 1.0)
+    np.testing.assert_allclose(it["spearman_rho"], -1.0)
+    assert (v1["best_layer_encoding"], v1["best_layer_rsa"], v1["agree"]) == ("l2", "l2", True)
+    # the encoding's best layer follows its training score (l1), not the test r (l3)
+    assert (it["best_layer_encoding"], it["best_layer_rsa"], it["agree"]) == ("l1", "l0", False)
+    # two shared layers: no rank correlation, best layers still compared
+    assert ffa["n_layers"] == 2 and np.isnan(ffa["spearman_rho"])
+    assert (ffa["best_layer_encoding"], ffa["best_layer_rsa"], ffa["agree"]) == ("l0", "l3", False)
+
+
+def test_metric_agreement_with_constant_scores_and_nothing_shared(alignment_table):
+    table = alignment_table.assign(metric=alignment_table["metric"].replace("spearman", "x"))
+    table = table[table["metric"] != "x"]
+    (row,) = metric_agreement(table).itertuples(index=False)
+    assert (row.rsa_metric, row.roi, row.n_layers) == ("tau-a", "V1", 4)
+    assert np.isnan(row.spearman_rho)  # constant similarities
+    assert row.best_layer_rsa == "l0" and row.best_layer_encoding == "l2" and not row.agree
+    # no encoding score at the training data: no encoding layer, agreement unknown
+    blind = table.assign(selection_score=np.nan)
+    (row,) = metric_agreement(blind).itertuples(index=False)
+    assert row.best_layer_encoding is None and pd.isna(row.agree)
+    # no RSA, or no sweep at all: only the header
+    for part in (table[table["stage"] != "rsa"], table.iloc[:0]):
+        empty = metric_agreement(part)
+        assert empty.empty and tuple(empty.columns) == ALIGNMENT_COLUMNS
+    with pytest.raises(ValueError, match=r"must be a layer-sweep table .* lacks \['extractor'\]"):
+        metric_agreement(table.drop(columns="extractor"))
+
+
+def test_alignment_plot_marks_both_best_layers(alignment_table):
+    fig = plot_metric_agreement(alignment_table, sweep="cnn_layers")
+    # ROIs FFA, IT, V1 x comparisons spearman, tau-a (FFA and IT have no tau-a panel)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == [
+        "FFA (spearman): rho n/a (2 layers)",
+        "IT (spearman): rho = -1.00",
+        "V1 (spearman): rho = 1.00",
+        "V1 (tau-a): rho n/a (4 layers)",
+    ]
+    # per panel a curve and a filled best layer on each of its two axes
+    filled = [
+        line
+        for ax in fig.axes
+        for line in ax.get_lines()
+        if len(line.get_xdata()) == 1 and line.get_markerfacecolor() != "white"
+    ]
+    assert len(filled) == 2 * len(panels)
+    with pytest.raises(ValueError, match=r"No ROI of sweep 'cnn' has both"):
+        plot_metric_agreement(alignment_table, sweep="cnn")
+
+
+def test_summary_without_sweeps_writes_only_the_headers(tmp_path):
+    from neuroflow.evaluation.report import _write_layer_sweeps
+
+    alignment = tmp_path / "alignment_metrics.tsv"
+    _write_layer_sweeps(
+        [], pd.DataFrame(), [], {}, tmp_path / "layer_sweep.tsv", tmp_path, (), alignment
+    )
+    assert alignment.read_text().strip().split("\t") == list(ALIGNMENT_COLUMNS)
+    assert (tmp_path / "layer_sweep.tsv").read_text().strip().split("\t") == list(
+        LAYER_SWEEP_COLUMNS
+    )
+    assert not list(tmp_path.glob("*.png"))

@@ -76,6 +76,7 @@ def test_gc_keeps_what_a_run_with_overlays_produced(overlay_run: Path, run_copy:
         "preprocess_eeg",
         "qc_eeg",
         "decoding",
+        "decoding_cross_subject",
         "summary",
     }
     (record,), _ = read_run_records(results)

@@ -33,6 +33,7 @@ EEG_ONLY = {
     "evaluate_eeg_encoding",
     "decode_eeg_subject",
     "decode_eeg",
+    "decode_eeg_cross_subject",
     "rsa_eeg",
     "predict_eeg",
 }

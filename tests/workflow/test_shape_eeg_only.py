@@ -45,7 +45,7 @@ def _decoding(run: Path) -> xr.Dataset:
 def test_default_config_reaches_every_applicable_analysis(eeg_only):
     run, facts = eeg_only
     stages = {p.name for p in (run / "results").iterdir() if not p.name.startswith(".")}
-    assert stages == {"preprocess_eeg", "qc_eeg", "decoding", "summary"}
+    assert stages == {"preprocess_eeg", "qc_eeg", "decoding", "decoding_cross_subject", "summary"}
     epochs = sorted((run / "results" / "preprocess_eeg").rglob("*_epo.zarr"))
     assert len(epochs) == len(facts["subjects"]) * len(facts["runs"])
     table = summary_table(run)

@@ -5,7 +5,8 @@ parcel time series.
   the default configuration: the held-out run is the last one, RSA over repeated stimuli
   and the split-half ceilings are left out with a note;
 - the same movie with a per-subject atlas and parcel targets gives one summary row per
-  parcel;
+  parcel, and fMRI decoding from each shot's event pattern identifies held-out shots and
+  decodes the concepts tied to the planted features in the planted ROI only;
 - NSD-like single-trial betas (NIfTI and scaled int16 HDF5, per-subject atlases) go
   straight to trial encoding and RSA; two variants of one extractor stay two models;
 - Algonauts-like parcel time series (one HDF5 container per subject) go straight to
@@ -20,6 +21,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 from dataset_shapes import make_algonauts_like, make_fmri_movie, make_nsd_like
+from dataset_shapes.fmri_movie import PLANTED_CONCEPTS, UNRELATED_CONCEPT
 from shape_helpers import open_stores, run_shape, summary_notes, summary_table
 from workflow_helpers import DEFAULT_SWEEP_MODELS
 
@@ -137,6 +139,46 @@ def test_movie_with_subject_atlas_and_parcel_targets(tmp_path):
     assert any(
         "rsa_fmri: skipped, it needs at least 3 stimuli shown in 2+ runs" in n for n in notes
     )
+    _check_fmri_decoding(tmp_path / "run", facts)
+
+
+def _check_fmri_decoding(run, facts):
+    """Identification and concept decoding from each shot's event pattern, per ROI."""
+    (ds,) = open_stores(run, "decoding_fmri").values()
+    assert ds.attrs["patterns"] == "events" and ds.attrs["concept_folds"] == {"01": "run"}
+    n_shots = len(facts["stimuli"])
+    # no repeats: a seeded fifth of the shots is held out
+    assert int(ds["n_test_stimuli"].sel(subject="01")) == round(0.2 * n_shots)
+    rank = ds["identification"].sel(
+        subject="01", feature_space="image_statistics", metric="mean_rank"
+    )
+    chance = float(ds["identification_chance"].sel(metric="mean_rank").max())
+    # two planted features among 24 image statistics: a modest, significant rank gain
+    # for ridge; the contrastive decoder (weaker with 144 training shots) is only stored
+    r = rank.sel(decoder="ridge")
+    assert float(r.sel(roi="blob")) < 0.9 * chance, (r.values, chance)
+    assert float(r.sel(roi="blob")) < min(float(r.sel(roi=s)) for s in ("left", "right"))
+    p = ds["identification_p"].sel(
+        subject="01", feature_space="image_statistics", metric="mean_rank", roi="blob"
+    )
+    assert float(p.sel(decoder="ridge")) < 0.05
+    assert np.isfinite(rank.sel(decoder="contrastive").values).all()
+    auc = ds["concept_auc"].sel(subject="01")
+    for concept in PLANTED_CONCEPTS:
+        assert float(auc.sel(roi="blob", concept=concept)) > 0.7, auc.values
+        assert float(ds["concept_auc_p"].sel(subject="01", roi="blob", concept=concept)) < 0.01
+    for roi in ("left", "right"):
+        assert abs(float(ds["concept_mean_auc"].sel(subject="01", roi=roi)) - 0.5) < 0.12
+    assert abs(float(auc.sel(roi="blob", concept=UNRELATED_CONCEPT)) - 0.5) < 0.15
+    table = summary_table(run)
+    rows = table[table["analysis"] == "concept_decoding_fmri"]
+    assert set(rows["roi"]) == {"blob", "left", "right", "all"}
+    blob = rows[(rows["roi"] == "blob") & (rows["metric"] == "mean_auc")]
+    assert float(blob["p_value"].iloc[0]) < 0.01 and float(blob["chance"].iloc[0]) == 0.5
+    assert {"identification_fmri", "identification_fmri_contrastive"} <= set(table["analysis"])
+    plots = run / "results" / "summary"
+    assert len(list(plots.glob("*/plots/decoding_fmri_concepts.png"))) == 1
+    assert len(list(plots.glob("*/plots/decoding_fmri_identification.png"))) == 1
 
 
 def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
@@ -158,13 +200,13 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
                     "extractor": "image_statistics",
                     "transforms": {"blur_sigma": 2.0},
                 },
-                # a real CNN at an early and a late block: RSA, identification and a
-                # trial-encoding layer sweep compare its layers
+                # a real CNN at three blocks: RSA, identification and a trial-encoding
+                # layer sweep compare its layers (three: a rank correlation across them)
                 {
                     "name": "cnn",
                     "extractor": "torch_module",
                     "model": "efficientnet-lite0",
-                    "layers": ["_blocks.1", "_blocks.10"],
+                    "layers": ["_blocks.1", "_blocks.5", "_blocks.10"],
                 },
             ]
         },
@@ -235,7 +277,7 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
 
 
 def _check_analysis_sweeps(run, facts):
-    """The CNN's two layers: a trial-encoding sweep and RSA/identification layer tables."""
+    """The CNN's layers: a trial-encoding sweep and RSA/identification layer tables."""
     (path,) = (run / "results" / "summary").glob("*/layer_sweep.tsv")
     sweep = pd.read_csv(path, sep="\t", dtype={"subject": str})
     assert set(sweep["extractor"]) == {"cnn"}
@@ -244,8 +286,8 @@ def _check_analysis_sweeps(run, facts):
     n_subjects = len(facts["subjects"])
     for stage, rows in sweep.groupby("stage"):
         layers = rows[rows["layer"] != "selected"]
-        assert set(layers["layer"]) == {"blocks.1", "blocks.10"}, stage
-        assert set(layers["depth"]) == {0.0, 1.0}, stage
+        assert set(layers["layer"]) == {"blocks.1", "blocks.5", "blocks.10"}, stage
+        assert set(layers["depth"]) == {0.0, 0.5, 1.0}, stage
         per_subject = layers[layers["subject"] != "group"]
         assert per_subject["subject"].nunique() == n_subjects
         # one layer chosen per subject, ROI and metric: on the training stimuli for the
@@ -260,6 +302,17 @@ def _check_analysis_sweeps(run, facts):
     plots = {p.name for p in (run / "results" / "summary").glob("*/plots/layer_sweep_*.png")}
     assert "layer_sweep_cnn_trial_evaluation_r.png" in plots
     assert "layer_sweep_cnn_rsa_spearman.png" in plots, plots
+    # encoding r and RSA side by side: per ROI both scored, a rank correlation over the
+    # three blocks and the best block of each
+    (path,) = (run / "results" / "summary").glob("*/alignment_metrics.tsv")
+    agreement = pd.read_csv(path, sep="\t", na_values=["n/a"], keep_default_na=False)
+    both = set(encoder["roi"]) & set(sweep[sweep["stage"] == "rsa"]["roi"])
+    assert both and set(agreement["roi"]) == both, agreement
+    assert set(agreement["sweep"]) == {"cnn"} and set(agreement["rsa_metric"]) == {"spearman"}
+    assert set(agreement["encoding_stage"]) == {"trial_evaluation"}
+    assert (agreement["n_layers"] == 3).all() and np.isfinite(agreement["spearman_rho"]).all()
+    assert agreement["best_layer_rsa"].isin(["blocks.1", "blocks.5", "blocks.10"]).all()
+    assert "layer_sweep_cnn_alignment.png" in plots, plots
 
 
 def test_algonauts_like_parcel_time_series(tmp_path):

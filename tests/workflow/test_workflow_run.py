@@ -115,6 +115,33 @@ def test_summary_table_ranks_planted_feature_spaces(tiny_run: Path) -> None:
     assert plots
 
 
+def test_fmri_decoding_follows_the_planted_rois(tiny_run: Path) -> None:
+    """Identification and concept decoding from the demo movie's shot events."""
+    (store,) = (tiny_run / "results" / "decoding_fmri").glob("*/decoding_fmri.zarr")
+    ds = xr.open_zarr(store).sel(subject="01")
+    assert ds.attrs["patterns"] == "events"
+    assert list(ds["decoder"].values) == ["ridge", "contrastive"]
+    rank = ds["identification"].sel(metric="mean_rank", decoder="ridge")
+    p = ds["identification_p"].sel(metric="mean_rank", decoder="ridge")
+    chance = float(ds["identification_chance"].sel(metric="mean_rank").max())
+    # the held-out test movie's shots: image statistics drive early visual, captions
+    # the semantic ROI, nothing the noise ROI
+    for space, roi in (("image_statistics", "early_visual"), ("minilm", "semantic")):
+        assert float(rank.sel(feature_space=space, roi=roi)) < 0.75 * chance, (space, roi)
+        assert float(p.sel(feature_space=space, roi=roi)) < 0.05, (space, roi)
+    assert float(rank.sel(feature_space="image_statistics", roi="noise")) > 0.75 * chance
+    # concepts (photograph, region, framing) follow both planted feature spaces
+    auc = ds["concept_mean_auc"]
+    for roi in ("early_visual", "semantic"):
+        assert float(ds["concept_map_p"].sel(roi=roi)) < 0.01, roi
+        assert float(auc.sel(roi=roi)) > float(auc.sel(roi="noise")), roi
+    table = next((tiny_run / "results" / "summary").rglob("scores.tsv"))
+    df = pd.read_csv(table, sep="\t", na_values="n/a", dtype={"subject": str})
+    rows = df[df["analysis"] == "concept_decoding_fmri"]
+    assert set(rows["roi"]) == {"early_visual", "semantic", "noise", "all"}
+    assert (table.parent / "plots" / "decoding_fmri_concepts.png").is_file()
+
+
 def test_summary_table_has_eeg_encoding_time_courses(tiny_run: Path) -> None:
     table = next((tiny_run / "results" / "summary").rglob("scores.tsv"))
     df = pd.read_csv(table, sep="\t", na_values="n/a", dtype={"subject": str})

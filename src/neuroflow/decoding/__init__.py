@@ -11,6 +11,8 @@
   per-concept AUC and average precision, label-shuffled null);
 - :mod:`~neuroflow.decoding.cross_subject`: leave-one-subject-out decoding with
   Euclidean alignment, time-resolved and whole-epoch (shrinkage LDA, tangent space);
+  :mod:`~neuroflow.decoding.cross_subject_stage` runs it as the
+  ``decode_eeg_cross_subject`` stage;
 - :func:`decode_eeg`: the stage entry point; :mod:`~neuroflow.decoding.summary` and
   :mod:`~neuroflow.decoding.plotting` for tables and figures.
 """

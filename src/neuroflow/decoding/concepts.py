@@ -59,8 +59,8 @@ class ConceptDecoding:
         Permutation p-values of each.
     mean_average_precision, mean_auc : float
         Means over the scored concepts.
-    map_p : float
-        Permutation p-value of the mAP.
+    map_p, mean_auc_p : float
+        Permutation p-values of the mAP and of the mean AUC.
     chance_average_precision : ndarray of float64, shape (n_concepts,)
         Prevalence of each concept: the average precision of an uninformed decoder.
     """
@@ -75,6 +75,7 @@ class ConceptDecoding:
     mean_auc: float
     map_p: float
     chance_average_precision: np.ndarray
+    mean_auc_p: float = float("nan")
 
 
 def read_concept_annotations(path: str | os.PathLike) -> pd.DataFrame:
@@ -318,10 +319,12 @@ def decode_concepts(
             auc_p = (1 + (null_auc >= auc).sum(axis=0)) / (1 + n_permutations)
             ap_p = (1 + (null_ap >= ap).sum(axis=0)) / (1 + n_permutations)
             map_null = np.nanmean(null_ap, axis=1)
+            mean_auc_null = np.nanmean(null_auc, axis=1)
         map_p = float((1 + (map_null >= np.nanmean(ap)).sum()) / (1 + n_permutations))
+        mean_auc_p = float((1 + (mean_auc_null >= np.nanmean(auc)).sum()) / (1 + n_permutations))
     else:
         auc_p = ap_p = np.full(labels.shape[1], np.nan)
-        map_p = float("nan")
+        map_p = mean_auc_p = float("nan")
     return ConceptDecoding(
         concepts=np.asarray(concepts, dtype=object).astype(str),
         decision=decision,
@@ -333,4 +336,5 @@ def decode_concepts(
         mean_auc=float(np.nanmean(auc)),
         map_p=map_p,
         chance_average_precision=labels.mean(axis=0),
+        mean_auc_p=mean_auc_p,
     )

@@ -30,6 +30,7 @@ from .lda import sliding_lda_scores
 
 __all__ = [
     "CROSS_SUBJECT_CLASSIFIERS",
+    "NULL_EIGENVALUE",
     "cross_subject_scores",
     "euclidean_alignment",
     "leave_one_subject_out",
@@ -52,32 +53,50 @@ def _check_epochs(name: str, epochs: np.ndarray) -> np.ndarray:
     return epochs
 
 
-def euclidean_alignment(epochs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+#: Eigenvalues of the mean covariance at most this fraction of the largest are null
+#: directions (an average reference, an interpolated channel: about 1e-14 in float32 data).
+NULL_EIGENVALUE = 1e-10
+
+
+def euclidean_alignment(epochs: np.ndarray, *, rank: str = "full") -> tuple[np.ndarray, np.ndarray]:
     """Whiten one subject's epochs by its mean trial covariance (He & Wu, 2020).
 
     Parameters
     ----------
     epochs : array-like, shape (n_epochs, n_channels, n_times)
         All epochs of one subject (labels are not used).
+    rank : {"full", "auto"}
+        ``"full"``: the mean covariance must be full rank. ``"auto"``: whiten within
+        the subspace the epochs span; null directions (eigenvalues at most
+        :data:`NULL_EIGENVALUE` of the largest, e.g. the one an average reference
+        removes, or one per interpolated channel) stay zero.
 
     Returns
     -------
     aligned : ndarray of float64, shape (n_epochs, n_channels, n_times)
-        ``R^(-1/2) X`` for each epoch ``X``; their mean covariance is the identity.
+        ``R^(-1/2) X`` for each epoch ``X``; their mean covariance is the identity
+        (with ``rank="auto"``, the projector onto the subspace the epochs span, and
+        ``R^(-1/2)`` the pseudo-inverse square root).
     reference : ndarray of float64, shape (n_channels, n_channels)
         ``R``, the mean of the trial covariances ``X X^T / n_times``.
     """
+    if rank not in ("full", "auto"):
+        raise ValueError(f"`rank` must be 'full' or 'auto', got {rank!r} instead.")
     epochs = _check_epochs("epochs", epochs)
     reference = np.einsum("ect,edt->cd", epochs, epochs) / (epochs.shape[0] * epochs.shape[2])
     values, vectors = np.linalg.eigh(reference)
-    floor = values.max() * 1e-10
-    if values.min() <= floor:
+    keep = values > values.max() * NULL_EIGENVALUE
+    if not keep.all() and rank == "full":
         raise ValueError(
             "The mean covariance of `epochs` must be full rank to align them, got "
-            f"{int((values <= floor).sum())} null direction(s) of {values.size} channels "
-            "(a flat, duplicated or re-referenced-away channel); drop such channels first."
+            f"{int((~keep).sum())} null direction(s) of {values.size} channels "
+            "(a flat, duplicated or re-referenced-away channel); drop such channels first, "
+            "or pass rank='auto'."
         )
-    inv_sqrt = (vectors / np.sqrt(values)) @ vectors.T
+    if not keep.any():
+        raise ValueError("`epochs` must not be all zero to align them.")
+    vectors = vectors[:, keep]
+    inv_sqrt = (vectors / np.sqrt(values[keep])) @ vectors.T
     return np.einsum("cd,edt->ect", inv_sqrt, epochs), reference
 
 

@@ -1,20 +1,34 @@
-"""The ``decode_fmri`` stage: identification of held-out stimuli from single-trial betas.
+"""The ``decode_fmri`` stage: identification of held-out stimuli and concept decoding.
 
-For every subject's single-trial store (betas estimated by ``estimate_single_trials`` or
-imported with ``dataset.source: betas``) and every ROI (and all voxels together):
+Every presentation of a stimulus gives one brain pattern: its single-trial betas
+(estimated by ``estimate_single_trials`` or imported with ``dataset.source: betas``;
+``decoding.fmri.patterns: trials``) or, for block and movie designs, the mean
+preprocessed BOLD over the event's window shifted by the haemodynamic lag
+(``patterns: events``). For every subject and every ROI (and all voxels together):
 
-1. the test stimuli are chosen among the stimuli the subject saw, as EEG encoding
-   chooses them (``test: auto``: the most-presented ones when they are at most half of
-   all, like NSD's shared images; else a seeded fifth); every trial of a test stimulus
-   is held out;
-2. a ridge decoder (penalty per feature dimension, chosen by cross-validation grouped by
-   stimulus so that repeats never straddle folds) maps the training trials' betas to
-   their stimuli's features, z-scored with the training stimuli's statistics;
-3. the test trials are decoded and averaged per stimulus, and each is identified among
-   all test stimuli by correlation (top-k accuracy, mean rank), with a null from
-   shuffling the test labels — the retrieval step of brain-to-image decoding.
+Identification (per feature space)
+    1. the test stimuli are chosen among the stimuli the subject saw, as EEG encoding
+       chooses them (``test: auto``: the most-presented ones when they are at most half
+       of all, like NSD's shared images or a repeated test movie; else a seeded fifth);
+       every presentation of a test stimulus is held out;
+    2. a ridge decoder (penalty per feature dimension, chosen by cross-validation
+       grouped by stimulus so that repeats never straddle folds) and, with
+       ``decoding.contrastive.enabled``, a contrastive (InfoNCE) decoder map the
+       training patterns to their stimuli's features, z-scored with the training
+       stimuli's statistics;
+    3. the test patterns are decoded and averaged per stimulus, and each is identified
+       among all test stimuli by correlation (top-k accuracy, mean rank), with a null
+       from shuffling the test labels: the retrieval step of brain-to-image decoding.
 
-The decoder, metrics and null are those of the EEG identification
+Concept decoding (with an annotation table)
+    Each stimulus's pattern (repeats averaged) is decoded into its concept labels by
+    one-vs-rest logistic regressions, held out by folds grouped by run (stimuli shown
+    in the same runs stay together, so slow signal shared within a run cannot carry
+    labels across folds; seeded stimulus folds for trials), and scored by per-concept
+    ROC AUC and average precision, their means, and a label-shuffled null
+    (:mod:`neuroflow.decoding.concepts`).
+
+The decoders, metrics and null are those of the EEG identification
 (:mod:`neuroflow.decoding.identification`), so the two modalities are scored alike.
 """
 
@@ -34,16 +48,23 @@ from neuroflow.io.events import is_missing
 from neuroflow.rois import labelled_rois
 from neuroflow.variables import describe_variables
 
+from .concepts import concept_matrix, decode_concepts, read_concept_annotations
 from .features import fit_feature_decoder, zscore_features
 from .identification import average_by_stimulus, identification_metrics, identification_null
 from .inputs import feature_info, stimulus_features
 from .stage import _metric_names, _obj, resolve_config
 
-__all__ = ["FORMAT_VERSION", "decode_fmri", "identify_stimuli"]
+__all__ = [
+    "FORMAT_VERSION",
+    "concept_folds",
+    "decode_fmri",
+    "fmri_patterns",
+    "identify_stimuli",
+]
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 #: Label of the "every voxel" region.
 ALL_VOXELS = "all"
@@ -61,6 +82,7 @@ def identify_stimuli(
     n_permutations: int,
     standardize: bool,
     seed: int,
+    contrastive: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Decode features from trials and identify the held-out stimuli among themselves.
 
@@ -76,13 +98,19 @@ def identify_stimuli(
         Held-out trials (every trial of a test stimulus).
     alphas, top_k, n_splits, n_permutations, standardize, seed
         See :data:`neuroflow.decoding.stage.DEFAULT_CONFIG` (``identification``).
+    contrastive : dict | None
+        The ``decoding.contrastive`` settings (``hidden``, ``max_epochs``, ``patience``,
+        ``lr``, ``weight_decay``, ``val_fraction``, ``device``) to train a contrastive
+        decoder next to the ridge one; ``None`` for ridge only.
 
     Returns
     -------
     result : dict
-        ``metrics`` and ``chance`` (one value per :func:`_metric_names` entry; top-k with
-        k at or above the number of test stimuli is NaN), ``null`` (n_permutations,
-        n_metrics) and ``p`` (n_metrics), ``n_test`` (test stimuli).
+        ``decoders`` (``["ridge"]`` or ``["ridge", "contrastive"]``); ``metrics``
+        (n_decoders, n_metrics) and ``chance`` (n_metrics), one value per
+        :func:`_metric_names` entry (top-k with k at or above the number of test
+        stimuli is NaN); ``null`` (n_decoders, n_permutations, n_metrics) and ``p``
+        (n_decoders, n_metrics); ``n_test`` (test stimuli).
     """
     keys = _metric_names(list(top_k))
     train = ~test
@@ -97,158 +125,420 @@ def identify_stimuli(
     decoder = fit_feature_decoder(
         betas[train], F_train, groups=stimuli[train], alphas=alphas, n_splits=n_splits
     )
-    pred = average_by_stimulus(decoder.predict(betas[test]), stimuli[test])[1]
-    ks = [int(k) for k in top_k if int(k) < len(test_ids)] or [1]
-    m = identification_metrics(pred, F_test_items, top_k=ks)
-    nan = float("nan")
-    metrics = np.array([m.get(k, nan) for k in keys])
-    chance = np.array([m.get(f"chance_{k}", nan) for k in keys])
-    null = np.full((n_permutations, len(keys)), nan)
-    if n_permutations:
-        nl = identification_null(
-            pred, F_test_items, n_permutations=n_permutations, top_k=ks, seed=seed
+    preds = {"ridge": average_by_stimulus(decoder.predict(betas[test]), stimuli[test])[1]}
+    if contrastive is not None:
+        from .contrastive import fit_contrastive
+
+        con = fit_contrastive(
+            betas[train],
+            F_train,
+            stimuli[train],
+            hidden=contrastive["hidden"] or None,
+            max_epochs=contrastive["max_epochs"],
+            patience=contrastive["patience"],
+            lr=contrastive["lr"],
+            weight_decay=contrastive["weight_decay"],
+            val_fraction=contrastive["val_fraction"],
+            seed=seed,
+            device=contrastive["device"],
         )
-        null = np.stack([nl.get(k, np.full(n_permutations, nan)) for k in keys], axis=1)
+        preds["contrastive"] = average_by_stimulus(con.transform(betas[test]), stimuli[test])[1]
+    ks = [int(k) for k in top_k if int(k) < len(test_ids)] or [1]
+    nan = float("nan")
+    metrics = np.full((len(preds), len(keys)), nan)
+    null = np.full((len(preds), n_permutations, len(keys)), nan)
+    chance = np.full(len(keys), nan)
+    for d, pred in enumerate(preds.values()):
+        m = identification_metrics(pred, F_test_items, top_k=ks)
+        metrics[d] = [m.get(k, nan) for k in keys]
+        chance = np.array([m.get(f"chance_{k}", nan) for k in keys])
+        if n_permutations:
+            nl = identification_null(
+                pred, F_test_items, n_permutations=n_permutations, top_k=ks, seed=seed
+            )
+            null[d] = np.stack([nl.get(k, np.full(n_permutations, nan)) for k in keys], axis=1)
     with np.errstate(invalid="ignore"):
         better = np.where(
-            np.array(keys) == "mean_rank", null <= metrics + 1e-12, null >= metrics - 1e-12
+            np.array(keys) == "mean_rank",
+            null <= metrics[:, None] + 1e-12,
+            null >= metrics[:, None] - 1e-12,
         )
-    p = (1.0 + better.sum(axis=0)) / (1.0 + n_permutations)
+    p = (1.0 + better.sum(axis=1)) / (1.0 + n_permutations)
     p[~np.isfinite(metrics)] = nan
-    return {"metrics": metrics, "chance": chance, "null": null, "p": p, "n_test": len(test_ids)}
+    return {
+        "decoders": list(preds),
+        "metrics": metrics,
+        "chance": chance,
+        "null": null,
+        "p": p,
+        "n_test": len(test_ids),
+    }
 
 
-def _regions(ds: xr.Dataset) -> dict[str, np.ndarray]:
-    """Voxel indices of every ROI of a store, and of all voxels."""
-    roi = np.array([str(v) for v in ds["roi"].values]) if "roi" in ds.coords else None
+def _regions(ds_or_roi: xr.Dataset | np.ndarray) -> dict[str, np.ndarray]:
+    """Voxel indices of every labelled ROI, and of all voxels (``"all"``)."""
+    if isinstance(ds_or_roi, xr.Dataset):
+        ds = ds_or_roi
+        roi = np.array([str(v) for v in ds["roi"].values]) if "roi" in ds.coords else None
+        n_voxels = ds.sizes["voxel"]
+    else:
+        roi, n_voxels = np.asarray(ds_or_roi, dtype=str), len(ds_or_roi)
     out = {}
     if roi is not None:
         for name in labelled_rois(roi):
             out[name] = np.flatnonzero(roi == name)
-    out[ALL_VOXELS] = np.arange(ds.sizes["voxel"])
+    out[ALL_VOXELS] = np.arange(n_voxels)
     return out
+
+
+def fmri_patterns(
+    paths: Sequence[str | os.PathLike],
+    *,
+    hrf_lag: float,
+    stimulus_events: Mapping[str, Any] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One brain pattern per stimulus presentation of one subject.
+
+    Parameters
+    ----------
+    paths : list of path-like
+        The subject's ``preprocess_fmri`` run stores (one pattern per stimulus event:
+        its mean BOLD over the event window shifted by ``hrf_lag``) or its single-trial
+        store (one pattern per trial).
+    hrf_lag : float
+        Haemodynamic lag (s) of event windows.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events that are not stimuli are left out.
+
+    Returns
+    -------
+    patterns : ndarray of float64, shape (n_presentations, n_voxels)
+    stimuli : ndarray of str, shape (n_presentations,)
+    partitions : ndarray of str, shape (n_presentations,)
+        The run of each event (its index among ``paths``), or ``repeat-<n>`` for the
+        n-th trial of a stimulus in a single-trial store.
+    roi : ndarray of str, shape (n_voxels,)
+        ROI label of each voxel.
+    """
+    from neuroflow.rsa.stage import stimulus_patterns
+
+    paths = [Path(p) for p in paths]
+    for p in paths:
+        ds = open_dataset(p)
+        if "betas" in ds.variables and "stimulus" not in ds.variables:
+            raise ValueError(f"{p}: missing field `stimulus` of a single-trial store.")
+        if "roi" not in ds.variables:
+            raise ValueError(f"{p}: missing field `roi` (voxel labels) of a brain store.")
+    data, stim, parts, roi = stimulus_patterns(paths, hrf_lag, stimulus_events)
+    if not np.isfinite(data).all():
+        field = "betas" if "betas" in open_dataset(paths[0]).variables else "bold"
+        raise ValueError(
+            f"{paths[0]}: field `{field}` must be finite, got NaN or infinite values instead."
+        )
+    return data, stim, parts, np.asarray(roi, dtype=str)
+
+
+def concept_folds(
+    stimuli: np.ndarray, partitions: np.ndarray, ids: np.ndarray, *, n_splits: int, seed: int
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
+    """Folds of the per-stimulus patterns for concept decoding.
+
+    Parameters
+    ----------
+    stimuli, partitions : ndarray of str, shape (n_presentations,)
+        Stimulus and run (or ``repeat-<n>``) of every presentation.
+    ids : ndarray of str, shape (n_stimuli,)
+        The decoded stimuli, in the order of the patterns.
+    n_splits : int
+        Folds wanted (clipped to the number of groups).
+    seed : int
+        Seed of the stimulus folds.
+
+    Returns
+    -------
+    splits : list of (train, test) index arrays into ``ids``
+    grouping : str
+        ``"run"`` (stimuli shown in the same set of runs stay in one fold) or
+        ``"stimulus"`` (seeded folds of stimuli: trials, or a single run).
+    """
+    from sklearn.model_selection import GroupKFold, KFold
+
+    runs_of: dict[str, set[str]] = {}
+    for s, part in zip(stimuli, partitions, strict=True):
+        runs_of.setdefault(str(s), set()).add(str(part))
+    groups = np.array(["+".join(sorted(runs_of[str(s)])) for s in ids])
+    by_run = not any(str(p).startswith("repeat-") for p in partitions)
+    if by_run and np.unique(groups).size >= 2:
+        k = min(int(n_splits), int(np.unique(groups).size))
+        return list(GroupKFold(n_splits=k).split(ids, groups=groups)), "run"
+    k = min(int(n_splits), len(ids))
+    return list(KFold(n_splits=k, shuffle=True, random_state=seed).split(ids)), "stimulus"
+
+
+def _subject_of(path: Path) -> str:
+    """``entities.subject`` of a brain store, else its folder's name."""
+    ent = open_dataset(path).attrs.get("entities") or {}
+    name = ent.get("subject")
+    return str(name) if name else path.parent.name.removeprefix("sub-")
+
+
+def _identification(
+    data, stim, own, regions, features, cfg, subject
+) -> tuple[dict[tuple[int, int], dict[str, Any]], int]:
+    """Identification results of one subject, keyed by (region index, space index)."""
+    from neuroflow.encoding.eeg import select_test_stimuli
+
+    ic = cfg["identification"]
+    test = np.isin(stim, select_test_stimuli(stim, "auto"))
+    n_test = int(np.unique(stim[test]).size)
+    if n_test < 2 or np.unique(stim[~test]).size < 2:
+        logger.info(
+            "sub-%s: identification skipped, %d test and %d training stimuli.",
+            subject,
+            n_test,
+            np.unique(stim[~test]).size,
+        )
+        return {}, n_test
+    feats = {n: stimulus_features(p, stim) for n, p in features.items()}
+    contrastive = cfg["contrastive"] if cfg["contrastive"]["enabled"] else None
+    out = {}
+    for b, region in enumerate(regions):
+        if region not in own:
+            continue
+        for c, name in enumerate(features):
+            out[b, c] = identify_stimuli(
+                data[:, own[region]],
+                stim,
+                feats[name],
+                test,
+                alphas=ic["alphas"],
+                top_k=ic["top_k"],
+                n_splits=cfg["n_splits"],
+                n_permutations=ic["n_permutations"],
+                standardize=ic["standardize"],
+                seed=int(cfg["seed"]),
+                contrastive=contrastive,
+            )
+    return out, n_test
+
+
+def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
+    """Concept decoding of one subject: {region index: ConceptDecoding}, grouping."""
+    cc = cfg["fmri"]["concepts"]
+    ids, _ = average_by_stimulus(data[:, :1], stim)
+    labels, names = concept_matrix(ids, annotations, min_count=cc["min_count"])
+    if not len(names):
+        logger.info(
+            "sub-%s: concept decoding skipped, no concept has %d+ positive and negative "
+            "stimuli among %d.",
+            subject,
+            cc["min_count"],
+            len(ids),
+        )
+        return {}, ""
+    splits, grouping = concept_folds(
+        stim, parts, ids, n_splits=cfg["n_splits"], seed=int(cfg["seed"])
+    )
+    out = {}
+    for b, region in enumerate(regions):
+        if region not in own:
+            continue
+        _, X = average_by_stimulus(data[:, own[region]], stim)
+        out[b] = decode_concepts(
+            X,
+            labels,
+            names,
+            splits,
+            C=cc["C"],
+            n_permutations=cc["n_permutations"],
+            seed=int(cfg["seed"]),
+        )
+    return out, grouping
 
 
 def decode_fmri(
     *,
-    betas: Sequence[str | os.PathLike],
+    brain: Sequence[str | os.PathLike],
     features: Mapping[str, str | os.PathLike],
     output: str | os.PathLike,
     config: Mapping[str, Any],
     provenance: Mapping[str, Any],
+    patterns: str = "trials",
+    concepts: str | os.PathLike | None = None,
+    stimulus_events: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Stage entry point: identification of held-out stimuli from single-trial betas.
+    """Stage entry point: identification and concept decoding from fMRI patterns.
 
     Parameters
     ----------
-    betas : list of path-like
-        One single-trial store per subject: ``betas`` (trial, voxel) with coordinates
-        ``stimulus`` (trial) and ``roi`` (voxel), attribute ``entities.subject``.
+    brain : list of path-like
+        Single-trial stores (one per subject: ``betas`` (trial, voxel) with coordinates
+        ``stimulus`` (trial) and ``roi`` (voxel)) or ``preprocess_fmri`` run stores
+        (``bold``, events with ``stim_file``), each with ``entities.subject``.
     features : dict of str to path-like
         Feature-space name to feature store (frame- or word-level stores give each
-        stimulus the mean of its rows).
+        stimulus the mean of its rows); empty for concept decoding only.
     output : path-like
         Output zarr store.
     config : dict
-        The ``decoding`` section (its ``seed``, ``n_splits`` and ``identification``).
+        The ``decoding`` section (its ``seed``, ``n_splits``, ``identification``,
+        ``contrastive`` and ``fmri``).
     provenance : dict
         From :func:`neuroflow.artifacts.build_provenance`.
+    patterns : str
+        ``"trials"`` or ``"events"``: what the brain stores hold (for the record; the
+        stores' fields decide how they are read).
+    concepts : path-like | None
+        Concept annotation TSV (:func:`neuroflow.decoding.concepts.read_concept_annotations`);
+        ``None`` skips concept decoding.
+    stimulus_events : dict | None
+        ``dataset.stimulus_events``: events that are not stimuli are left out.
 
     Returns
     -------
     output : Path
-        Store with ``identification`` and ``identification_p`` (subject, roi,
-        feature_space, metric), ``identification_chance`` (subject, roi, feature_space,
-        metric), ``identification_null`` (subject, roi, feature_space, id_permutation,
-        metric) and ``n_test_stimuli`` (subject); ROI ``"all"`` holds every voxel.
-        Regions a subject lacks are NaN for that subject.
+        Store with, for identification, ``identification`` and ``identification_p``
+        (subject, roi, feature_space, decoder, metric), ``identification_chance``
+        (subject, roi, feature_space, metric), ``identification_null`` (subject, roi,
+        feature_space, decoder, id_permutation, metric) and ``n_test_stimuli``
+        (subject); for concept decoding, ``concept_auc``, ``concept_auc_p``,
+        ``concept_average_precision`` and ``concept_average_precision_p`` (subject,
+        roi, concept), ``concept_prevalence`` (subject, concept), ``concept_mean_auc``,
+        ``concept_mean_auc_p``, ``concept_map`` and ``concept_map_p`` (subject, roi),
+        ``concept_map_chance`` (subject). ROI ``"all"`` holds every voxel; regions,
+        concepts or analyses a subject lacks are NaN for that subject.
     """
     cfg = resolve_config(config)
-    ic = cfg["identification"]
-    if not features:
-        raise ValueError("`features` must name at least one feature store, got none.")
-    if not betas:
-        raise ValueError("`betas` must list at least one single-trial store, got none.")
-    stores = [(Path(p), open_dataset(p)) for p in betas]
-    subjects = [str((ds.attrs.get("entities") or {}).get("subject", p.stem)) for p, ds in stores]
-    regions = sorted({r for _, ds in stores for r in _regions(ds)} - {ALL_VOXELS})
-    regions.append(ALL_VOXELS)
-    keys = _metric_names(ic["top_k"])
-    names = list(features)
-    shape = (len(stores), len(regions), len(names))
-    metrics = np.full((*shape, len(keys)), np.nan)
-    chance, p_values = np.full_like(metrics, np.nan), np.full_like(metrics, np.nan)
-    null = np.full((*shape, ic["n_permutations"], len(keys)), np.nan)
-    n_test = np.zeros(len(stores), dtype=np.int64)
-    from neuroflow.encoding.eeg import select_test_stimuli
-
-    for a, (path, ds) in enumerate(stores):
-        for field in ("betas", "stimulus"):
-            if field not in ds.variables:
-                raise ValueError(f"{path}: missing field `{field}` of a single-trial store.")
-        stim = np.array([str(s) for s in ds["stimulus"].values])
-        keep = np.array([not is_missing(s) for s in stim])
-        stim = stim[keep]
-        data = np.asarray(ds["betas"].values, dtype=np.float64)[keep]
-        if not np.isfinite(data).all():
-            raise ValueError(f"{path}: field `betas` holds non-finite values.")
-        test = np.isin(stim, select_test_stimuli(stim, "auto"))
-        n_test[a] = np.unique(stim[test]).size
-        if n_test[a] < 2 or np.unique(stim[~test]).size < 2:
-            logger.info(
-                "sub-%s: identification skipped, %d test and %d training stimuli.",
-                subjects[a],
-                n_test[a],
-                np.unique(stim[~test]).size,
-            )
-            continue
-        feats = {n: stimulus_features(p, stim) for n, p in features.items()}
-        own = _regions(ds)
-        for b, region in enumerate(regions):
-            if region not in own:
-                continue
-            for c, name in enumerate(names):
-                res = identify_stimuli(
-                    data[:, own[region]],
-                    stim,
-                    feats[name],
-                    test,
-                    alphas=ic["alphas"],
-                    top_k=ic["top_k"],
-                    n_splits=cfg["n_splits"],
-                    n_permutations=ic["n_permutations"],
-                    standardize=ic["standardize"],
-                    seed=int(cfg["seed"]),
-                )
-                metrics[a, b, c], chance[a, b, c] = res["metrics"], res["chance"]
-                p_values[a, b, c], null[a, b, c] = res["p"], res["null"]
-    if not n_test.any() or np.isnan(metrics).all():
+    ic, fc = cfg["identification"], cfg["fmri"]
+    identify = bool(features) and bool(ic["enabled"])
+    if concepts is not None and not fc["concepts"]["enabled"]:
+        concepts = None
+    if not identify and concepts is None:
         raise ValueError(
-            f"{stores[0][0]}: no subject has 2+ held-out and 2+ training stimuli to identify."
+            "`features` must name at least one feature store (or `concepts` an annotation "
+            "table), got none."
         )
-    dims = ("subject", "roi", "feature_space", "metric")
-    out = xr.Dataset(
-        {
-            "identification": (dims, metrics),
-            "identification_p": (dims, p_values),
-            "identification_chance": (dims, chance),
-            "identification_null": (
-                ("subject", "roi", "feature_space", "id_permutation", "metric"),
-                null,
-            ),
-            "n_test_stimuli": (("subject",), n_test),
-        },
-        coords={
-            "subject": _obj(subjects),
-            "roi": _obj(regions),
-            "feature_space": _obj(names),
-            "metric": _obj(keys),
-        },
-        attrs={
-            "stage": "decode_fmri",
-            "decoder": "ridge",
-            "test_stimuli": "auto (the most-presented stimuli, else a seeded fifth)",
-            "feature_models": {n: feature_info(p) for n, p in features.items()},
-        },
-    )
+    if not brain:
+        raise ValueError("`brain` must list at least one single-trial or run store, got none.")
+    if patterns not in ("trials", "events"):
+        raise ValueError(f"`patterns` must be 'trials' or 'events', got {patterns!r} instead.")
+    annotations = read_concept_annotations(concepts) if concepts is not None else None
+    by_sub: dict[str, list[Path]] = {}
+    for p in map(Path, brain):
+        by_sub.setdefault(_subject_of(p), []).append(p)
+    subjects = sorted(by_sub)
+    loaded = {
+        s: fmri_patterns(by_sub[s], hrf_lag=fc["hrf_lag"], stimulus_events=stimulus_events)
+        for s in subjects
+    }
+    owns = {s: _regions(loaded[s][3]) for s in subjects}
+    regions = [*sorted({r for own in owns.values() for r in own} - {ALL_VOXELS}), ALL_VOXELS]
+    keys = _metric_names(ic["top_k"])
+    names = list(features) if identify else []
+    decoders = ["ridge", "contrastive"] if cfg["contrastive"]["enabled"] else ["ridge"]
+    ident, concept_res, n_test, grouping = {}, {}, {}, {}
+    for s in subjects:
+        data, stim, parts, _ = loaded[s]
+        keep = np.array([not is_missing(v) for v in stim], dtype=bool)
+        data, stim, parts = data[keep], stim[keep], parts[keep]
+        if identify:
+            ident[s], n_test[s] = _identification(data, stim, owns[s], regions, features, cfg, s)
+        if annotations is not None:
+            concept_res[s], grouping[s] = _concepts(
+                data, stim, parts, owns[s], regions, annotations, cfg, s
+            )
+    if not any(ident.values()) and not any(concept_res.values()):
+        raise ValueError(
+            f"{by_sub[subjects[0]][0]}: no subject has 2+ held-out and 2+ training stimuli "
+            "to identify, nor concepts with enough labelled stimuli to decode."
+        )
+    coords: dict[str, Any] = {"subject": _obj(subjects), "roi": _obj(regions)}
+    data_vars: dict[str, Any] = {}
+    attrs: dict[str, Any] = {
+        "stage": "decode_fmri",
+        "patterns": patterns,
+        "hrf_lag": float(fc["hrf_lag"]) if patterns == "events" else None,
+        "test_stimuli": "auto (the most-presented stimuli, else a seeded fifth)",
+        "feature_models": {n: feature_info(p) for n, p in features.items()},
+    }
+    if any(ident.values()):
+        data_vars.update(
+            _identification_vars(ident, n_test, subjects, regions, names, decoders, keys, ic)
+        )
+        coords.update(
+            {"feature_space": _obj(names), "decoder": _obj(decoders), "metric": _obj(keys)}
+        )
+        attrs["decoders"] = decoders
+    if any(concept_res.values()):
+        cvars, concept_names = _concept_vars(concept_res, subjects, regions)
+        data_vars.update(cvars)
+        coords["concept"] = _obj(concept_names)
+        attrs.update(
+            {
+                "concept_annotations": str(concepts),
+                "concept_folds": {s: grouping[s] for s in subjects if grouping.get(s)},
+                "concept_min_count": int(fc["concepts"]["min_count"]),
+            }
+        )
+    out = xr.Dataset(data_vars, coords=coords, attrs=attrs)
     return write_dataset(describe_variables(out), output, provenance=provenance)
+
+
+def _identification_vars(ident, n_test, subjects, regions, names, decoders, keys, ic):
+    """Store variables of the identification results."""
+    shape = (len(subjects), len(regions), len(names))
+    metrics = np.full((*shape, len(decoders), len(keys)), np.nan)
+    p_values = np.full_like(metrics, np.nan)
+    chance = np.full((*shape, len(keys)), np.nan)
+    null = np.full((*shape, len(decoders), ic["n_permutations"], len(keys)), np.nan)
+    for a, s in enumerate(subjects):
+        for (b, c), res in ident.get(s, {}).items():
+            metrics[a, b, c], p_values[a, b, c] = res["metrics"], res["p"]
+            chance[a, b, c], null[a, b, c] = res["chance"], res["null"]
+    dims = ("subject", "roi", "feature_space", "decoder", "metric")
+    return {
+        "identification": (dims, metrics),
+        "identification_p": (dims, p_values),
+        "identification_chance": (("subject", "roi", "feature_space", "metric"), chance),
+        "identification_null": (
+            ("subject", "roi", "feature_space", "decoder", "id_permutation", "metric"),
+            null,
+        ),
+        "n_test_stimuli": (("subject",), np.array([n_test.get(s, 0) for s in subjects])),
+    }
+
+
+def _concept_vars(concept_res, subjects, regions):
+    """Store variables of the concept decoding results, over the union of concepts."""
+    names = sorted(
+        {str(c) for res in concept_res.values() for r in res.values() for c in r.concepts}
+    )
+    col = {c: j for j, c in enumerate(names)}
+    shape = (len(subjects), len(regions), len(names))
+    per = {k: np.full(shape, np.nan) for k in ("auc", "auc_p", "ap", "ap_p")}
+    prevalence = np.full((len(subjects), len(names)), np.nan)
+    means = {k: np.full(shape[:2], np.nan) for k in ("auc", "auc_p", "map", "map_p")}
+    map_chance = np.full(len(subjects), np.nan)
+    for a, s in enumerate(subjects):
+        for b, res in concept_res.get(s, {}).items():
+            j = [col[str(c)] for c in res.concepts]
+            per["auc"][a, b, j], per["auc_p"][a, b, j] = res.auc, res.auc_p
+            per["ap"][a, b, j] = res.average_precision
+            per["ap_p"][a, b, j] = res.average_precision_p
+            prevalence[a, j] = res.chance_average_precision
+            map_chance[a] = float(np.mean(res.chance_average_precision))
+            means["auc"][a, b], means["auc_p"][a, b] = res.mean_auc, res.mean_auc_p
+            means["map"][a, b], means["map_p"][a, b] = res.mean_average_precision, res.map_p
+    dims = ("subject", "roi", "concept")
+    return {
+        "concept_auc": (dims, per["auc"]),
+        "concept_auc_p": (dims, per["auc_p"]),
+        "concept_average_precision": (dims, per["ap"]),
+        "concept_average_precision_p": (dims, per["ap_p"]),
+        "concept_prevalence": (("subject", "concept"), prevalence),
+        "concept_mean_auc": (("subject", "roi"), means["auc"]),
+        "concept_mean_auc_p": (("subject", "roi"), means["auc_p"]),
+        "concept_map": (("subject", "roi"), means["map"]),
+        "concept_map_p": (("subject", "roi"), means["map_p"]),
+        "concept_map_chance": (("subject",), map_chance),
+    }, names

@@ -128,6 +128,27 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "val_fraction": 0.2,
         "device": "auto",
     },
+    "fmri": {
+        "enabled": True,
+        "patterns": "auto",
+        "hrf_lag": 4.5,
+        "concepts": {
+            "enabled": True,
+            "annotations": "auto",
+            "min_count": 5,
+            "C": 1.0,
+            "n_permutations": 1000,
+        },
+    },
+    "cross_subject": {
+        "enabled": True,
+        "cv": "leave-one-subject-out",
+        "alignment": "euclidean",
+        "classifiers": ["time_resolved", "epoch_lda"],
+        "target": "condition",
+        "window": [0.0, 0.6],
+        "bin_width": 0.05,
+    },
     "n_jobs": 1,
 }
 

@@ -5,7 +5,8 @@ analyses compare a feature space directly, so ``model`` is the feature space its
 spelled ``<extractor>:<layer>`` like ``feature_space`` (a bare extractor name in a store
 is its last layer, see :func:`neuroflow.evaluation.summary.space_names`); rows without a
 feature space (classification of conditions) leave ``model``, ``extractor``,
-``feature_space`` and ``layer`` empty. :func:`append_rows` adds rows to an existing TSV,
+``feature_space`` and ``layer`` empty; cross-subject decoding rows name their
+classifier in ``model``. :func:`append_rows` adds rows to an existing TSV,
 keeping its columns and filling the ones a table lacks with ``n/a``. Rows of EEG cluster
 tests carry ``inconclusive``: whether the cluster test behind the row's ``p_value``
 could not reach its level (too few permutations, distinct relabellings or subjects); its
@@ -26,6 +27,7 @@ from neuroflow.evaluation.summary import TABLE_COLUMNS, space_names
 
 __all__ = [
     "append_rows",
+    "cross_subject_rows",
     "decoding_rows",
     "fmri_decoding_rows",
     "rsa_eeg_rows",
@@ -198,7 +200,7 @@ def decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFram
 
 
 def fmri_decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
-    """Summary rows of a ``decode_fmri`` store: identification per subject, ROI and space.
+    """Summary rows of a ``decode_fmri`` store: identification and concept decoding.
 
     Parameters
     ----------
@@ -211,32 +213,77 @@ def fmri_decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.Dat
     Returns
     -------
     table : pandas.DataFrame
-        Rows with ``analysis = "identification_fmri"``, ``metric`` top-k / mean rank,
-        chance and permutation p; undefined values (a region a subject lacks, top-k with
-        k at or above the number of test stimuli) are left out.
+        Identification rows per subject, ROI, space and decoder (``analysis =
+        "identification_fmri"`` for ridge, ``"identification_fmri_<decoder>"`` for the
+        others; ``metric`` top-k / mean rank) with chance and permutation p; concept
+        decoding rows per subject and ROI (``analysis = "concept_decoding_fmri"``,
+        ``metric`` ``mean_auc`` (chance 0.5) or ``mean_average_precision`` (chance the
+        mean prevalence of the concepts)) with their label-shuffle p. Undefined values
+        (a region a subject lacks, top-k with k at or above the number of test stimuli)
+        are left out.
     """
     rows = []
-    for sub in ds["subject"].values:
-        for roi in ds["roi"].values:
-            for fs in ds["feature_space"].values:
-                for met in ds["metric"].values:
-                    sel = {"subject": sub, "roi": roi, "feature_space": fs, "metric": met}
-                    value = float(ds["identification"].sel(sel))
-                    if not np.isfinite(value):
-                        continue
-                    rows.append(
-                        _row(
-                            subject=str(sub),
-                            **_space(fs, layer_order),
-                            roi=str(roi),
-                            analysis="identification_fmri",
-                            metric=str(met),
-                            value=value,
-                            chance=float(ds["identification_chance"].sel(sel)),
-                            p_value=float(ds["identification_p"].sel(sel)),
-                        )
+    if "identification" in ds:
+        decoders = ds["decoder"].values if "decoder" in ds.dims else [None]
+        for sel in _cells(ds, ("subject", "roi", "feature_space", "metric")):
+            for dec in decoders:
+                full = sel if dec is None else {**sel, "decoder": dec}
+                value = float(ds["identification"].sel(full))
+                if not np.isfinite(value):
+                    continue
+                name = (
+                    "identification_fmri"
+                    if dec in (None, "ridge")
+                    else f"identification_fmri_{dec}"
+                )
+                rows.append(
+                    _row(
+                        subject=str(sel["subject"]),
+                        **_space(sel["feature_space"], layer_order),
+                        roi=str(sel["roi"]),
+                        analysis=name,
+                        metric=str(sel["metric"]),
+                        value=value,
+                        chance=float(ds["identification_chance"].sel(sel)),
+                        p_value=float(ds["identification_p"].sel(full)),
                     )
+                )
+    if "concept_map" in ds:
+        for sel in _cells(ds, ("subject", "roi")):
+            chance = {
+                "mean_auc": 0.5,
+                "mean_average_precision": float(
+                    ds["concept_map_chance"].sel(subject=sel["subject"])
+                ),
+            }
+            for metric, var in (
+                ("mean_auc", "concept_mean_auc"),
+                ("mean_average_precision", "concept_map"),
+            ):
+                value = float(ds[var].sel(sel))
+                if not np.isfinite(value):
+                    continue
+                rows.append(
+                    _row(
+                        subject=str(sel["subject"]),
+                        **_NO_SPACE,
+                        roi=str(sel["roi"]),
+                        analysis="concept_decoding_fmri",
+                        metric=metric,
+                        value=value,
+                        chance=chance[metric],
+                        p_value=float(ds[f"{var}_p"].sel(sel)),
+                    )
+                )
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _cells(ds: xr.Dataset, dims: Sequence[str]) -> list[dict[str, object]]:
+    """Every combination of the coordinates of ``dims``, as ``sel`` dicts."""
+    from itertools import product
+
+    values = [ds[d].values for d in dims]
+    return [dict(zip(dims, combo, strict=True)) for combo in product(*values)]
 
 
 def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
@@ -337,7 +384,10 @@ def rsa_eeg_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame
     Parameters
     ----------
     ds : xarray.Dataset
-        The store: ``cross_temporal`` (subject, comparison, layer, time).
+        The store: ``cross_temporal`` (subject, [channel_group,] comparison, layer,
+        time), with ``peak_similarity``, ``peak_time``, the bootstrap
+        (``peak_similarity_ci``, ``peak_similarity_se``) and the model-time RSA
+        (``model_time_*``) where the store has them.
     layer_order : dict of str to list of str | None
         Extractor -> its layer names in extraction order (names the layer of a bare
         feature space).
@@ -346,25 +396,171 @@ def rsa_eeg_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame
     -------
     table : pandas.DataFrame
         Columns :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`, with
-        ``analysis = "rsa_eeg"``, ``roi = "eeg"``, ``metric = "<comparison>_peak"``
-        (the similarity at the peak) and ``"<comparison>_peak_latency"`` (s); courses
-        without a finite value are left out.
+        ``analysis = "rsa_eeg"`` and ``roi`` ``"eeg"`` (every channel) or the channel
+        group's name. Per subject, ``metric = "<comparison>_peak"`` (the similarity at
+        the peak) and ``"<comparison>_peak_latency"`` (s); courses without a finite value
+        are left out. Group rows (first comparison): the same two metrics of the
+        subject-mean course (``statistic = "mean"``), with the bootstrap interval and
+        standard error at its peak (``bootstrap_ci_lower``, ``bootstrap_ci_upper``,
+        ``bootstrap_se``), and for frame-level layers ``"<comparison>_model_time_peak"``
+        (similarity), ``_peak_model_time`` and ``_peak_brain_time`` (s), ``_slope`` and
+        ``_lag`` (s) of the model time x brain time map.
     """
     da = ds["cross_temporal"]
+    if "channel_group" not in da.dims:
+        da = da.expand_dims(channel_group=["all"])
     times = np.asarray(ds["time"].values, float)
     rows = []
     for sub in ds["subject"].values:
-        for comp in ds["comparison"].values:
+        for group in da["channel_group"].values:
+            for comp in ds["comparison"].values:
+                for layer in ds["layer"].values:
+                    sel = {"subject": sub, "channel_group": group, "comparison": comp}
+                    course = np.asarray(da.sel(layer=layer, **sel).values)
+                    if not np.isfinite(course).any():
+                        continue
+                    peak = int(np.nanargmax(course))
+                    base = _row(
+                        subject=str(sub),
+                        **_space(layer, layer_order),
+                        roi=_eeg_roi(group),
+                        analysis="rsa_eeg",
+                    )
+                    rows.append({**base, "metric": f"{comp}_peak", "value": float(course[peak])})
+                    rows.append({**base, "metric": f"{comp}_peak_latency", "value": times[peak]})
+    rows += _rsa_eeg_group_rows(ds, layer_order)
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _eeg_roi(group: object) -> str:
+    """``roi`` of an EEG channel group: ``"eeg"`` for every channel, else its name."""
+    return "eeg" if str(group) == "all" else str(group)
+
+
+def _rsa_eeg_group_rows(ds: xr.Dataset, layer_order: LayerOrder) -> list[dict]:
+    """Group rows of an ``rsa_eeg`` store: peak, its bootstrap interval, model time."""
+    comp = str(ds.attrs.get("inference_comparison", ds["comparison"].values[0]))
+    common = {"subject": "group", "statistic": "mean", "n_subjects": ds.sizes["subject"]}
+    common["analysis"] = "rsa_eeg"
+    rows = []
+    if "peak_similarity" in ds:
+        for group in ds["channel_group"].values:
             for layer in ds["layer"].values:
-                course = np.asarray(da.sel(subject=sub, comparison=comp, layer=layer).values)
-                if not np.isfinite(course).any():
+                sel = {"channel_group": group, "layer": layer}
+                value = float(ds["peak_similarity"].sel(sel))
+                if not np.isfinite(value):
                     continue
-                peak = int(np.nanargmax(course))
-                base = _row(
-                    subject=str(sub), **_space(layer, layer_order), roi="eeg", analysis="rsa_eeg"
+                base = {**common, **_space(layer, layer_order), "roi": _eeg_roi(group)}
+                rows.append(_row(**base, metric=f"{comp}_peak", value=value))
+                latency = float(ds["peak_time"].sel(sel))
+                rows.append(_row(**base, metric=f"{comp}_peak_latency", value=latency))
+                if "peak_similarity_ci" not in ds:
+                    continue
+                for bound in ("lower", "upper"):
+                    ci = float(ds["peak_similarity_ci"].sel(bound=bound, **sel))
+                    rows.append(
+                        _row(
+                            **{**base, "statistic": f"bootstrap_ci_{bound}"},
+                            metric=f"{comp}_peak",
+                            value=ci,
+                        )
+                    )
+                se = float(ds["peak_similarity_se"].sel(sel))
+                rows.append(
+                    _row(**{**base, "statistic": "bootstrap_se"}, metric=f"{comp}_peak", value=se)
                 )
-                rows.append({**base, "metric": f"{comp}_peak", "value": float(course[peak])})
-                rows.append({**base, "metric": f"{comp}_peak_latency", "value": times[peak]})
+    if "model_time_peak_similarity" in ds:
+        names = {
+            "model_time_peak": "model_time_peak_similarity",
+            "model_time_peak_model_time": "model_time_peak_model_time",
+            "model_time_peak_brain_time": "model_time_peak_brain_time",
+            "model_time_slope": "model_time_slope",
+            "model_time_lag": "model_time_lag",
+        }
+        for group in ds["channel_group"].values:
+            for layer in ds["frame_layer"].values:
+                base = {**common, **_space(layer, layer_order), "roi": _eeg_roi(group)}
+                sel = {"channel_group": group, "frame_layer": layer}
+                for metric, var in names.items():
+                    value = float(ds[var].sel(sel))
+                    rows.append(_row(**base, metric=f"{comp}_{metric}", value=value))
+    return rows
+
+
+def cross_subject_rows(ds: xr.Dataset) -> pd.DataFrame:
+    """Summary rows of a ``decode_eeg_cross_subject`` store.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store (see
+        :func:`neuroflow.decoding.cross_subject_stage.decode_eeg_cross_subject`).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Columns :data:`~neuroflow.evaluation.summary.TABLE_COLUMNS`, ``roi = "eeg"``,
+        ``analysis = "cross_subject_<alignment>"`` (``"cross_session_<alignment>"`` for
+        leave-one-session-out; alignment ``euclidean`` or ``none``) and ``model`` the
+        classifier. Per held-out subject (``statistic = "value"``; a subject's held-out
+        sessions averaged) and over held-out units (``subject = "group"``,
+        ``statistic = "mean"``): for ``time_resolved``, ``peak_balanced_accuracy``,
+        ``peak_latency_s`` and ``window_balanced_accuracy`` (the mean over
+        ``attrs["window"]``); for the whole-epoch classifiers, ``balanced_accuracy``.
+        Accuracy rows carry their chance level.
+    """
+    unit = "session" if ds.attrs.get("held_out_unit") == "session" else "subject"
+    times = np.asarray(ds["time"].values, dtype=np.float64)
+    window = ds.attrs.get("window") or [times[0], times[-1]]
+    in_window = (times >= float(window[0]) - 1e-9) & (times <= float(window[1]) + 1e-9)
+    subjects = np.asarray([str(s) for s in ds["subject"].values])
+    chance = np.asarray(ds["cross_subject_chance"].values, dtype=np.float64)
+    names = [str(s) for s in dict.fromkeys(subjects)]
+    # per subject (its held-out sessions averaged), then the mean over held-out units
+    cells = [(s, subjects == s, "value", 1) for s in names]
+    cells.append(("group", np.ones(subjects.size, bool), "mean", len(names)))
+    rows = []
+    for alignment in ds["alignment"].values:
+        common = {k: v for k, v in _NO_SPACE.items() if k != "model"}
+        common.update(roi="eeg", analysis=f"cross_{unit}_{alignment}")
+        for subject, pick, statistic, n in cells:
+            base = {**common, "subject": subject, "statistic": statistic, "n_subjects": n}
+            level = float(chance[pick].mean())
+            if "cross_subject_score" in ds:
+                course = ds["cross_subject_score"].sel(alignment=alignment).values[pick]
+                course = course.mean(axis=0)
+                peak = int(np.nanargmax(course))
+                model = {"model": "time_resolved"}
+                rows += [
+                    _row(
+                        **base,
+                        **model,
+                        metric="peak_balanced_accuracy",
+                        value=float(course[peak]),
+                        chance=level,
+                    ),
+                    _row(**base, **model, metric="peak_latency_s", value=float(times[peak])),
+                    _row(
+                        **base,
+                        **model,
+                        metric="window_balanced_accuracy",
+                        value=float(course[in_window].mean()),
+                        chance=level,
+                    ),
+                ]
+            if "cross_subject_epoch_score" in ds:
+                scores = ds["cross_subject_epoch_score"].sel(alignment=alignment)
+                for classifier in ds["classifier"].values:
+                    values = scores.sel(classifier=classifier).values[pick]
+                    rows.append(
+                        _row(
+                            **base,
+                            model=str(classifier),
+                            metric="balanced_accuracy",
+                            value=float(values.mean()),
+                            chance=level,
+                        )
+                    )
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 

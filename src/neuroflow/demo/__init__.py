@@ -20,6 +20,9 @@ three framings (wide shot, medium shot, close-up), resized to ``image_size`` pix
 saved as ``stimuli/shots/shot-NNNN.png`` (fMRI movie shots) or
 ``stimuli/images/image-NNNN.png`` (EEG images). ``stimuli/captions.tsv`` has
 ``stim_file`` and ``caption``, e.g. ``"a close-up of the green eyes of a tabby cat"``.
+``stimuli/concepts.tsv`` has ``stim_file`` and ``concepts``, the ``;``-separated labels
+of each stimulus: photograph, region (none for a wide shot) and framing, e.g.
+``chelsea;eyes;close-up``.
 
 The *pool* (``pool.n_images`` images, none when 0) holds never-shown crops of the same
 photographs, for in-silico prediction: drawn from their own random stream (so every

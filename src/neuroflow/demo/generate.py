@@ -19,7 +19,9 @@ from ._config import resolve_config
 from ._io import read_npz, write_json, write_nifti, write_npz, write_png, write_tsv
 from .layout import CONFOUNDS, EEG_TASK, FMRI_TASK, GROUNDTRUTH, demo_layout, run_movies
 from .stimuli import (
+    FRAMINGS,
     POOL_FOLDER,
+    WIDE,
     Shot,
     embed_captions,
     plan_eeg_images,
@@ -32,7 +34,7 @@ from .stimuli import (
 __all__ = ["FORMAT_VERSION", "generate_demo_dataset", "load_ground_truth"]
 
 #: Bumped when the dataset's content changes meaning.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 BIDS_VERSION = "1.9.0"
 SEMANTIC_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _GENERATED_BY = [{"Name": "neuroflow", "Description": "neuroflow.demo simulation"}]
@@ -131,7 +133,23 @@ def _render_stimuli(root: Path, shots: list[Shot], size: int) -> np.ndarray:
         root / "stimuli" / "captions.tsv",
         {"stim_file": [s.stim_file for s in shots], "caption": [s.caption for s in shots]},
     )
+    write_tsv(
+        root / "stimuli" / "concepts.tsv",
+        {"stim_file": [s.stim_file for s in shots], "concepts": [shot_concepts(s) for s in shots]},
+    )
     return images
+
+
+def shot_concepts(shot: Shot) -> str:
+    """The concept labels of a shot, ``;``-separated: photograph, region, framing.
+
+    The photograph (e.g. ``chelsea``) and the region (e.g. ``eyes``; none for a wide shot
+    of the whole photograph) carry both feature spaces of the response model; the
+    framing (``close-up``, ``medium shot``, ``wide shot``) mostly the visual one.
+    """
+    framing = FRAMINGS.get(shot.zoom, WIDE).removeprefix("a ").removesuffix(" of")
+    labels = [shot.photo] + ([shot.region] if shot.region != "full" else []) + [framing]
+    return ";".join(labels)
 
 
 def _pool_name(shot: Shot) -> str:

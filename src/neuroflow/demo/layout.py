@@ -203,7 +203,8 @@ def demo_layout(config: Mapping[str, Any] | None, root: str | Path) -> DemoLayou
             f"task-{EEG_TASK}_events.json",
         )
     ]
-    files += [root / "stimuli" / "captions.tsv", *(root / "stimuli" / s for s in stim_ids)]
+    files += [root / "stimuli" / "captions.tsv", root / "stimuli" / "concepts.tsv"]
+    files += [root / "stimuli" / s for s in stim_ids]
     files += [
         gt / name
         for name in (

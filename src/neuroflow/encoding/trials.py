@@ -119,6 +119,22 @@ def select_trial_test_stimuli(
                 f"{where}: no stimulus is shown more than once (field `stimulus`), so "
                 "`trial_split.test: repeated` selects no test stimuli; list them explicitly."
             )
+        if len(counts) - len(repeated) < 2:
+            # every stimulus repeated (a common RSA design): hold out a seeded fifth of
+            # them, with all their repeats, as EEG and fMRI decoding do
+            from neuroflow.workflow.design import select_test_stimuli
+
+            chosen = select_test_stimuli(ids, "auto")
+            logger.warning(
+                "%s: %d of %d stimuli are shown more than once, which leaves fewer than 2 "
+                "to train on; `trial_split.test: repeated` holds out %d of them instead (a "
+                "seeded fifth; list test stimuli to choose them).",
+                where,
+                len(repeated),
+                len(counts),
+                len(chosen),
+            )
+            return chosen
         return repeated
     if not isinstance(test, Sequence) or not test:
         raise ValueError(

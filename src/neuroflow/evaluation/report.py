@@ -112,24 +112,109 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
     return out
 
 
+def _fmri_decoding_figures(ds: xr.Dataset, plots_dir: Path) -> list[Path]:
+    """Identification rank accuracy per ROI and space; concept decoding per ROI."""
+    from neuroflow.decoding import plotting
+
+    out: list[Path] = []
+    rois = [str(r) for r in ds["roi"].values]
+    if "identification" in ds and "decoder" in ds.dims:
+        rank = ds["identification"].sel(metric="mean_rank")
+        n_test = ds["n_test_stimuli"].where(ds["n_test_stimuli"] > 1)
+        accuracy = (1 - (rank - 1) / (n_test - 1)).mean("subject", skipna=True)
+        out.append(
+            plotting.plot_fmri_identification(
+                accuracy.transpose("decoder", "roi", "feature_space").values,
+                rois,
+                [str(s) for s in ds["feature_space"].values],
+                [str(d) for d in ds["decoder"].values],
+                plots_dir / "decoding_fmri_identification.png",
+            )
+        )
+    if "concept_auc" in ds:
+        out.append(
+            plotting.plot_concept_decoding(
+                ds["concept_mean_auc"].transpose("subject", "roi").values,
+                ds["concept_auc"].mean("subject", skipna=True).transpose("roi", "concept").values,
+                rois,
+                [str(c) for c in ds["concept"].values],
+                plots_dir / "decoding_fmri_concepts.png",
+            )
+        )
+    return out
+
+
+def _cross_subject_figure(ds: xr.Dataset, plots_dir: Path) -> Path:
+    """Held-out balanced accuracy over time and of whole epochs, aligned vs unaligned."""
+    from neuroflow.decoding import plotting
+
+    alignments = [str(a) for a in ds["alignment"].values]
+    courses, epoch_scores, classifiers = {}, {}, []
+    if "cross_subject_score" in ds:
+        da = ds["cross_subject_score"].transpose("alignment", "held_out", "time")
+        courses = {a: np.asarray(v, float) for a, v in zip(alignments, da.values, strict=True)}
+    if "cross_subject_epoch_score" in ds:
+        da = ds["cross_subject_epoch_score"].transpose("alignment", "held_out", "classifier")
+        epoch_scores = {a: np.asarray(v, float) for a, v in zip(alignments, da.values, strict=True)}
+        classifiers = [str(c) for c in ds["classifier"].values]
+    return plotting.plot_cross_subject(
+        np.asarray(ds["time"].values, float),
+        courses,
+        epoch_scores,
+        plots_dir / "decoding_cross_subject.png",
+        classifiers=classifiers,
+        chance=float(ds["cross_subject_chance"].mean()),
+        unit=str(ds.attrs.get("held_out_unit", "subject")),
+    )
+
+
 def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
-    """Cross-temporal RSA maps, layer x ROI similarity and ROI x ROI alignment patterns."""
+    """Cross-temporal RSA maps (EEG: with bootstrap intervals; model time x brain time for
+    frame-level layers), layer x ROI similarity and ROI x ROI alignment patterns."""
     from neuroflow.decoding import plotting
 
     out: list[Path] = []
     if "cross_temporal" in ds:
         da = ds["cross_temporal"]
+        # EEG stores: the whole montage (channel group "all") and the first comparison,
+        # whose bootstrap intervals are drawn around the time courses
+        group = {"channel_group": "all"} if "channel_group" in da.dims else {}
+        da = da.sel(group)
         if "comparison" in da.dims:
             da = da.isel(comparison=0)
         sim = _mean_over_subjects(da)
         layers = [str(v) for v in ds["layer"].values]
         times = np.asarray(ds["time"].values, float)
+        bounds = {"bound": ["lower", "upper"], **group}
         out.append(
             plotting.plot_cross_temporal(
-                times, sim, layers, plots_dir / f"{name}_cross_temporal.png"
+                times,
+                sim,
+                layers,
+                plots_dir / f"{name}_cross_temporal.png",
+                ci=ds["model_similarity_ci"].sel(bounds).values
+                if "model_similarity_ci" in ds
+                else None,
+                peak_times=ds["peak_time"].sel(group).values if "peak_time" in ds else None,
+                peak_ci=ds["peak_similarity_ci"].sel(bounds).values
+                if "peak_similarity_ci" in ds
+                else None,
             )
         )
-    if "model_similarity_ci" in ds:
+    if "model_time_similarity" in ds:
+        fit = ds.sel(channel_group="all")
+        out.append(
+            plotting.plot_model_time(
+                _mean_over_subjects(fit["model_time_similarity"]),
+                fit["model_time"].values,
+                fit["time"].values,
+                [str(v) for v in fit["frame_layer"].values],
+                plots_dir / f"{name}_model_time.png",
+                lag=fit["model_time_lag"].values,
+                slope=fit["model_time_slope"].values,
+            )
+        )
+    if "model_similarity_ci" in ds and "roi" in ds.dims:
         comparison = ds.attrs.get("inference_comparison", str(ds["comparison"].values[0]))
         sim = ds["model_similarity"].sel(comparison=comparison).mean("subject")
         ceiling = None
@@ -363,13 +448,21 @@ def _write_layer_sweeps(
     path: Path,
     plots_dir: Path | None,
     formats: Sequence[str] = ("png",),
+    alignment_path: Path | None = None,
 ) -> None:
-    """Write the layer × ROI table of every sweep (atomically) and their depth plots."""
+    """Write the layer × ROI table of every sweep (atomically) and their depth plots.
+
+    ``alignment_path``: where to write the encoding-vs-RSA table
+    (:func:`~neuroflow.evaluation.layer_sweep.metric_agreement`), with one figure per
+    encoding sweep it has rows for (``layer_sweep_<sweep>_alignment``); None writes none.
+    """
     from neuroflow.evaluation.layer_sweep import (
         LAYER_SWEEP_COLUMNS,
         analysis_sweep_table,
         encoding_sweep_table,
+        metric_agreement,
         plot_layer_sweep,
+        plot_metric_agreement,
         stage_of,
     )
     from neuroflow.evaluation.plotting import save_figure
@@ -387,12 +480,21 @@ def _write_layer_sweeps(
     tmp = path.with_name(f".{path.name}.partial")
     table.to_csv(tmp, sep="\t", index=False, na_rep="n/a", float_format="%.6g")
     os.replace(tmp, path)
+    agreement = metric_agreement(table)
+    if alignment_path is not None:
+        tmp = alignment_path.with_name(f".{alignment_path.name}.partial")
+        agreement.to_csv(tmp, sep="\t", index=False, na_rep="n/a", float_format="%.6g")
+        os.replace(tmp, alignment_path)
     if plots_dir is None or table.empty:
         return
     for (stage, sweep, metric), _ in table.groupby(["stage", "sweep", "metric"], sort=True):
         suffix = "" if stage == "evaluation" else f"_{stage}_{metric}"
         fig = plot_layer_sweep(table, stage=stage, sweep=sweep, metric=metric)
         save_figure(fig, plots_dir / f"layer_sweep_{sweep}{suffix}", formats)
+    if alignment_path is not None:
+        for sweep in agreement["sweep"].unique():
+            fig = plot_metric_agreement(table, sweep=sweep)
+            save_figure(fig, plots_dir / f"layer_sweep_{sweep}_alignment", formats)
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -420,6 +522,7 @@ def summarize_all(
     layer_sweeps: Sequence[Mapping[str, Any]] = (),
     layer_order: Mapping[str, Sequence[str]] | None = None,
     layer_sweep_tsv: str | os.PathLike | None = None,
+    alignment_tsv: str | os.PathLike | None = None,
     run_config: Mapping[str, Any] | None = None,
     run_config_yaml: str | os.PathLike | None = None,
     methods: str | None = None,
@@ -475,6 +578,12 @@ def summarize_all(
         :mod:`neuroflow.evaluation.layer_sweep`; only the header when there is no
         sweep), with one figure per sweep, stage and metric
         (``layer_sweep_<sweep>[_<stage>_<metric>].png``). None writes no table.
+    alignment_tsv : path-like | None
+        Encoding r and RSA side by side per encoding sweep and ROI (see
+        :func:`neuroflow.evaluation.layer_sweep.metric_agreement`; only the header when
+        no swept extractor also has fMRI RSA), with one figure per such sweep
+        (``layer_sweep_<sweep>_alignment.png``). Needs ``layer_sweep_tsv``; None writes
+        no table.
     run_config : dict | None
         The validated config of the whole run, written to ``run_config_yaml``.
     run_config_yaml : path-like | None
@@ -494,6 +603,7 @@ def summarize_all(
     """
     from neuroflow.artifacts import atomic_directory, write_dataset
     from neuroflow.decoding.summary import (
+        cross_subject_rows,
         decoding_rows,
         fmri_decoding_rows,
         rsa_eeg_rows,
@@ -535,8 +645,15 @@ def summarize_all(
     alpha = float((config.get("fdr") or {}).get("alpha", 0.05))
     for path in decoding:
         ds = open_dataset(path)
-        if "roi" in ds.dims:  # fMRI identification (per ROI), no time courses
+        if "roi" in ds.dims:  # fMRI decoding (per ROI), no time courses
             rows.append(fmri_decoding_rows(ds, layer_order))
+            if plots_enabled:
+                _fmri_decoding_figures(ds, plots_dir)
+            continue
+        if "held_out" in ds.dims:  # EEG decoding across subjects (or sessions)
+            rows.append(cross_subject_rows(ds))
+            if plots_enabled:
+                _cross_subject_figure(ds, plots_dir)
             continue
         rows.append(decoding_rows(ds, layer_order))
         if plots_enabled:
@@ -574,6 +691,7 @@ def summarize_all(
             Path(layer_sweep_tsv),
             plots_dir if plots_enabled else None,
             formats,
+            None if alignment_tsv is None else Path(alignment_tsv),
         )
     if warnings_tsv is not None:
         _write_warnings(

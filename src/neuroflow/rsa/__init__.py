@@ -10,6 +10,8 @@
   intervals and pairwise model comparisons (rsatoolbox's conventions);
 - :mod:`~neuroflow.rsa.equivalence`: the subject-as-model baseline per ROI and a TOST
   equivalence test of models against it;
+- :mod:`~neuroflow.rsa.eeg`: EEG channel groups, model time × brain time RSA of
+  frame-level features and the bootstrap of the EEG time courses;
 - :func:`rsa_eeg`, :func:`rsa_fmri`: the stage entry points.
 
 Figures: :mod:`neuroflow.decoding.plotting` (``plot_rdm``, ``plot_cross_temporal``,
@@ -21,11 +23,12 @@ from .analysis import (
     ModelTimeResult,
     alignment_patterns,
     cross_temporal_rsa,
+    model_time_peaks,
     model_time_rsa,
     roi_alignment,
 )
 from .compare import COMPARISONS, compare_rdms, noise_ceiling
-from .inference import BootstrapResult, bootstrap_rsa
+from .inference import BootstrapResult, bootstrap_evaluations, bootstrap_rsa
 from .rdm import correlation_rdm, crossnobis_rdm, square_rdm
 from .stage import DEFAULT_CONFIG, event_responses, rsa_eeg, rsa_fmri
 
@@ -36,12 +39,14 @@ __all__ = [
     "BootstrapResult",
     "ModelTimeResult",
     "alignment_patterns",
+    "bootstrap_evaluations",
     "bootstrap_rsa",
     "compare_rdms",
     "correlation_rdm",
     "cross_temporal_rsa",
     "crossnobis_rdm",
     "event_responses",
+    "model_time_peaks",
     "model_time_rsa",
     "noise_ceiling",
     "roi_alignment",

@@ -22,6 +22,7 @@ __all__ = [
     "ModelTimeResult",
     "alignment_patterns",
     "cross_temporal_rsa",
+    "model_time_peaks",
     "model_time_rsa",
     "pattern_agreement",
     "roi_alignment",
@@ -273,6 +274,38 @@ def model_time_rsa(
             f"({brain.shape[0]},), got {model_times.shape} and {brain_times.shape} instead."
         )
     sim = np.stack([compare_rdms(layer, brain, method=method) for layer in layers])
+    return model_time_peaks(sim, model_times, brain_times)
+
+
+def model_time_peaks(
+    similarity: np.ndarray, model_times: np.ndarray, brain_times: np.ndarray
+) -> ModelTimeResult:
+    """Peaks and model-to-brain time line of model time × brain time similarity maps.
+
+    Parameters
+    ----------
+    similarity : array-like, shape (n_layers, n_model_times, n_brain_times)
+        Similarity of each layer's RDM at each model time with the brain RDM at each
+        brain time (e.g. the mean over subjects of :func:`model_time_rsa`'s maps).
+    model_times : array-like, shape (n_model_times,)
+        Model time of each row (s from stimulus onset).
+    brain_times : array-like, shape (n_brain_times,)
+        Brain time of each column (s from stimulus onset).
+
+    Returns
+    -------
+    result : ModelTimeResult
+        With ``similarity`` as given.
+    """
+    sim = np.asarray(similarity, dtype=np.float64)
+    model_times = np.asarray(model_times, dtype=np.float64)
+    brain_times = np.asarray(brain_times, dtype=np.float64)
+    if sim.ndim != 3 or model_times.shape != sim.shape[1:2] or brain_times.shape != sim.shape[2:]:
+        raise ValueError(
+            "`similarity` (n_layers, n_model_times, n_brain_times), `model_times` "
+            "(n_model_times,) and `brain_times` (n_brain_times,) must agree, got "
+            f"{sim.shape}, {model_times.shape} and {brain_times.shape} instead."
+        )
     ranked = np.nan_to_num(sim, nan=-np.inf)  # an undefined similarity is never the best
     flat = ranked.reshape(sim.shape[0], -1)
     peak = np.stack(np.unravel_index(flat.argmax(axis=1), sim.shape[1:]), axis=1)

@@ -9,7 +9,10 @@ repeated ones, and the model RDMs' geometry is sampled widely enough to tell fea
 spaces apart. These large RDMs are compared in chunks of time points and not stored.
 The stored ``brain_rdm`` is over the repeated stimuli (``min_repeats`` or more
 presentations), whose single repeats give the within-subject noise ceilings; with 2+
-subjects the leave-one-subject-out ceiling uses those RDMs too.
+subjects the leave-one-subject-out ceiling uses those RDMs too. Every EEG RDM is also
+computed over each channel group of ``rsa.channel_groups``; the time courses get
+bootstrap intervals and layer comparisons, and frame-level (video, audio) features a
+model time × brain time map (:mod:`neuroflow.rsa.eeg`).
 
 fMRI: every event's response is the mean BOLD over the volumes from ``onset + lag`` to
 ``onset + duration + lag``; stimuli presented in at least two runs form the RDM
@@ -37,8 +40,16 @@ from neuroflow.io.events import events_from_store, is_missing, stimulus_mask
 from neuroflow.rois import labelled_rois
 from neuroflow.variables import describe_variables
 
-from .analysis import alignment_patterns, cross_temporal_rsa
+from .analysis import alignment_patterns
 from .compare import compare_rdms, noise_ceiling
+from .eeg import (
+    check_channel_groups,
+    eeg_bootstrap,
+    frame_models,
+    model_time_outputs,
+    resolve_channel_groups,
+    time_resolved_similarity,
+)
 from .equivalence import subject_model_equivalence
 from .inference import BOOTSTRAP_FACTORS, bootstrap_rsa
 from .rdm import condensed_index, correlation_rdm, crossnobis_rdm
@@ -50,9 +61,10 @@ __all__ = [
     "resolve_config",
     "rsa_eeg",
     "rsa_fmri",
+    "stimulus_patterns",
 ]
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +85,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "hrf_lag": 4.5,
     "noise_shrinkage": "shrinkage_diag",
     "min_repeats": 2,
-    "bootstrap": {"over": "auto", "n_bootstraps": 1000, "level": 0.95},
+    "bootstrap": {"over": "auto", "n_bootstraps": 1000, "level": 0.95, "eeg_times": "auto"},
     "equivalence_margin": None,
+    "channel_groups": {},
+    "model_time": {"enabled": True},
 }
 
 
@@ -90,7 +104,8 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     -------
     config : dict
     """
-    cfg = merge_defaults(DEFAULT_CONFIG, config, "rsa")
+    cfg = merge_defaults(DEFAULT_CONFIG, config, "rsa", opaque=("channel_groups",))
+    cfg["channel_groups"] = check_channel_groups(cfg["channel_groups"] or {})
     if cfg["fmri_rdm"] not in ("crossnobis", "correlation"):
         raise ValueError(
             f"`rsa.fmri_rdm` must be 'crossnobis' or 'correlation', got {cfg['fmri_rdm']!r} "
@@ -107,6 +122,11 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ValueError(
             "`rsa.bootstrap.over` must be one of auto, none, "
             f"{', '.join(BOOTSTRAP_FACTORS)}, got {over!r} instead."
+        )
+    if cfg["bootstrap"]["eeg_times"] not in ("auto", "all", "peaks"):
+        raise ValueError(
+            "`rsa.bootstrap.eeg_times` must be 'auto', 'all' or 'peaks', got "
+            f"{cfg['bootstrap']['eeg_times']!r} instead."
         )
     margin = cfg["equivalence_margin"]
     if margin is not None and not margin > 0:
@@ -150,34 +170,20 @@ def _ceilings(rdms: np.ndarray, methods: Sequence[str]) -> np.ndarray:
     return out.reshape(len(methods), 2, *lead)
 
 
-def _cross_temporal_chunked(
-    patterns: np.ndarray, models: np.ndarray, methods: Sequence[str], chunk: int = 8
-) -> np.ndarray:
-    """Cross-temporal RSA without holding every time point's RDM at once.
+def _group_channels(
+    channels: np.ndarray, groups: Mapping[str, Sequence[str] | None]
+) -> list[np.ndarray]:
+    """Indices into ``channels`` of every channel group (None: all of them)."""
+    where = {str(c): i for i, c in enumerate(channels)}
+    return [
+        np.arange(len(channels)) if chans is None else np.array([where[c] for c in chans])
+        for chans in groups.values()
+    ]
 
-    Parameters
-    ----------
-    patterns : ndarray, shape (n_stimuli, n_channels, n_times)
-        Stimulus-averaged epochs.
-    models : ndarray, shape (n_layers, n_pairs)
-        Model RDMs over the same stimuli.
-    methods : sequence of str
-        Comparison methods.
-    chunk : int
-        Time points per RDM batch.
 
-    Returns
-    -------
-    sim : ndarray, shape (n_methods, n_layers, n_times)
-    """
-    n_t = patterns.shape[2]
-    out = np.zeros((len(methods), models.shape[0], n_t))
-    for start in range(0, n_t, chunk):
-        stop = min(start + chunk, n_t)
-        rdm = correlation_rdm(np.moveaxis(patterns[:, :, start:stop], 2, 0))
-        for m, method in enumerate(methods):
-            out[m, :, start:stop] = cross_temporal_rsa(models, rdm, method=method)
-    return out
+def _group_rdms(patterns: np.ndarray, channels: Sequence[np.ndarray]) -> np.ndarray:
+    """RDMs (n_groups, n_times, n_pairs) of (n_stimuli, n_channels, n_times) patterns."""
+    return np.stack([correlation_rdm(np.moveaxis(patterns[:, idx], 2, 0)) for idx in channels])
 
 
 def rsa_eeg(
@@ -206,20 +212,35 @@ def rsa_eeg(
     Returns
     -------
     output : Path
-        Store with ``brain_rdm`` (subject, time, pair) over the repeated stimuli
+        Store with dimension ``channel_group`` (``"all"``, then the groups of
+        ``rsa.channel_groups``; attribute ``channel_groups``) on every EEG variable:
+        ``brain_rdm`` (subject, channel_group, time, pair) over the repeated stimuli
         (condensed; ``stimulus_a``/``stimulus_b`` on ``pair``), ``model_rdm`` (layer,
-        pair) over the same stimuli, ``cross_temporal`` (subject, comparison, layer,
-        time) over the ``eeg_stimuli`` set (``n_rsa_stimuli`` of them; attribute
-        ``rsa_stimuli``; when subjects share fewer than 3 stimuli, each subject's own
-        stimuli, and ``n_rsa_stimuli`` has dim subject),
-        ``noise_ceiling_subject`` (subject, comparison, bound, time) from single
-        repeats, and with 2+ subjects ``noise_ceiling`` (comparison, bound, time) and
-        ``cross_temporal_mean`` (comparison, layer, time).
+        pair) over the same stimuli, ``cross_temporal`` (subject, channel_group,
+        comparison, layer, time) over the ``eeg_stimuli`` set (``n_rsa_stimuli`` of
+        them; attribute ``rsa_stimuli``; when subjects share fewer than 3 stimuli,
+        each subject's own stimuli, and ``n_rsa_stimuli`` has dim subject),
+        ``noise_ceiling_subject`` (subject, channel_group, comparison, bound, time)
+        from single repeats, and with 2+ subjects ``noise_ceiling`` (channel_group,
+        comparison, bound, time) and ``cross_temporal_mean`` (channel_group,
+        comparison, layer, time). For the first of ``rsa.comparisons``: ``peak_time``
+        and ``peak_similarity`` (channel_group, layer) of the subject-mean course, and
+        the bootstrap of :func:`neuroflow.rsa.eeg.eeg_bootstrap` (``peak_similarity_ci``
+        (bound, channel_group, layer), ``peak_similarity_se``, ``layer_comparison_p``
+        (channel_group, layer_a, layer_b), and at every time point
+        ``model_similarity_ci`` (bound, channel_group, layer, time) and
+        ``model_similarity_se``; attributes ``bootstrap_over``, ``bootstrap_times``,
+        ``n_bootstraps``, ``ci_level``, ``inference_comparison``). With frame-level
+        feature stores of the stimuli (``rsa.model_time.enabled``; every subject
+        shown the same stimuli), the model time x brain time RSA of
+        :func:`neuroflow.rsa.eeg.model_time_outputs` (dims ``frame_layer`` and
+        ``model_time`` (s)); attribute ``model_time`` tells whether it ran.
     """
     cfg = resolve_config(config)
     if not features:
         raise ValueError("`features` must name at least one feature store, got none.")
     subjects = load_subject_epochs(epochs)
+    groups = resolve_channel_groups(cfg["channel_groups"], epochs)
     sets = []
     for sub in subjects:
         ids, counts = np.unique(sub.stimulus, return_counts=True)
@@ -259,43 +280,67 @@ def rsa_eeg(
     models = _model_rdms(features, common) if repeated else None
     shared = all(ids is sub_sets[0] for ids in sub_sets)
     models_shared = _model_rdms(features, sub_sets[0]) if shared else None
-    brain, ceil_sub, cross = [], [], []
+    frames, model_time = None, "disabled (rsa.model_time.enabled)"
+    if cfg["model_time"]["enabled"]:
+        frames = frame_models(features, sub_sets[0]) if shared else None
+        model_time = (
+            "computed"
+            if frames is not None
+            else "skipped: no frame-level feature store"
+            if shared
+            else "skipped: subjects saw different stimuli"
+        )
+    keep_patterns = cfg["bootstrap"]["over"] != "none"
+    brain, ceil_sub, cross, frame_sims, patterns_all, channels_all = [], [], [], [], [], []
     for sub, rsa_set in zip(subjects, sub_sets, strict=True):
         models_rsa = models_shared if shared else _model_rdms(features, rsa_set)
+        channels = _group_channels(sub.channels, groups)
         in_set = np.isin(sub.stimulus, rsa_set)
         patterns = sub.data[in_set][:, :, :: cfg["decim"]]
         if cfg["eeg_stimuli"] != "all":
             patterns = patterns.astype(np.float64)
         _, mean = average_by_stimulus(patterns, sub.stimulus[in_set])
-        cross.append(_cross_temporal_chunked(mean, models_rsa, methods))
+        sims = [
+            time_resolved_similarity(mean[:, idx], models_rsa, methods, frames) for idx in channels
+        ]
+        cross.append(np.stack([sim for sim, _ in sims]))
+        if frames is not None:
+            frame_sims.append(np.stack([f for _, f in sims]))
+        if keep_patterns:
+            patterns_all.append(mean)
+            channels_all.append(channels)
         if not repeated:
             continue
         keep = np.isin(sub.stimulus, common)
         data = sub.data[keep][:, :, :: cfg["decim"]].astype(np.float64)
         stim = sub.stimulus[keep]
-        brain.append(correlation_rdm(np.moveaxis(average_by_stimulus(data, stim)[1], 2, 0)))
+        brain.append(_group_rdms(average_by_stimulus(data, stim)[1], channels))
         rep = _repeat_index(stim)
         n_rep = int(min(np.bincount(rep)[np.bincount(rep) >= common.size].size, 50))
         reps = [
-            correlation_rdm(
-                np.moveaxis(average_by_stimulus(data[rep == r], stim[rep == r])[1], 2, 0)
-            )
+            _group_rdms(average_by_stimulus(data[rep == r], stim[rep == r])[1], channels)
             for r in range(n_rep)
             if np.unique(stim[rep == r]).size == common.size
         ]
-        ceil_sub.append(_ceilings(np.stack(reps), methods) if len(reps) >= 2 else None)
+        ceil_sub.append(
+            np.stack([_ceilings(np.stack(reps)[:, g], methods) for g in range(len(groups))])
+            if len(reps) >= 2
+            else None
+        )
     times = subjects[0].times[:: cfg["decim"]]
     n_t = times.size
-    nan_ceil = np.full((len(methods), 2, n_t), np.nan)
+    nan_ceil = np.full((len(groups), len(methods), 2, n_t), np.nan)
+    cross = np.stack(cross)  # (subject, channel_group, comparison, layer, time)
     coords = {
         "subject": _obj([s.subject for s in subjects]),
+        "channel_group": _obj(list(groups)),
         "time": ("time", times, {"units": "s"}),
         "layer": _obj(list(features)),
         "comparison": _obj(methods),
         "bound": _obj(["lower", "upper"]),
     }
     data_vars: dict[str, Any] = {
-        "cross_temporal": (("subject", "comparison", "layer", "time"), np.stack(cross)),
+        "cross_temporal": (("subject", "channel_group", "comparison", "layer", "time"), cross),
         "n_rsa_stimuli": (
             ((), np.int64(sub_sets[0].size))
             if shared
@@ -304,22 +349,39 @@ def rsa_eeg(
     }
     if repeated:
         coords.update(_pair_coords(common))
-        data_vars["brain_rdm"] = (("subject", "time", "pair"), np.stack(brain))
+        data_vars["brain_rdm"] = (("subject", "channel_group", "time", "pair"), np.stack(brain))
         data_vars["model_rdm"] = (("layer", "pair"), models)
         data_vars["noise_ceiling_subject"] = (
-            ("subject", "comparison", "bound", "time"),
+            ("subject", "channel_group", "comparison", "bound", "time"),
             np.stack([c if c is not None else nan_ceil for c in ceil_sub]),
         )
     if len(subjects) >= 2:
         if repeated:
             data_vars["noise_ceiling"] = (
-                ("comparison", "bound", "time"),
-                _ceilings(np.stack(brain), methods),
+                ("channel_group", "comparison", "bound", "time"),
+                np.stack([_ceilings(np.stack(brain)[:, g], methods) for g in range(len(groups))]),
             )
         data_vars["cross_temporal_mean"] = (
-            ("comparison", "layer", "time"),
-            np.stack(cross).mean(axis=0),
+            ("channel_group", "comparison", "layer", "time"),
+            cross.mean(axis=0),
         )
+    inference, inference_attrs = eeg_bootstrap(
+        patterns_all,
+        channels_all,
+        models_shared,
+        cross[:, :, 0],
+        times,
+        method=methods[0],
+        config={**cfg["bootstrap"], "over": cfg["bootstrap"]["over"] if keep_patterns else "none"},
+        shared=shared,
+    )
+    data_vars.update(inference)
+    if "layer_comparison_p" in data_vars:
+        coords.update({"layer_a": _obj(list(features)), "layer_b": _obj(list(features))})
+    if frame_sims:
+        data_vars.update(model_time_outputs(np.stack(frame_sims), frames, times))
+        coords["frame_layer"] = _obj(frames.layers)
+        coords["model_time"] = ("model_time", frames.times, {"units": "s"})
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
         {
@@ -328,6 +390,9 @@ def rsa_eeg(
             "rsa_stimuli": cfg["eeg_stimuli"],
             "feature_models": {n: feature_info(p) for n, p in features.items()},
             "noise_ceiling": "computed" if repeated else "skipped: too few repeated stimuli",
+            "channel_groups": {k: v for k, v in groups.items() if v is not None},
+            "model_time": model_time,
+            **inference_attrs,
         }
     )
     return write_dataset(describe_variables(ds), output, provenance=provenance)
@@ -367,7 +432,7 @@ def event_responses(run: xr.Dataset, *, lag: float, where: str = "run") -> np.nd
     return weights @ run["bold"].values.astype(np.float64)
 
 
-def _fmri_subject(
+def stimulus_patterns(
     paths: list[Path], lag: float, stimulus_events: Mapping[str, Any] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
     """Stimulus patterns, stimulus ids, partitions and ROI labels of one subject.
@@ -530,7 +595,7 @@ def rsa_fmri(
         ent = open_dataset(p).attrs.get("entities") or {}
         by_sub.setdefault(str(ent.get("subject", p.parent.name)), []).append(p)
     subs = sorted(by_sub)
-    loaded = {s: _fmri_subject(by_sub[s], cfg["hrf_lag"], stimulus_events) for s in subs}
+    loaded = {s: stimulus_patterns(by_sub[s], cfg["hrf_lag"], stimulus_events) for s in subs}
     sets = []
     for s in subs:
         _, stim, run, _ = loaded[s]

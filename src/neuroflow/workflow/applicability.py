@@ -11,7 +11,8 @@ study, an fMRI movie shown once, or a dataset without stimulus files:
   encoding a subject with a held-out run and a training run;
 - EEG encoding, decoding and EEG RSA need EEG recordings; RSA and the stimulus parts
   of decoding need feature spaces; fMRI RSA needs ROI labels and stimuli shown in
-  ``rsa.min_repeats`` runs of every subject.
+  ``rsa.min_repeats`` runs of every subject; cross-subject EEG decoding needs 2+ EEG
+  subjects (or, leave-one-session-out, a subject with 2+ sessions).
 
 Settings that name something that does not exist at all (an extractor no entry
 defines, a layer an extractor does not have) are configuration errors, raised before
@@ -469,6 +470,46 @@ def _predict(
     )
 
 
+def _decoding_cross_subject(plan: WorkflowPlan, notes: list[str]) -> bool:
+    """Whether EEG decoding across subjects (or sessions) runs; a note when it cannot.
+
+    Leave-one-subject-out needs 2+ EEG subjects, leave-one-session-out a subject with 2+
+    sessions. The tangent-space classifier needs ``pyriemann`` (the ``riemann`` extra):
+    a configuration error before any job runs when it is not installed.
+    """
+    import importlib.util
+
+    from neuroflow.extras import install_hint
+
+    cfg = plan.config["decoding"].get("cross_subject") or {}
+    if not cfg.get("enabled", True):
+        return False
+    if cfg.get("cv", "leave-one-subject-out") == "leave-one-session-out":
+        sessions: dict[str, set[str | None]] = {}
+        for rec in plan.eeg_recordings:
+            sessions.setdefault(rec.subject, set()).add(rec.session)
+        if not any(len(s) >= 2 for s in sessions.values()):
+            notes.append(
+                "decoding_cross_subject: skipped, leave-one-session-out "
+                "(`decoding.cross_subject.cv`) needs a subject with 2+ EEG sessions, and no "
+                "subject has more than one"
+            )
+            return False
+    elif len(plan.eeg_subjects) < 2:
+        notes.append(
+            "decoding_cross_subject: skipped, leave-one-subject-out needs 2+ EEG subjects, "
+            f"got sub-{', sub-'.join(plan.eeg_subjects)} (set `decoding.cross_subject.cv` to "
+            "leave-one-session-out to decode across sessions)"
+        )
+        return False
+    if "tangent_space" in cfg.get("classifiers", ()) and not importlib.util.find_spec("pyriemann"):
+        raise ValueError(
+            "`decoding.cross_subject.classifiers` names tangent_space, which needs pyriemann, "
+            f"not installed. {install_hint('pyriemann')} Or remove tangent_space from the list."
+        )
+    return True
+
+
 def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     """The analyses that apply to the plan's dataset, and the held-out fMRI runs.
 
@@ -516,14 +557,12 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     spaces = _analysis_spaces(plan, split, extractors, notes)
     rsa = _rsa_modalities(plan, spaces["rsa"], notes)
     decoding = bool(plan.eeg_recordings) and bool(cfg["decoding"].get("enabled", True))
-    decoding_fmri = bool(
-        single
-        and spaces["decoding"]
-        and cfg["decoding"].get("enabled", True)
-        and cfg["decoding"]["identification"].get("enabled", True)
-    )
+    cross_subject = decoding and _decoding_cross_subject(plan, notes)
+    decoding_fmri = _decoding_fmri(plan, single, bool(spaces["decoding"]), notes)
     notes += identification_notes(
-        plan, eeg=decoding and bool(spaces["decoding"]), fmri=decoding_fmri
+        plan,
+        eeg=decoding and bool(spaces["decoding"]),
+        fmri=decoding_fmri and bool(spaces["decoding"]),
     )
     run_models = models if test_runs else []
     predict = _predict(
@@ -550,6 +589,7 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         rsa=tuple(rsa),
         decoding=decoding,
         decoding_fmri=decoding_fmri,
+        decoding_cross_subject=cross_subject,
         single_trial=single,
         trf=trf,
         spaces=spaces,
@@ -559,3 +599,39 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         notes=tuple(dict.fromkeys(notes)),
     )
     return scope, test_runs
+
+
+def _decoding_fmri(plan: WorkflowPlan, single: bool, spaces: bool, notes: list[str]) -> bool:
+    """Whether ``decode_fmri`` runs: patterns to decode and something to decode them for.
+
+    Identification needs a feature space; concept decoding an annotation table. An
+    annotation table given by path must exist.
+    """
+    cfg = plan.config["decoding"]
+    fc = cfg.get("fmri") or {}
+    if not (cfg.get("enabled", True) and fc.get("enabled", True)):
+        return False
+    patterns = fc.get("patterns", "auto")
+    if patterns == "auto":
+        patterns = "trials" if single else "events"
+    if patterns == "trials" and not single:
+        notes.append(
+            "decoding_fmri: skipped, `decoding.fmri.patterns` is 'trials' but no "
+            "single-trial betas are estimated (single_trial.enabled) or imported"
+        )
+        return False
+    if patterns == "events":
+        runs = [r for r in plan.fmri_runs if plan.is_demo or plan.design.run_stimuli.get(r.key)]
+        if not runs:
+            if plan.fmri_runs:
+                notes.append("decoding_fmri: skipped, no fMRI run has stimulus events")
+            return False
+    identify = spaces and bool(cfg["identification"].get("enabled", True))
+    given = (fc.get("concepts") or {}).get("annotations", "auto")
+    table = plan.concept_annotations
+    if table is not None and given != "auto" and not table.is_file():
+        raise FileNotFoundError(
+            "`decoding.fmri.concepts.annotations` must name an existing TSV, got "
+            f"{str(given)!r} ({table}) instead."
+        )
+    return bool(identify or table is not None)

@@ -108,6 +108,7 @@ _CHECKS: tuple[Callable[[Mapping[str, Any]], Iterator[str]], ...] = (
     lambda c: _ordered(c, "eeg_encoding.tmin", "eeg_encoding.tmax", "the latencies modelled"),
     lambda c: _ordered(c, "eeg_encoding.trf.tmin", "eeg_encoding.trf.tmax", "the TRF lags"),
     lambda c: _window(c, "decoding.identification.window", "the epoch window decoded"),
+    lambda c: _window(c, "decoding.cross_subject.window", "the whole-epoch window decoded"),
     lambda c: _alpha_grid(c, "encoding.alphas"),
     lambda c: _alpha_grid(c, "eeg_encoding.alphas"),
     lambda c: _alpha_list(c, "decoding.features.alphas"),

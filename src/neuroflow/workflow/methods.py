@@ -93,6 +93,11 @@ REFERENCES: dict[str, str] = {
         "Walther A, Nili H, Ejaz N, et al. (2016). Reliability of dissimilarity measures "
         "for multi-voxel pattern analysis. NeuroImage 137:188-200."
     ),
+    "he_wu": (
+        "He H, Wu D (2020). Transfer learning for brain-computer interfaces: a Euclidean "
+        "space data alignment approach. IEEE Transactions on Biomedical Engineering "
+        "67(2):399-410."
+    ),
     "king_dehaene": (
         "King J-R, Dehaene S (2014). Characterizing the dynamics of mental "
         "representations: the temporal generalization method. Trends in Cognitive "
@@ -136,6 +141,8 @@ class RunFacts:
         EEG encoding models fitted.
     decoding : bool
         Whether EEG decoding runs.
+    decoding_cross_subject : bool
+        Whether EEG is decoded across subjects (or across a subject's sessions).
     rsa : sequence of str
         Modalities of the RSA (``"eeg"``, ``"fmri"``).
     extractors : sequence of dict
@@ -147,6 +154,7 @@ class RunFacts:
     encoding_models: Sequence[str] = ()
     eeg_models: Sequence[str] = ()
     decoding: bool = False
+    decoding_cross_subject: bool = False
     rsa: Sequence[str] = ()
     extractors: Sequence[Mapping[str, Any]] = ()
 
@@ -366,6 +374,30 @@ def _decoding(config: Mapping[str, Any], keys: list[str]) -> str:
     )
 
 
+def _cross_subject(config: Mapping[str, Any], keys: list[str]) -> str:
+    cfg = config["decoding"]["cross_subject"]
+    session = cfg["cv"] == "leave-one-session-out"
+    held_out = "each session of a subject" if session else "each subject"
+    others = "that subject's other sessions" if session else "the other subjects"
+    names = {
+        "time_resolved": "shrinkage LDA at every time point",
+        "epoch_lda": "shrinkage LDA on whole epochs",
+        "tangent_space": "logistic regression on tangent-space covariances",
+    }
+    text = (
+        f"Cross-{'session' if session else 'subject'} EEG decoding scored {held_out} in turn "
+        f"with classifiers trained on {others} "
+        f"({', '.join(names[c] for c in cfg['classifiers'])}; balanced accuracy), on the "
+        "channels every recording shared"
+    )
+    if cfg["alignment"] == "euclidean":
+        text += (
+            f", with and without Euclidean alignment {_cite(keys, 'he_wu')} of each "
+            f"{'session' if session else 'subject'}'s epochs"
+        )
+    return text + "."
+
+
 def _rsa(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
     cfg = config["rsa"]
     text = (
@@ -413,6 +445,8 @@ def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> str:
         paragraphs.append(_evaluation(config, keys))
     if facts.decoding:
         paragraphs.append(_decoding(config, keys))
+    if facts.decoding_cross_subject:
+        paragraphs.append(_cross_subject(config, keys))
     if facts.rsa:
         paragraphs.append(_rsa(config, facts, keys))
     body = "\n\n".join(p for p in paragraphs if p)

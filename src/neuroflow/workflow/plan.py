@@ -31,7 +31,8 @@ Layout of ``results/``::
     eeg_evaluation/<model>-<v>/sub-XX_scores.zarr
     eeg_trf/<model>-<v>/sub-XX/<key>_trf.zarr                    (when eeg_encoding.trf is enabled)
     decoding/<v>/decoding_eeg.zarr
-    decoding_fmri/<v>/decoding_fmri.zarr                         (single-trial betas)
+    decoding_cross_subject/<v>/decoding_eeg_cross_subject.zarr   (2+ subjects or sessions)
+    decoding_fmri/<v>/decoding_fmri.zarr                         (betas or event patterns)
     rsa/eeg-<v>/rsa_eeg.zarr, rsa/fmri-<v>/rsa_fmri.zarr
 """
 
@@ -58,7 +59,10 @@ from neuroflow.workflow.transform_sweeps import TransformVariant, expand_transfo
 from neuroflow.workflow.versions import (
     PlanScope,
     compute_versions,
+    cross_subject_config,
     data_version,
+    decoding_config,
+    decoding_fmri_config,
     eeg_encoding_config,
     eeg_model_names,
     eeg_trf_config,
@@ -608,6 +612,7 @@ class WorkflowPlan:
             encoding_models=tuple(self.encoding_models()),
             eeg_models=tuple(self.eeg_models()),
             decoding=self.decoding_enabled,
+            decoding_cross_subject=self.decoding_cross_subject_enabled,
             rsa=tuple(self.rsa_modalities),
             extractors=tuple(self.extractors),
         )
@@ -849,17 +854,74 @@ class WorkflowPlan:
         return self.stage_dir("decoding") / "subjects" / f"sub-{subject}_decoding_eeg.zarr"
 
     @property
+    def decoding_cross_subject_enabled(self) -> bool:
+        """Whether EEG is decoded across subjects (or across a subject's sessions)."""
+        return self.scope.decoding_cross_subject
+
+    def decoding_config(self) -> dict[str, Any]:
+        """The ``decoding`` section of the within-subject EEG decoding jobs."""
+        return decoding_config(self.config)
+
+    def decoding_fmri_config(self) -> dict[str, Any]:
+        """The ``decoding`` section of the fMRI decoding job (its ``fmri`` block included)."""
+        return decoding_fmri_config(self.config)
+
+    def cross_subject_config(self) -> dict[str, Any]:
+        """What the cross-subject decoding job reads (``seed``, ``decim``, its block)."""
+        return cross_subject_config(self.config)
+
+    def decoding_cross_subject_store(self) -> Path:
+        """Cross-subject (or cross-session) EEG decoding results."""
+        return self.stage_dir("decoding_cross_subject") / "decoding_eeg_cross_subject.zarr"
+
+    @property
     def decoding_fmri_enabled(self) -> bool:
-        """Whether stimuli are identified from single-trial betas."""
+        """Whether stimuli are identified (and concepts decoded) from fMRI patterns."""
         return self.scope.decoding_fmri
 
+    @property
+    def decoding_fmri_patterns(self) -> str:
+        """``"trials"`` (single-trial betas) or ``"events"`` (mean BOLD of each event)."""
+        given = ((self.config["decoding"].get("fmri") or {}).get("patterns")) or "auto"
+        if given == "auto":
+            return "trials" if self.single_trial_enabled else "events"
+        return str(given)
+
+    def decoding_fmri_inputs(self) -> list[Path]:
+        """Brain stores of ``decode_fmri``: single-trial stores or preprocessed runs."""
+        if self.decoding_fmri_patterns == "trials":
+            return [self.single_trial_store(s) for s in self.trial_subjects]
+        return [self.fmri_store(r.key) for r in self.fmri_runs]
+
+    @property
+    def concept_annotations(self) -> Path | None:
+        """The concept annotation table of fMRI concept decoding, or ``None``.
+
+        ``decoding.fmri.concepts.annotations``: ``auto`` is ``stimuli/concepts.tsv`` of
+        the dataset when it exists (the demo writes one); a relative path is taken from
+        the working folder when it exists there, else from the dataset root.
+        """
+        cc = (self.config["decoding"].get("fmri") or {}).get("concepts") or {}
+        if not cc.get("enabled", True):
+            return None
+        given = cc.get("annotations", "auto")
+        if given is None:
+            return None
+        if given == "auto":
+            path = self.stimuli_dir / "concepts.tsv"
+            return path if self.is_demo or path.exists() else None
+        path = Path(str(given)).expanduser()
+        return path if path.is_absolute() or path.exists() else self.bids_root / path
+
     def decoding_fmri_store(self) -> Path:
-        """fMRI identification results of every subject (single-trial betas)."""
+        """fMRI decoding results of every subject (identification and concepts)."""
         return self.stage_dir("decoding_fmri") / "decoding_fmri.zarr"
 
     def decoding_stores(self) -> list[Path]:
-        """Decoding stores the summary gathers (EEG, then fMRI)."""
+        """Decoding stores the summary gathers (EEG, cross-subject EEG, then fMRI)."""
         out = [self.decoding_store()] if self.decoding_enabled else []
+        if self.decoding_cross_subject_enabled:
+            out.append(self.decoding_cross_subject_store())
         return out + ([self.decoding_fmri_store()] if self.decoding_fmri_enabled else [])
 
     @property

@@ -81,20 +81,33 @@ _DECODING = {
         "classification",
         "balanced accuracy",
     ),
+    "decoding_fmri_identification": (
+        "fMRI",
+        "identification of held-out stimuli per ROI",
+        "rank accuracy",
+    ),
+    "decoding_fmri_concepts": ("fMRI", "concept decoding per ROI", "ROC AUC"),
+    "decoding_cross_subject": (
+        "EEG across subjects",
+        "held-out subjects or sessions, aligned vs unaligned",
+        "balanced accuracy",
+    ),
 }
 _RSA = re.compile(
-    r"^rsa_(?P<modality>eeg|fmri)_(?P<kind>cross_temporal|roi_alignment|layer_similarity)$"
+    r"^rsa_(?P<modality>eeg|fmri)_"
+    r"(?P<kind>cross_temporal|roi_alignment|layer_similarity|model_time)$"
 )
 _RSA_FIGURES = {
     "cross_temporal": "cross-temporal RSA",
     "roi_alignment": "ROI x ROI alignment",
     "layer_similarity": "layer x ROI similarity",
+    "model_time": "model time x brain time RSA",
 }
 _TRF = re.compile(r"^trf_(?P<model>.+)_power$")
 _EEG_ENCODING = re.compile(r"^eeg_encoding_(?P<model>.+)_r$")
 _SWEEP = re.compile(
     r"^layer_sweep_(?P<sweep>.+?)"
-    r"(?:_(?P<stage>rsa_eeg|rsa|identification_[a-z]+)_(?P<metric>.+))?$"
+    r"(?:_(?P<stage>rsa_eeg|rsa|identification_[a-z]+)_(?P<metric>.+)|_(?P<alignment>alignment))?$"
 )
 
 
@@ -181,12 +194,10 @@ def figure_entry(name: str) -> FigureEntry:
     match = _SWEEP.match(name)
     if match:
         stage = match["stage"] or "encoding"
-        return FigureEntry(
-            "layer_sweep",
-            "Layer sweeps",
-            match["sweep"],
-            {"analysis": f"{stage} ({match['metric'] or 'mean r'})"},
-        )
+        analysis = f"{stage} ({match['metric'] or 'mean r'})"
+        if match["alignment"]:
+            analysis = "encoding vs RSA (mean r, RDM similarity)"
+        return FigureEntry("layer_sweep", "Layer sweeps", match["sweep"], {"analysis": analysis})
     return FigureEntry("other", "Other figures", "Other", {"figure": name})
 
 

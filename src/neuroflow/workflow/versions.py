@@ -25,8 +25,11 @@ __all__ = [
     "STAGES",
     "PlanScope",
     "compute_versions",
+    "cross_subject_config",
     "data_version",
     "dataset_identity",
+    "decoding_config",
+    "decoding_fmri_config",
     "eeg_encoding_config",
     "eeg_model_names",
     "eeg_model_spaces",
@@ -38,7 +41,7 @@ __all__ = [
 
 #: Format version of each stage's output.
 FORMAT_VERSIONS: dict[str, int] = {
-    "demo": 4,
+    "demo": 5,
     "preprocess_fmri": 3,
     "preprocess_eeg": 3,
     "features": 5,
@@ -51,8 +54,9 @@ FORMAT_VERSIONS: dict[str, int] = {
     "eeg_evaluation": 2,
     "eeg_trf": 2,
     "decoding": 7,
-    "decoding_fmri": 2,
-    "rsa": 5,
+    "decoding_fmri": 3,
+    "decoding_cross_subject": 1,
+    "rsa": 6,
     "trial_encoding": 4,
     "trial_evaluation": 2,
     "qc_eeg": 1,
@@ -78,7 +82,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "eeg_evaluation": ("eeg_encoding",),
     "eeg_trf": ("preprocess_eeg", "features"),
     "decoding": ("preprocess_eeg", "features"),
-    "decoding_fmri": ("single_trial", "features"),
+    "decoding_fmri": ("single_trial", "preprocess_fmri", "features"),
+    "decoding_cross_subject": ("preprocess_eeg",),
     "rsa": ("preprocess_eeg", "preprocess_fmri", "features"),
     "trial_encoding": ("single_trial", "features"),
     "trial_evaluation": ("trial_encoding",),
@@ -116,6 +121,8 @@ class PlanScope:
         Whether the EEG decoding stage runs.
     decoding_fmri : bool
         Whether stimuli are identified from single-trial betas.
+    decoding_cross_subject : bool
+        Whether EEG is decoded across subjects (or across a subject's sessions).
     single_trial : bool
         Whether single-trial betas are estimated (or imported) and modelled.
     trf : bool
@@ -143,6 +150,7 @@ class PlanScope:
     rsa: tuple[str, ...] = ()
     decoding: bool = False
     decoding_fmri: bool = False
+    decoding_cross_subject: bool = False
     single_trial: bool = False
     trf: bool = False
     spaces: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -241,7 +249,8 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
         ``"encoding/<model>"``, ``"evaluation/<model>"``, ``"single_trial"``,
         ``"eeg_encoding/<model>"``, ``"eeg_evaluation/<model>"``, ``"decoding"``,
         ``"rsa/<modality>"``, ``"summary"``, ``"qc_eeg"`` and ``"qc_fmri"`` (with
-        ``qc.enabled``); with single trials,
+        ``qc.enabled``); with cross-subject EEG decoding, ``"decoding_cross_subject"``;
+        with single trials,
         ``"trial_encoding/<model>"`` and ``"trial_evaluation/<model>"``; with TRFs,
         ``"eeg_trf/<model>"``. Stages that do not apply have no entry.
     """
@@ -325,14 +334,24 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
     if scope.decoding:
         versions["decoding"] = _v(
             "decoding",
-            config["decoding"],
+            decoding_config(config),
             {"preprocess_eeg": versions["preprocess_eeg"], **space_versions("decoding"), **pooled},
         )
+    if scope.decoding_cross_subject:
+        versions["decoding_cross_subject"] = _v(
+            "decoding_cross_subject",
+            cross_subject_config(config),
+            {"preprocess_eeg": versions["preprocess_eeg"], **pooled},
+        )
     if scope.decoding_fmri:
+        patterns = (config["decoding"].get("fmri") or {}).get("patterns", "auto")
+        if patterns == "auto":
+            patterns = "trials" if scope.single_trial else "events"
+        brain = "single_trial" if patterns == "trials" else "preprocess_fmri"
         versions["decoding_fmri"] = _v(
             "decoding_fmri",
-            config["decoding"],
-            {"single_trial": versions["single_trial"], **space_versions("decoding"), **pooled},
+            {**decoding_fmri_config(config), **design},
+            {brain: versions[brain], **space_versions("decoding"), **pooled},
         )
     for modality in scope.rsa:
         brain = {
@@ -352,7 +371,7 @@ def compute_versions(config: Mapping[str, Any], scope: PlanScope) -> dict[str, s
         k: v
         for k, v in versions.items()
         if k.startswith(("evaluation/", "trial_evaluation/", "eeg_evaluation/", "eeg_trf/", "rsa/"))
-        or k in ("decoding", "decoding_fmri")
+        or k in ("decoding", "decoding_fmri", "decoding_cross_subject")
     }
     versions["summary"] = _v(
         "summary",
@@ -537,6 +556,65 @@ def eeg_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]
         k: v for k, v in config["eeg_encoding"].items() if k not in ("enabled", "trf", "models")
     }
     return {**shared, "name": model, "feature_spaces": eeg_model_spaces(config, model)}
+
+
+#: ``decoding`` keys the cross-subject stage reads besides its ``cross_subject`` block.
+_CROSS_SUBJECT_KEYS = ("seed", "decim")
+
+
+def decoding_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings of the within-subject EEG decoding stage.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+
+    Returns
+    -------
+    section : dict
+        The ``decoding`` section without its ``cross_subject`` and ``fmri`` blocks, so
+        that cross-subject or fMRI-only settings rerun no within-subject EEG decoding
+        (the fMRI stage adds its ``fmri`` block back).
+    """
+    return {k: v for k, v in config["decoding"].items() if k not in ("cross_subject", "fmri")}
+
+
+def decoding_fmri_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings of the fMRI decoding stage.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+
+    Returns
+    -------
+    section : dict
+        The ``decoding`` section without its ``cross_subject`` block (the ``fmri``
+        block included), so that cross-subject settings rerun no fMRI decoding.
+    """
+    return {**decoding_config(config), "fmri": config["decoding"].get("fmri") or {}}
+
+
+def cross_subject_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings of the cross-subject EEG decoding stage.
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+
+    Returns
+    -------
+    section : dict
+        The ``decoding`` keys it reads: ``seed``, ``decim`` and the ``cross_subject``
+        block (what :func:`neuroflow.decoding.cross_subject_stage.decode_eeg_cross_subject`
+        receives).
+    """
+    decoding = config["decoding"]
+    out = {k: decoding[k] for k in _CROSS_SUBJECT_KEYS if k in decoding}
+    return {**out, "cross_subject": dict(decoding.get("cross_subject") or {})}
 
 
 #: ``eeg_encoding`` keys read by the TRF stage (besides the ``trf`` block).
