@@ -141,3 +141,21 @@ def test_cross_subject_decoding_is_described_with_its_alignment(config):
     assert "Cross-session EEG decoding scored each session of a subject" in text
     assert REFERENCES["he_wu"] not in text
     assert "Cross-subject" not in methods_rst(config, RunFacts(n_eeg_subjects=1, decoding=True))
+
+
+def test_fmri_decoding_and_rsa_inference_are_described(config):
+    facts = RunFacts(n_fmri_subjects=2, decoding_fmri="events", rsa=("fmri",))
+    text = methods_rst(config, facts)
+    assert "fMRI decoding used the mean BOLD over each stimulus event shifted by 4.5 s" in text
+    assert "ridge and contrastive (InfoNCE" in text and "one-vs-rest logistic" in text
+    assert "95 % percentile confidence intervals" in text and "1000 bootstrap" in text
+    markers, refs = _cited(text)
+    assert markers == set(range(1, len(refs) + 1))
+    cfg = copy.deepcopy(config)
+    cfg["decoding"]["contrastive"]["enabled"] = False
+    cfg["decoding"]["fmri"]["concepts"]["enabled"] = False
+    cfg["rsa"]["bootstrap"]["over"] = "none"
+    text = methods_rst(cfg, RunFacts(n_fmri_subjects=2, decoding_fmri="trials", rsa=("fmri",)))
+    assert "fMRI decoding used single-trial response estimates" in text
+    assert "InfoNCE" not in text and "logistic" not in text and "bootstrap" not in text
+    assert "fMRI decoding" not in methods_rst(config, RunFacts(n_fmri_subjects=2))

@@ -327,6 +327,10 @@ def test_fmri_decoding_patterns_and_concept_table(defaults, movie, tmp_path):
     hrf = WorkflowPlan(_with(defaults, decoding={"fmri": {"hrf_lag": 5.0}}))
     assert hrf.versions["decoding"] == demo.versions["decoding"]
     assert hrf.versions["decoding_fmri"] != demo.versions["decoding_fmri"]
+    loso = {"fmri": {"cv": "leave-one-subject-out"}}
+    assert WorkflowPlan(_bids(_with(defaults, decoding=loso), movie)).decoding_fmri_enabled
+    with pytest.raises(ValueError, match=r"`decoding.fmri.cv` must be 'within-subject' when"):
+        WorkflowPlan(_bids(_with(defaults, decoding=loso), movie, subjects=["01"])).notes
     missing = {"fmri": {"concepts": {"annotations": str(tmp_path / "nope.tsv")}}}
     with pytest.raises(FileNotFoundError, match=r"annotations` must name an existing TSV"):
         WorkflowPlan(_bids(_with(defaults, decoding=missing), movie)).notes

@@ -203,3 +203,84 @@ def test_concepts_only_and_bad_inputs(tmp_path, rng):
             config=config, provenance={}, patterns="events",
         )  # fmt: skip
     assert not (tmp_path / "z.zarr").exists()
+
+
+def _parcel_subjects(tmp_path, rng, n_subjects=3, n_parcels=17, n_shots=90):
+    """Parcel time series of one movie seen by every subject: the first 8 parcels carry
+    the same feature map in every subject (with its own offset and scale), the rest noise.
+    """
+    n_feat = 5
+    shots = [f"shots/p{i:03d}.png" for i in range(n_shots)]
+    feats = {s: rng.standard_normal(n_feat) for s in shots}
+    W = rng.standard_normal((n_feat, 8))
+    names = np.array([f"parcel_{k:02d}" for k in range(n_parcels)], dtype=object)
+    paths = []
+    for sub in range(n_subjects):
+        order = rng.permutation(n_parcels)  # parcels stored in another order per subject
+        onsets = np.arange(n_shots) * 4.0
+        t = np.arange(int(onsets[-1] + 8))
+        bold = rng.standard_normal((len(t), n_parcels))
+        for s, on in zip(shots, onsets, strict=True):
+            inside = (t >= on + 2) & (t < on + 6)
+            bold[inside, :8] += 1.5 * feats[s] @ W
+        bold = bold * rng.uniform(1, 20, n_parcels) + rng.uniform(-50, 50, n_parcels)
+        ds = xr.Dataset(
+            {
+                "bold": (("time", "voxel"), bold[:, order].astype(np.float32)),
+                "event_onset": (("event",), onsets),
+                "event_duration": (("event",), np.full(n_shots, 4.0)),
+                "stim_file": (("event",), np.array(shots, dtype=object)),
+            },
+            coords={"time": t.astype(float), "roi": ("voxel", names[order])},
+            attrs={"entities": {"subject": f"0{sub + 1}"}, "target_kind": "parcel"},
+        )
+        paths.append(write_dataset(ds, tmp_path / f"sub-{sub + 1}.zarr", provenance={}))
+    fstore = write_dataset(
+        xr.Dataset(
+            {"features": (("stimulus", "feature"), np.stack([feats[s] for s in shots]))},
+            coords={"stimulus": ("stimulus", np.array(shots, dtype=object))},
+        ),
+        tmp_path / "f.zarr",
+        provenance={},
+    )
+    return paths, fstore
+
+
+def test_leave_one_subject_out_on_shared_parcels(tmp_path, rng):
+    paths, fstore = _parcel_subjects(tmp_path, rng)
+    config = {
+        "identification": {"n_permutations": 99, "top_k": [1, 5]},
+        "contrastive": {"enabled": False},
+        "fmri": {"hrf_lag": 2.0, "cv": "leave-one-subject-out"},
+    }
+    out = decode_fmri(
+        brain=paths, features={"planted": fstore}, output=tmp_path / "o.zarr",
+        config=config, provenance={}, patterns="events",
+    )  # fmt: skip
+    ds = xr.open_zarr(out)
+    assert ds.attrs["cv"] == "leave-one-subject-out" and ds.attrs["shared_targets"] == 17
+    assert list(ds["roi"].values) == ["all"]  # parcels: only all of them together
+    rank = ds["identification"].sel(roi="all", metric="mean_rank", decoder="ridge")
+    chance = float(ds["identification_chance"].sel(metric="mean_rank").max())
+    # every held-out subject is identified by a decoder of the other subjects
+    assert (rank < 0.5 * chance).all(), rank.values
+    assert (ds["identification_p"].sel(roi="all", metric="mean_rank") < 0.05).all()
+    # within subject works on the same data; a subject alone cannot be left out
+    within = decode_fmri(
+        brain=paths, features={"planted": fstore}, output=tmp_path / "w.zarr",
+        config={**config, "fmri": {"hrf_lag": 2.0}}, provenance={}, patterns="events",
+    )  # fmt: skip
+    assert xr.open_zarr(within).attrs["cv"] == "within-subject"
+    with pytest.raises(ValueError, match=r"leave-one-subject-out` needs 2\+ subjects, got 1"):
+        decode_fmri(
+            brain=paths[:1], features={"planted": fstore}, output=tmp_path / "x.zarr",
+            config=config, provenance={}, patterns="events",
+        )  # fmt: skip
+    voxels = xr.open_zarr(paths[0]).load()
+    voxels.attrs["target_kind"] = "voxel"
+    bad = write_dataset(voxels, tmp_path / "vox.zarr", provenance={})
+    with pytest.raises(ValueError, match=r"vox.zarr: `decoding.fmri.cv: leave-one-subject-out`"):
+        decode_fmri(
+            brain=[bad, paths[1]], features={"planted": fstore}, output=tmp_path / "y.zarr",
+            config=config, provenance={}, patterns="events",
+        )  # fmt: skip

@@ -331,9 +331,13 @@ def test_algonauts_like_parcel_time_series(tmp_path):
             # one model per layer of the CNN, and the best layer per parcel on training runs
             "models": {**VISUAL, "cnn": {"feature_spaces": ["cnn"], "layer_sweep": True}},
         },
+        # shared parcels: identify each subject's test-movie shots with decoders of the
+        # other subject
+        "decoding": {"fmri": {"cv": "leave-one-subject-out"}},
         **SPEED,
     }
     run = run_shape(tmp_path / "run", config)
+    _check_parcel_decoding(run, facts)
     stores = open_stores(run, "features")
     (mid,) = [ds for name, ds in stores.items() if name.endswith("/blocks.4.zarr")]
     (last,) = [ds for name, ds in stores.items() if name.endswith("/avg-pooling.zarr")]
@@ -368,11 +372,32 @@ def test_algonauts_like_parcel_time_series(tmp_path):
     assert any("rsa_fmri: skipped, parcel time series" in n for n in summary_notes(run))
 
 
+def _check_parcel_decoding(run, facts):
+    """Leave-one-subject-out identification on the parcels every subject shares."""
+    (ds,) = open_stores(run, "decoding_fmri").values()
+    assert ds.attrs["cv"] == "leave-one-subject-out" and ds.attrs["patterns"] == "events"
+    assert ds.attrs["shared_targets"] == len(facts["parcels"])
+    assert list(ds["roi"].values) == ["all"]  # a parcel is no region of its own
+    assert sorted(ds["subject"].values) == facts["subjects"]
+    rank = ds["identification"].sel(roi="all", metric="mean_rank", decoder="ridge")
+    chance = float(ds["identification_chance"].sel(metric="mean_rank").max())
+    # luminance drives the visual parcels: two planted features among 24 image statistics
+    # give a modest gain (mean ranks 26.0 and 28.4 of 61 shots, chance 31)
+    assert float(rank.sel(feature_space="image_statistics").mean()) < 0.92 * chance
+
+
 def _check_layer_sweep(run, facts):
     """The sweep's layer x parcel table: both layers, one chosen per parcel by training CV."""
     (path,) = (run / "results" / "summary").glob("*/layer_sweep.tsv")
     table = pd.read_csv(path, sep="\t", dtype={"subject": str})
-    assert set(table["stage"]) == {"evaluation"} and set(table["sweep"]) == {"cnn"}
+    # the identification of the test movie's shots compares the layers too
+    assert set(table["stage"]) == {
+        "evaluation",
+        "identification_fmri",
+        "identification_fmri_contrastive",
+    }
+    assert set(table["sweep"]) == {"cnn"}
+    table = table[table["stage"] == "evaluation"]
     sweep = table[table["layer"] != "selected"]
     assert set(sweep["layer"]) == {"blocks.4", "avg-pooling"}
     assert set(sweep["depth"]) == {0.0, 1.0}

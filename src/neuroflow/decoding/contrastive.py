@@ -11,15 +11,16 @@ improving, and the best weights are kept.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from neuroflow.models._device import resolve_device
 
-__all__ = ["ContrastiveDecoder", "fit_contrastive", "info_nce"]
+__all__ = ["ContrastiveDecoder", "contrastive_options", "fit_contrastive", "info_nce"]
 
 
 def info_nce(brain: torch.Tensor, features: torch.Tensor, log_scale: torch.Tensor) -> torch.Tensor:
@@ -236,3 +237,20 @@ def fit_contrastive(
         history=history,
         best_epoch=best_epoch,
     )
+
+
+def contrastive_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of :func:`fit_contrastive` from the ``decoding.contrastive`` section.
+
+    Parameters
+    ----------
+    config : dict
+        ``hidden`` (0 for a linear map), ``max_epochs``, ``patience``, ``lr``,
+        ``weight_decay``, ``val_fraction`` and ``device``.
+
+    Returns
+    -------
+    options : dict
+    """
+    keys = ("max_epochs", "patience", "lr", "weight_decay", "val_fraction", "device")
+    return {"hidden": config["hidden"] or None, **{k: config[k] for k in keys}}

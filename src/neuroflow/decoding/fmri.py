@@ -127,21 +127,10 @@ def identify_stimuli(
     )
     preds = {"ridge": average_by_stimulus(decoder.predict(betas[test]), stimuli[test])[1]}
     if contrastive is not None:
-        from .contrastive import fit_contrastive
+        from .contrastive import contrastive_options, fit_contrastive
 
-        con = fit_contrastive(
-            betas[train],
-            F_train,
-            stimuli[train],
-            hidden=contrastive["hidden"] or None,
-            max_epochs=contrastive["max_epochs"],
-            patience=contrastive["patience"],
-            lr=contrastive["lr"],
-            weight_decay=contrastive["weight_decay"],
-            val_fraction=contrastive["val_fraction"],
-            seed=seed,
-            device=contrastive["device"],
-        )
+        options = contrastive_options(contrastive)
+        con = fit_contrastive(betas[train], F_train, stimuli[train], seed=seed, **options)
         preds["contrastive"] = average_by_stimulus(con.transform(betas[test]), stimuli[test])[1]
     ks = [int(k) for k in top_k if int(k) < len(test_ids)] or [1]
     nan = float("nan")
@@ -175,8 +164,10 @@ def identify_stimuli(
     }
 
 
-def _regions(ds_or_roi: xr.Dataset | np.ndarray) -> dict[str, np.ndarray]:
-    """Voxel indices of every labelled ROI, and of all voxels (``"all"``)."""
+def _regions(
+    ds_or_roi: xr.Dataset | np.ndarray, *, whole_only: bool = False
+) -> dict[str, np.ndarray]:
+    """Voxel indices of every labelled ROI (unless ``whole_only``), and of all voxels."""
     if isinstance(ds_or_roi, xr.Dataset):
         ds = ds_or_roi
         roi = np.array([str(v) for v in ds["roi"].values]) if "roi" in ds.coords else None
@@ -184,7 +175,7 @@ def _regions(ds_or_roi: xr.Dataset | np.ndarray) -> dict[str, np.ndarray]:
     else:
         roi, n_voxels = np.asarray(ds_or_roi, dtype=str), len(ds_or_roi)
     out = {}
-    if roi is not None:
+    if roi is not None and not whole_only:
         for name in labelled_rois(roi):
             out[name] = np.flatnonzero(roi == name)
     out[ALL_VOXELS] = np.arange(n_voxels)
@@ -283,13 +274,24 @@ def _subject_of(path: Path) -> str:
 
 
 def _identification(
-    data, stim, own, regions, features, cfg, subject
+    data, stim, own, regions, features, cfg, subject, others=()
 ) -> tuple[dict[tuple[int, int], dict[str, Any]], int]:
-    """Identification results of one subject, keyed by (region index, space index)."""
+    """Identification results of one subject, keyed by (region index, space index).
+
+    ``others`` (leave-one-subject-out) holds the other subjects' (patterns, stimuli) in
+    the same targets: the decoders then train on their presentations of every stimulus
+    but this subject's test stimuli, and are tested on this subject's presentations.
+    """
     from neuroflow.encoding.eeg import select_test_stimuli
 
     ic = cfg["identification"]
     test = np.isin(stim, select_test_stimuli(stim, "auto"))
+    if others:
+        test_ids = np.unique(stim[test])
+        pool = [(x[~np.isin(st, test_ids)], st[~np.isin(st, test_ids)]) for x, st in others]
+        data = np.concatenate([*(x for x, _ in pool), data[test]])
+        stim = np.concatenate([*(st for _, st in pool), stim[test]])
+        test = np.r_[np.zeros(sum(len(st) for _, st in pool), bool), np.ones(test.sum(), bool)]
     n_test = int(np.unique(stim[test]).size)
     if n_test < 2 or np.unique(stim[~test]).size < 2:
         logger.info(
@@ -354,6 +356,65 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
             seed=int(cfg["seed"]),
         )
     return out, grouping
+
+
+def _kept(loaded: tuple, *, with_parts: bool = False) -> tuple:
+    """Patterns and stimuli (and partitions) of the presentations with a stimulus id."""
+    data, stim, parts, _ = loaded
+    keep = np.array([not is_missing(v) for v in stim], dtype=bool)
+    if with_parts:
+        return data[keep], stim[keep], parts[keep]
+    return data[keep], stim[keep]
+
+
+def _target_keys(path: Path, ds: xr.Dataset, parcels: bool) -> list[object]:
+    """What makes a target the same in every subject: its parcel, else its position."""
+    if parcels:
+        return [str(v) for v in ds["roi"].values]
+    if not all(c in ds.coords for c in ("x", "y", "z")):
+        raise ValueError(
+            f"{path}: `decoding.fmri.cv: leave-one-subject-out` needs the voxels' world "
+            "coordinates (fields `x`, `y`, `z`) to match voxels across subjects, got none."
+        )
+    xyz = np.round(np.stack([ds[c].values for c in ("x", "y", "z")], axis=1), 2)
+    return [tuple(v) for v in xyz.tolist()]
+
+
+def _shared_space(
+    by_sub: Mapping[str, list[Path]], loaded: Mapping[str, tuple], parcels: Mapping[str, bool]
+) -> tuple[dict[str, tuple], int]:
+    """Every subject's patterns on the targets all subjects share, z-scored per subject.
+
+    Targets are matched by parcel (parcel time series) or by world position (voxels on a
+    common template grid). Each subject's patterns are z-scored per target over its
+    presentations (no labels involved), so that offsets and scales that differ between
+    subjects do not separate them.
+    """
+    if len(loaded) < 2:
+        raise ValueError(
+            "`decoding.fmri.cv: leave-one-subject-out` needs 2+ subjects, got "
+            f"{len(loaded)} instead."
+        )
+    keys = {}
+    for s, paths in by_sub.items():
+        keys[s] = _target_keys(paths[0], open_dataset(paths[0]), parcels[s])
+    common = set.intersection(*(set(k) for k in keys.values()))
+    order = [k for k in keys[next(iter(keys))] if k in common]
+    if len(order) < 2:
+        raise ValueError(
+            f"{by_sub[next(iter(by_sub))][0]}: `decoding.fmri.cv: leave-one-subject-out` "
+            "needs targets shared by every subject (parcels, or voxels of a common template "
+            f"grid), got {len(order)} shared instead."
+        )
+    out = {}
+    for s, (data, stim, parts, roi) in loaded.items():
+        where = {k: i for i, k in enumerate(keys[s])}
+        index = np.array([where[k] for k in order])
+        x = data[:, index]
+        sd = x.std(axis=0)
+        x = (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+        out[s] = (x, stim, parts, np.asarray(roi)[index])
+    return out, len(order)
 
 
 def decode_fmri(
@@ -431,18 +492,24 @@ def decode_fmri(
         s: fmri_patterns(by_sub[s], hrf_lag=fc["hrf_lag"], stimulus_events=stimulus_events)
         for s in subjects
     }
-    owns = {s: _regions(loaded[s][3]) for s in subjects}
+    across = fc["cv"] == "leave-one-subject-out" and identify
+    parcels = {s: open_dataset(by_sub[s][0]).attrs.get("target_kind") == "parcel" for s in subjects}
+    if across:
+        loaded, n_shared = _shared_space(by_sub, loaded, parcels)
+    # parcel time series: every parcel is its own label, so only all parcels together
+    owns = {s: _regions(loaded[s][3], whole_only=parcels[s]) for s in subjects}
     regions = [*sorted({r for own in owns.values() for r in own} - {ALL_VOXELS}), ALL_VOXELS]
     keys = _metric_names(ic["top_k"])
     names = list(features) if identify else []
     decoders = ["ridge", "contrastive"] if cfg["contrastive"]["enabled"] else ["ridge"]
     ident, concept_res, n_test, grouping = {}, {}, {}, {}
     for s in subjects:
-        data, stim, parts, _ = loaded[s]
-        keep = np.array([not is_missing(v) for v in stim], dtype=bool)
-        data, stim, parts = data[keep], stim[keep], parts[keep]
+        data, stim, parts = _kept(loaded[s], with_parts=True)
         if identify:
-            ident[s], n_test[s] = _identification(data, stim, owns[s], regions, features, cfg, s)
+            others = [_kept(loaded[u]) for u in subjects if u != s] if across else ()
+            ident[s], n_test[s] = _identification(
+                data, stim, owns[s], regions, features, cfg, s, others
+            )
         if annotations is not None:
             concept_res[s], grouping[s] = _concepts(
                 data, stim, parts, owns[s], regions, annotations, cfg, s
@@ -459,6 +526,8 @@ def decode_fmri(
         "patterns": patterns,
         "hrf_lag": float(fc["hrf_lag"]) if patterns == "events" else None,
         "test_stimuli": "auto (the most-presented stimuli, else a seeded fifth)",
+        "cv": fc["cv"] if identify else None,
+        "shared_targets": n_shared if across else None,
         "feature_models": {n: feature_info(p) for n, p in features.items()},
     }
     if any(ident.values()):

@@ -46,7 +46,7 @@ from neuroflow.artifacts import write_dataset
 from neuroflow.config import merge_defaults
 from neuroflow.variables import describe_variables
 
-from .contrastive import fit_contrastive
+from .contrastive import contrastive_options, fit_contrastive
 from .features import bin_window, fit_feature_decoder, zscore_features
 from .identification import average_by_stimulus, identification_metrics, identification_null
 from .inputs import SubjectEpochs, feature_info, load_subject_epochs, stimulus_features
@@ -132,6 +132,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "enabled": True,
         "patterns": "auto",
         "hrf_lag": 4.5,
+        "cv": "within-subject",
         "concepts": {
             "enabled": True,
             "annotations": "auto",
@@ -528,19 +529,8 @@ def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray
         )
         preds["ridge"] = average_by_stimulus(dec.predict(X[test]), sub.stimulus[test])[1]
         if cc["enabled"]:
-            con = fit_contrastive(
-                X[~test],
-                F_train,
-                sub.stimulus[~test],
-                hidden=cc["hidden"] or None,
-                max_epochs=cc["max_epochs"],
-                patience=cc["patience"],
-                lr=cc["lr"],
-                weight_decay=cc["weight_decay"],
-                val_fraction=cc["val_fraction"],
-                seed=seed,
-                device=cc["device"],
-            )
+            options = contrastive_options(cc)
+            con = fit_contrastive(X[~test], F_train, sub.stimulus[~test], seed=seed, **options)
             preds["contrastive"] = average_by_stimulus(con.transform(X[test]), sub.stimulus[test])[
                 1
             ]

@@ -627,6 +627,16 @@ def _decoding_fmri(plan: WorkflowPlan, single: bool, spaces: bool, notes: list[s
                 notes.append("decoding_fmri: skipped, no fMRI run has stimulus events")
             return False
     identify = spaces and bool(cfg["identification"].get("enabled", True))
+    subjects = (
+        {b.subject for b in plan.betas_sessions}
+        if plan.source == "betas"
+        else {r.subject for r in plan.fmri_runs}
+    )
+    if identify and fc.get("cv") == "leave-one-subject-out" and len(subjects) < 2:
+        raise ValueError(
+            "`decoding.fmri.cv` must be 'within-subject' when fMRI has fewer than 2 subjects, "
+            f"got 'leave-one-subject-out' with {len(subjects)} instead."
+        )
     given = (fc.get("concepts") or {}).get("annotations", "auto")
     table = plan.concept_annotations
     if table is not None and given != "auto" and not table.is_file():

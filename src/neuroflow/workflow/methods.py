@@ -143,6 +143,9 @@ class RunFacts:
         Whether EEG decoding runs.
     decoding_cross_subject : bool
         Whether EEG is decoded across subjects (or across a subject's sessions).
+    decoding_fmri : str
+        What fMRI decoding reads (``"trials"`` or ``"events"``), ``""`` when it does
+        not run.
     rsa : sequence of str
         Modalities of the RSA (``"eeg"``, ``"fmri"``).
     extractors : sequence of dict
@@ -155,6 +158,7 @@ class RunFacts:
     eeg_models: Sequence[str] = ()
     decoding: bool = False
     decoding_cross_subject: bool = False
+    decoding_fmri: str = ""
     rsa: Sequence[str] = ()
     extractors: Sequence[Mapping[str, Any]] = ()
 
@@ -398,6 +402,31 @@ def _cross_subject(config: Mapping[str, Any], keys: list[str]) -> str:
     return text + "."
 
 
+def _fmri_decoding(config: Mapping[str, Any], patterns: str, keys: list[str]) -> str:
+    cfg = config["decoding"]
+    source = (
+        "single-trial response estimates"
+        if patterns == "trials"
+        else f"the mean BOLD over each stimulus event shifted by {cfg['fmri']['hrf_lag']} s"
+    )
+    decoders = "ridge"
+    if cfg["contrastive"]["enabled"]:
+        decoders += f" and contrastive (InfoNCE {_cite(keys, 'infonce')})"
+    text = (
+        f"fMRI decoding used {source}, per region of interest: held-out stimuli were "
+        f"identified among each other from features predicted by {decoders} decoders "
+        "(top-k accuracy and mean rank, with a label-shuffle null)"
+    )
+    if cfg["fmri"]["concepts"]["enabled"]:
+        text += (
+            ", and concept labels were decoded with one-vs-rest logistic regressions in "
+            "folds that kept the stimuli of each run together (ROC AUC and average "
+            f"precision per concept against {cfg['fmri']['concepts']['n_permutations']} "
+            "label shuffles), where a concept annotation table was given"
+        )
+    return text + "."
+
+
 def _rsa(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
     cfg = config["rsa"]
     text = (
@@ -407,6 +436,16 @@ def _rsa(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
     )
     if "fmri" in facts.rsa and cfg["fmri_rdm"] == "crossnobis":
         text += f"; fMRI matrices were crossnobis distances {_cite(keys, 'crossnobis')}"
+    boot = cfg["bootstrap"]
+    if boot["over"] != "none":
+        over = {"auto": "stimuli and/or subjects", "both": "stimuli and subjects"}.get(
+            boot["over"], boot["over"]
+        )
+        text += (
+            f"; {round(100 * boot['level'])} % percentile confidence intervals and "
+            f"pairwise layer comparisons came from {boot['n_bootstraps']} bootstrap "
+            f"samples of the {over}"
+        )
     return text + "."
 
 
@@ -447,6 +486,8 @@ def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> str:
         paragraphs.append(_decoding(config, keys))
     if facts.decoding_cross_subject:
         paragraphs.append(_cross_subject(config, keys))
+    if facts.decoding_fmri:
+        paragraphs.append(_fmri_decoding(config, facts.decoding_fmri, keys))
     if facts.rsa:
         paragraphs.append(_rsa(config, facts, keys))
     body = "\n\n".join(p for p in paragraphs if p)

@@ -613,6 +613,7 @@ class WorkflowPlan:
             eeg_models=tuple(self.eeg_models()),
             decoding=self.decoding_enabled,
             decoding_cross_subject=self.decoding_cross_subject_enabled,
+            decoding_fmri=self.decoding_fmri_patterns if self.decoding_fmri_enabled else "",
             rsa=tuple(self.rsa_modalities),
             extractors=tuple(self.extractors),
         )
