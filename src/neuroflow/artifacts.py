@@ -644,10 +644,11 @@ def atomic_directory(
         and the directory holds a ``zarr.json``, i.e. for every store, including
         those built chunk by chunk outside :func:`write_dataset`.
     keep_intact : bool | None
-        When ``path`` already holds an intact store (one whose manifest verifies),
-        keep it and discard the new write instead of replacing it: replacing a store
-        that another job reads lazily would make the chunks it has not read yet
-        vanish. None (default): inside :func:`keep_committed_stores` (every workflow
+        When ``path`` already holds an intact store (one whose manifest verifies), or a
+        folder that is not a store (figures), keep it and discard the new write instead
+        of replacing it: replacing a store that another job reads lazily would make the
+        chunks it has not read yet vanish, and replacing a folder would leave a moment
+        without it. None (default): inside :func:`keep_committed_stores` (every workflow
         job), else replace. (Snakemake deletes a job's outputs before it reruns it, so
         a deliberate rerun never meets an existing store; see
         :mod:`neuroflow.workflow.concurrent_runs` for the one it keeps.)
@@ -678,7 +679,7 @@ def atomic_directory(
         raise
     if keep_intact is None:
         keep_intact = _KEEP_COMMITTED.get()
-    if keep_intact and is_intact_store(final):
+    if keep_intact and (is_intact_store(final) or _committed_folder(final)):
         shutil.rmtree(tmp, ignore_errors=True)
         return
     old = None
@@ -696,6 +697,17 @@ def atomic_directory(
         shutil.rmtree(tmp, ignore_errors=True)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _committed_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder other than a store, committed by an atomic rename.
+
+    Inside a workflow job Snakemake has deleted the job's outputs before it ran (unless a
+    concurrent run committed them, see :mod:`neuroflow.workflow.concurrent_runs`), and a
+    folder written by :func:`atomic_directory` never has its final name before it is
+    complete: one that exists now is a concurrent run's finished copy.
+    """
+    return path.suffix != ".zarr" and path.is_dir()
 
 
 def is_intact_store(path: str | os.PathLike) -> bool:

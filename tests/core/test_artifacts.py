@@ -367,3 +367,19 @@ def test_a_store_written_again_in_a_job_keeps_the_intact_one(tmp_path):
     write_dataset(first, path, provenance=prov)  # outside a job: replaced
     with open_dataset(path) as got:
         xr.testing.assert_equal(got.load(), first)
+
+
+def test_committed_folder_is_kept_inside_a_job(tmp_path: Path) -> None:
+    """Inside a workflow job a finished folder at the final name is a concurrent copy."""
+    from neuroflow.artifacts import atomic_directory, keep_committed_stores
+
+    folder = tmp_path / "plots"
+    with atomic_directory(folder) as tmp:
+        (tmp / "a.png").write_bytes(b"first")
+    with keep_committed_stores(), atomic_directory(folder) as tmp:
+        (tmp / "a.png").write_bytes(b"second")
+    assert (folder / "a.png").read_bytes() == b"first"
+    assert [p.name for p in tmp_path.iterdir()] == ["plots"]  # no partial or old copy left
+    with atomic_directory(folder) as tmp:  # outside a job: replaced as before
+        (tmp / "a.png").write_bytes(b"third")
+    assert (folder / "a.png").read_bytes() == b"third"

@@ -284,3 +284,23 @@ def test_leave_one_subject_out_on_shared_parcels(tmp_path, rng):
             brain=[bad, paths[1]], features={"planted": fstore}, output=tmp_path / "y.zarr",
             config=config, provenance={}, patterns="events",
         )  # fmt: skip
+
+
+def test_concepts_of_other_stimuli_are_skipped_not_fatal(tmp_path, rng, caplog):
+    """An annotation table naming none of the decoded stimuli (e.g. frames of a movie)."""
+    paths, fstore, _ = _movie_runs(tmp_path, rng, n_runs=2, n_events=25)
+    other = tmp_path / "other.tsv"
+    other.write_text("stim_file\tconcept\nimages/a.png\tdog\nimages/b.png\tcat\n")
+    config = {
+        "identification": {"n_permutations": 9},
+        "contrastive": {"enabled": False},
+        "fmri": {"hrf_lag": 3.0},
+    }
+    with caplog.at_level("WARNING"):
+        out = decode_fmri(
+            brain=paths, features={"planted": fstore}, output=tmp_path / "o.zarr",
+            config=config, provenance={}, patterns="events", concepts=other,
+        )  # fmt: skip
+    ds = xr.open_zarr(out)
+    assert "identification" in ds and "concept_auc" not in ds
+    assert "sub-03: concept decoding skipped, none of its 50 decoded stimuli" in caplog.text

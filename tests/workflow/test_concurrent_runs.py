@@ -163,3 +163,22 @@ def test_snakemake_dag_class_has_what_the_wrapper_needs() -> None:
     assert asyncio.iscoroutinefunction(DAG.check_and_touch_output)
     assert keep_concurrently_committed_outputs()
     assert getattr(DAG.check_and_touch_output, "_neuroflow_keeps_committed_outputs", False)
+
+
+def test_figure_folder_of_a_committed_job_is_kept(tmp_path: Path, job_class: type) -> None:
+    """A QC-like job: its figure folder is renamed into place before its store."""
+    store = _store(tmp_path / "run_qc.zarr", 5)
+    plots = tmp_path / "run_qc"
+    plots.mkdir()
+    (plots / "run_qc-tsnr.png").write_bytes(b"png")
+    job = job_class([store, plots], missing=[store, plots], log=tmp_path / "a.log")
+    assert outputs_to_keep([str(store), str(plots)], [str(store), str(plots)]) == {
+        str(store),
+        str(plots),
+    }
+    asyncio.run(job.remove_existing_output())
+    assert is_intact_store(store) and (plots / "run_qc-tsnr.png").is_file()
+    # without the committed store, a folder alone proves nothing: it goes
+    lone = tmp_path / "lone_qc"
+    lone.mkdir()
+    assert outputs_to_keep([str(lone)], [str(lone)]) == set()

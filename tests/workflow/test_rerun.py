@@ -125,6 +125,7 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
         "fit_encoding",
         "evaluate_encoding",
         "rsa_fmri",
+        "decode_fmri",
         "predict",
         "summarize_scores",
         "geometry",

@@ -328,6 +328,16 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
     """Concept decoding of one subject: {region index: ConceptDecoding}, grouping."""
     cc = cfg["fmri"]["concepts"]
     ids, _ = average_by_stimulus(data[:, :1], stim)
+    if not np.isin(ids, annotations["stimulus"].to_numpy(dtype=str)).any():
+        logger.warning(
+            "sub-%s: concept decoding skipped, none of its %d decoded stimuli (e.g. %s) is "
+            "in the annotation table (e.g. %s).",
+            subject,
+            len(ids),
+            list(ids[:3]),
+            list(annotations["stimulus"].head(3)),
+        )
+        return {}, ""
     labels, names = concept_matrix(ids, annotations, min_count=cc["min_count"])
     if not len(names):
         logger.info(

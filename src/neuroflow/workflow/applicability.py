@@ -601,6 +601,10 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     return scope, test_runs
 
 
+#: Fewest distinct stimuli in a subject's fMRI events that fMRI decoding needs.
+MIN_DECODED_STIMULI = 4
+
+
 def _decoding_fmri(plan: WorkflowPlan, single: bool, spaces: bool, notes: list[str]) -> bool:
     """Whether ``decode_fmri`` runs: patterns to decode and something to decode them for.
 
@@ -620,11 +624,20 @@ def _decoding_fmri(plan: WorkflowPlan, single: bool, spaces: bool, notes: list[s
             "single-trial betas are estimated (single_trial.enabled) or imported"
         )
         return False
-    if patterns == "events":
-        runs = [r for r in plan.fmri_runs if plan.is_demo or plan.design.run_stimuli.get(r.key)]
-        if not runs:
+    if patterns == "events" and not plan.is_demo:
+        per_subject: dict[str, set[str]] = {}
+        for run in plan.fmri_runs:
+            per_subject.setdefault(run.subject, set()).update(
+                plan.design.run_stimuli.get(run.key, ())
+            )
+        most = max((len(v) for v in per_subject.values()), default=0)
+        if most < MIN_DECODED_STIMULI:
             if plan.fmri_runs:
-                notes.append("decoding_fmri: skipped, no fMRI run has stimulus events")
+                notes.append(
+                    f"decoding_fmri: skipped, it needs {MIN_DECODED_STIMULI}+ distinct "
+                    f"stimuli in a subject's fMRI events (2 held out, 2 to train on), got "
+                    f"{most}"
+                )
             return False
     identify = spaces and bool(cfg["identification"].get("enabled", True))
     subjects = (

@@ -10,8 +10,9 @@ with "Directory not empty".
 :func:`keep_concurrently_committed_outputs` makes Snakemake leave such a store alone:
 an output that was missing when this run planned the job and that is now an intact,
 committed store (its manifest verifies) was written by a concurrent run from the same
-inputs and config (its path is versioned); the job still runs, and its atomic write
-discards its identical copy (:func:`neuroflow.artifacts.keep_committed_stores`). An
+inputs and config (its path is versioned), and so were the job's figure folders that
+now exist beside it; the job still runs, and its atomic writes discard its identical
+copies (:func:`neuroflow.artifacts.keep_committed_stores`). An
 output that existed when the run was planned (a forced or incomplete rerun) is deleted
 as before, so deliberate reruns recompute.
 
@@ -51,10 +52,21 @@ def outputs_to_keep(outputs: Iterable[str], missing_when_planned: Iterable[str])
     Returns
     -------
     keep : set of str
-        Outputs missing at planning time that are now committed stores.
+        Outputs missing at planning time that are now committed stores, and, once one
+        of them is, the job's other outputs missing at planning time that are now
+        directories (figure folders the same concurrent job renamed into place before
+        its store; a directory never has its final name before it is complete).
     """
     missing = {str(f) for f in missing_when_planned}
-    return {str(f) for f in outputs if str(f) in missing and is_intact_store(f)}
+    stores = {str(f) for f in outputs if str(f) in missing and is_intact_store(f)}
+    if not stores:
+        return set()
+    folders = {
+        str(f)
+        for f in outputs
+        if str(f) in missing and not str(f).endswith(".zarr") and Path(str(f)).is_dir()
+    }
+    return stores | folders
 
 
 async def _remove_unless_committed(path: Any) -> None:
