@@ -190,13 +190,13 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
     ("model_alignment", "ROI x ROI pattern predicted by the model's layers", _SIMILARITY),
     (
         "alignment_agreement",
-        "correlation of the model's and the brain's ROI x ROI patterns",
-        "Pearson r",
+        "agreement of the model's and the brain's ROI x ROI patterns (1 - mean |difference|)",
+        "agreement (1 = identical patterns)",
     ),
     (
         "alignment_subject_agreement",
-        "agreement of the model's ROI x ROI pattern with each subject's",
-        "Pearson r",
+        "agreement of the model's ROI x ROI pattern with each subject's (1 - mean |difference|)",
+        "agreement (1 = identical patterns)",
     ),
     (
         "alignment_between_subject",

@@ -23,7 +23,8 @@ Layout of ``results/``::
     align_features/<extractor>-<v>/sub-XX/<key>_<layer>.zarr
     encoding/<model>-<v>/sub-XX_encoding.zarr
     evaluation/<model>-<v>/sub-XX_scores.zarr
-    summary/<v>/scores.tsv, scores.zarr, plots/, warnings.tsv, layer_sweep.tsv
+    summary/<v>/scores.tsv, scores.zarr, plots/, warnings.tsv, layer_sweep.tsv,
+                alignment_metrics.tsv
     single_trial/<v>/sub-XX/sub-XX_desc-singletrial_betas.zarr   (estimated or imported)
     trial_encoding/<model>-<v>/sub-XX_encoding.zarr
     trial_evaluation/<model>-<v>/sub-XX_scores.zarr
