@@ -266,10 +266,9 @@ def concept_folds(
     return list(KFold(n_splits=k, shuffle=True, random_state=seed).split(ids)), "stimulus"
 
 
-def _subject_of(path: Path) -> str:
-    """``entities.subject`` of a brain store, else its folder's name."""
-    ent = open_dataset(path).attrs.get("entities") or {}
-    name = ent.get("subject")
+def _subject_of(path: Path, attrs: Mapping[str, Any]) -> str:
+    """``entities.subject`` of a brain store (its attributes), else its folder's name."""
+    name = (attrs.get("entities") or {}).get("subject")
     return str(name) if name else path.parent.name.removeprefix("sub-")
 
 
@@ -368,13 +367,11 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
     return out, grouping
 
 
-def _kept(loaded: tuple, *, with_parts: bool = False) -> tuple:
-    """Patterns and stimuli (and partitions) of the presentations with a stimulus id."""
+def _kept(loaded: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Patterns, stimuli and partitions of the presentations with a stimulus id."""
     data, stim, parts, _ = loaded
     keep = np.array([not is_missing(v) for v in stim], dtype=bool)
-    if with_parts:
-        return data[keep], stim[keep], parts[keep]
-    return data[keep], stim[keep]
+    return data[keep], stim[keep], parts[keep]
 
 
 def _target_keys(path: Path, ds: xr.Dataset, parcels: bool) -> list[object]:
@@ -495,15 +492,17 @@ def decode_fmri(
         raise ValueError(f"`patterns` must be 'trials' or 'events', got {patterns!r} instead.")
     annotations = read_concept_annotations(concepts) if concepts is not None else None
     by_sub: dict[str, list[Path]] = {}
+    attrs: dict[Path, Mapping[str, Any]] = {}
     for p in map(Path, brain):
-        by_sub.setdefault(_subject_of(p), []).append(p)
+        attrs[p] = open_dataset(p).attrs
+        by_sub.setdefault(_subject_of(p, attrs[p]), []).append(p)
     subjects = sorted(by_sub)
     loaded = {
         s: fmri_patterns(by_sub[s], hrf_lag=fc["hrf_lag"], stimulus_events=stimulus_events)
         for s in subjects
     }
     across = fc["cv"] == "leave-one-subject-out" and identify
-    parcels = {s: open_dataset(by_sub[s][0]).attrs.get("target_kind") == "parcel" for s in subjects}
+    parcels = {s: attrs[by_sub[s][0]].get("target_kind") == "parcel" for s in subjects}
     if across:
         loaded, n_shared = _shared_space(by_sub, loaded, parcels)
     # parcel time series: every parcel is its own label, so only all parcels together
@@ -514,9 +513,9 @@ def decode_fmri(
     decoders = ["ridge", "contrastive"] if cfg["contrastive"]["enabled"] else ["ridge"]
     ident, concept_res, n_test, grouping = {}, {}, {}, {}
     for s in subjects:
-        data, stim, parts = _kept(loaded[s], with_parts=True)
+        data, stim, parts = _kept(loaded[s])
         if identify:
-            others = [_kept(loaded[u]) for u in subjects if u != s] if across else ()
+            others = [_kept(loaded[u])[:2] for u in subjects if u != s] if across else ()
             ident[s], n_test[s] = _identification(
                 data, stim, owns[s], regions, features, cfg, s, others
             )

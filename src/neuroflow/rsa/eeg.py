@@ -358,8 +358,23 @@ def _peak_index(mean: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(mean).any(axis=-1), peak, -1)
 
 
-def _over(cfg: Mapping[str, Any], n_sub: int, shared: bool) -> str:
-    """What is resampled, after ``auto`` and what the data allow."""
+def bootstrap_factor(cfg: Mapping[str, Any], n_sub: int, shared: bool = True) -> str:
+    """What ``rsa.bootstrap.over`` resamples, after ``auto`` and what the data allow.
+
+    Parameters
+    ----------
+    cfg : dict
+        The ``rsa.bootstrap`` section.
+    n_sub : int
+        Subjects.
+    shared : bool
+        Whether every subject saw the same stimuli (else they cannot be resampled).
+
+    Returns
+    -------
+    over : str
+        ``"stimuli"``, ``"subjects"``, ``"both"`` or ``"none"``.
+    """
     over = cfg["over"]
     if over == "auto":
         over = "both" if n_sub >= 2 else "stimuli"
@@ -456,7 +471,7 @@ def eeg_bootstrap(
         ),
     }
     attrs: dict[str, Any] = {"inference_comparison": method}
-    over = _over(config, n_sub, shared and models is not None)
+    over = bootstrap_factor(config, n_sub, shared and models is not None)
     n_boot, level = int(config["n_bootstraps"]), float(config["level"])
     peak_sets = sorted({(int(g), int(peak[g, k])) for g, k in zip(*np.nonzero(found), strict=True)})
     mode = "all"

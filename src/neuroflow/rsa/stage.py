@@ -43,6 +43,7 @@ from neuroflow.variables import describe_variables
 from .analysis import alignment_patterns
 from .compare import compare_rdms, noise_ceiling
 from .eeg import (
+    bootstrap_factor,
     check_channel_groups,
     eeg_bootstrap,
     frame_models,
@@ -491,12 +492,7 @@ def _fmri_inference(
     """
     n_sub, n_roi = roi_rdms.shape[:2]
     boot = cfg["bootstrap"]
-    over = boot["over"]
-    if over == "auto":
-        over = "both" if n_sub >= 2 else "stimuli"
-    if over in ("subjects", "both") and n_sub < 2:
-        logger.info("RSA bootstrap over %s needs 2+ subjects: stimuli only.", over)
-        over = "stimuli"
+    over = bootstrap_factor(boot, n_sub)
     out: dict[str, Any] = {"data_vars": {}, "bootstrap_over": over, "inference_comparison": method}
     if over != "none":
         results = [
