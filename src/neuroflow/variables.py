@@ -82,6 +82,14 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
     ("identification_chance", "chance level of the identification score", _RANK),
     ("identification_null", "identification score under stimulus permutations", _RANK),
     ("n_test_stimuli", "held-out stimuli identified", "count"),
+    (
+        "identification_session",
+        "identification of a held-out session's test stimuli, decoded by decoders of the "
+        "subject's other sessions",
+        _RANK,
+    ),
+    ("identification_session_p", "permutation p-value of the session's score", "p-value"),
+    ("n_test_stimuli_session", "held-out stimuli identified in the session", "count"),
     # fMRI concept decoding
     ("concept_auc", "held-out ROC AUC of each concept's one-vs-rest decoder", "ROC AUC"),
     (

@@ -158,4 +158,9 @@ def test_fmri_decoding_and_rsa_inference_are_described(config):
     text = methods_rst(cfg, RunFacts(n_fmri_subjects=2, decoding_fmri="trials", rsa=("fmri",)))
     assert "fMRI decoding used single-trial response estimates" in text
     assert "InfoNCE" not in text and "logistic" not in text and "bootstrap" not in text
+    assert "other subjects" not in text and "other sessions" not in text
     assert "fMRI decoding" not in methods_rst(config, RunFacts(n_fmri_subjects=2))
+    cfg["decoding"]["fmri"]["cv"] = "leave-one-session-out"
+    assert "trained on that subject's other sessions" in methods_rst(cfg, facts)
+    cfg["decoding"]["fmri"]["cv"] = "leave-one-subject-out"
+    assert "trained on the other subjects' presentations" in methods_rst(cfg, facts)

@@ -331,6 +331,10 @@ def test_fmri_decoding_patterns_and_concept_table(defaults, movie, tmp_path):
     assert WorkflowPlan(_bids(_with(defaults, decoding=loso), movie)).decoding_fmri_enabled
     with pytest.raises(ValueError, match=r"`decoding.fmri.cv` must be 'within-subject' when"):
         WorkflowPlan(_bids(_with(defaults, decoding=loso), movie, subjects=["01"])).notes
+    # the movie's runs carry no session: nothing to hold out session by session
+    by_session = {"fmri": {"cv": "leave-one-session-out"}}
+    with pytest.raises(ValueError, match=r"not be 'leave-one-session-out' when no fMRI subject"):
+        WorkflowPlan(_bids(_with(defaults, decoding=by_session), movie)).notes
     missing = {"fmri": {"concepts": {"annotations": str(tmp_path / "nope.tsv")}}}
     with pytest.raises(FileNotFoundError, match=r"annotations` must name an existing TSV"):
         WorkflowPlan(_bids(_with(defaults, decoding=missing), movie)).notes

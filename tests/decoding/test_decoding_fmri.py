@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.decoding.fmri import decode_fmri, identify_stimuli
+from neuroflow.decoding.fmri import decode_fmri, identify_stimuli, session_splits
 
 
 def _world(rng, n_train=60, n_test=9, n_rep=3, n_vox=23, n_feat=5, snr=2.0):
@@ -304,3 +304,124 @@ def test_concepts_of_other_stimuli_are_skipped_not_fatal(tmp_path, rng, caplog):
     ds = xr.open_zarr(out)
     assert "identification" in ds and "concept_auc" not in ds
     assert "sub-03: concept decoding skipped, none of its 50 decoded stimuli" in caplog.text
+
+
+def test_session_splits_hold_out_session_and_stimulus():
+    stimuli = np.array(["a", "b", "c", "a", "d", "b", "e", "a", "f", "b", "g", "h"])
+    sessions = np.array(["1", "1", "1", "2", "2", "2", "2", "3", "3", "3", "3", "3"])
+    splits = session_splits(stimuli, sessions)
+    assert list(splits) == ["1", "2", "3"]
+    test_ids = {"a", "b"}  # the most-presented stimuli, at most half of all
+    for ses, (train, test) in splits.items():
+        assert set(stimuli[test]) <= test_ids and (sessions[test] == ses).all()
+        assert not set(stimuli[train]) & test_ids and not (sessions[train] == ses).any()
+    np.testing.assert_array_equal(splits["1"][1], [True, True, *[False] * 10])
+    np.testing.assert_array_equal(stimuli[splits["1"][0]], ["d", "e", "f", "g", "h"])
+    assert session_splits(stimuli, np.full(stimuli.size, "1")) == {}
+    with pytest.raises(ValueError, match=r"one label per presentation \(12\), got 3 instead"):
+        session_splits(stimuli, sessions[:3])
+
+
+def _session_trials(tmp_path, rng, n_train=(41, 37), n_test=9, n_rep=4, n_vox=(12, 9)):
+    """A single-trial store of two sessions: ROI ``v1`` maps each stimulus's features
+    (with a session offset and scale), ROI ``other`` is noise; the test stimuli are
+    shown ``n_rep`` times across both sessions, the others once."""
+    n_feat = 5
+    test = [f"te{i}" for i in range(n_test)]
+    train = [[f"s{k}_tr{i}" for i in range(n)] for k, n in enumerate(n_train)]
+    F = {s: rng.standard_normal(n_feat) for s in test + train[0] + train[1]}
+    W = rng.standard_normal((n_feat, n_vox[0]))
+    stim, runs, rows = [], [], []
+    for k in range(2):
+        shown = train[k] + [t for t in test for _ in range(n_rep // 2)]
+        shown = list(rng.permutation(shown))
+        x = rng.standard_normal((len(shown), sum(n_vox)))
+        x[:, : n_vox[0]] += 2.0 * np.stack([F[s] for s in shown]) @ W
+        rows.append(x * (1 + k) + 5.0 * k)  # a session's own scale and offset
+        stim += shown
+        runs += [f"ses-0{k + 1}_task-img_run-{1 + i % 2}" for i in range(len(shown))]
+    betas = xr.Dataset(
+        {"betas": (("trial", "voxel"), np.concatenate(rows).astype(np.float32))},
+        coords={
+            "stimulus": ("trial", np.array(stim, dtype=object)),
+            "run": ("trial", np.array(runs, dtype=object)),
+            "roi": ("voxel", np.array(["v1"] * n_vox[0] + ["other"] * n_vox[1], dtype=object)),
+        },
+        attrs={"entities": {"subject": "05"}},
+    )
+    store = write_dataset(betas, tmp_path / "betas.zarr", provenance={})
+    ids = sorted(F)
+    fstore = write_dataset(
+        xr.Dataset(
+            {"features": (("stimulus", "feature"), np.stack([F[s] for s in ids]))},
+            coords={"stimulus": ("stimulus", np.array(ids, dtype=object))},
+        ),
+        tmp_path / "f.zarr",
+        provenance={},
+    )
+    return store, fstore
+
+
+def test_leave_one_session_out_on_single_trials(tmp_path, rng):
+    store, fstore = _session_trials(tmp_path, rng)
+    config = {
+        "identification": {"n_permutations": 99, "top_k": [1, 5]},
+        "contrastive": {"enabled": False},
+        "fmri": {"cv": "leave-one-session-out"},
+    }
+    out = decode_fmri(
+        brain=[store], features={"planted": fstore}, output=tmp_path / "o.zarr",
+        config=config, provenance={},
+    )  # fmt: skip
+    ds = xr.open_zarr(out).load()
+    assert ds.attrs["cv"] == "leave-one-session-out" and ds.attrs["held_out_unit"] == "session"
+    assert list(ds["session"].values) == ["01", "02"]
+    assert ds["identification_session"].dims == (
+        "subject", "session", "roi", "feature_space", "decoder", "metric"
+    )  # fmt: skip
+    assert list(ds["n_test_stimuli_session"].sel(subject="05").values) == [9, 9]
+    assert int(ds["n_test_stimuli"].sel(subject="05")) == 18
+    sessions = ds["identification_session"].sel(subject="05", decoder="ridge")
+    # the subject's score is the mean of its held-out sessions' scores
+    np.testing.assert_allclose(
+        ds["identification"].sel(subject="05", decoder="ridge"), sessions.mean("session")
+    )
+    p = ds["identification_session_p"].sel(subject="05", decoder="ridge", metric="mean_rank")
+    assert (p.sel(roi="v1") < 0.05).all(), p.values
+    assert (ds["identification_p"].sel(roi="v1", metric="mean_rank") < 0.02).all()  # 1 / 100
+    assert (ds["identification_p"].sel(roi="other", metric="mean_rank") > 0.05).all()
+    rank = sessions.sel(roi="v1", metric="mean_rank", feature_space="planted")
+    chance = ds["identification_chance"].sel(roi="v1", metric="mean_rank").max()
+    assert (rank < 0.6 * float(chance)).all(), (rank.values, float(chance))
+
+
+def test_leave_one_session_out_on_runs_and_without_sessions(tmp_path, rng, caplog):
+    paths, fstore, _ = _movie_runs(tmp_path, rng, n_runs=4, n_events=31)
+    config = {
+        "identification": {"n_permutations": 49, "top_k": [1]},
+        "contrastive": {"enabled": False},
+        "fmri": {"hrf_lag": 3.0, "cv": "leave-one-session-out"},
+    }
+    with pytest.raises(ValueError, match=r"run-1.zarr: `decoding.fmri.cv: leave-one-session-out`"):
+        decode_fmri(
+            brain=paths, features={"planted": fstore}, output=tmp_path / "x.zarr",
+            config=config, provenance={}, patterns="events",
+        )  # fmt: skip
+    assert not (tmp_path / "x.zarr").exists()
+    sessioned = []
+    for k, path in enumerate(paths):
+        ds = xr.open_zarr(path).load()
+        ds.attrs["entities"] = {**ds.attrs["entities"], "session": "ab"[k // 2]}
+        sessioned.append(write_dataset(ds, tmp_path / f"ses-{k}.zarr", provenance={}))
+    with caplog.at_level("INFO"):
+        out = decode_fmri(
+            brain=sessioned, features={"planted": fstore}, output=tmp_path / "o.zarr",
+            config=config, provenance={}, patterns="events",
+        )  # fmt: skip
+    ds = xr.open_zarr(out)
+    assert list(ds["session"].values) == ["a", "b"]
+    n_test = ds["n_test_stimuli_session"].sel(subject="03").values
+    assert n_test.sum() == int(ds["n_test_stimuli"].sel(subject="03")) and (n_test >= 2).all()
+    p = ds["identification_session_p"].sel(subject="03", roi="sig", metric="top1")
+    assert (p < 0.05).all(), p.values
+    assert (ds["identification_p"].sel(roi="noise", metric="top1") > 0.05).all()

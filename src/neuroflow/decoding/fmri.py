@@ -20,6 +20,13 @@ Identification (per feature space)
        among all test stimuli by correlation (top-k accuracy, mean rank), with a null
        from shuffling the test labels: the retrieval step of brain-to-image decoding.
 
+Across subjects or sessions (``decoding.fmri.cv``)
+    ``leave-one-subject-out`` trains each subject's decoders on the other subjects'
+    presentations, on the targets all subjects share; ``leave-one-session-out`` holds
+    out each session of a subject in turn (its presentations of the test stimuli),
+    decoded by decoders of the subject's other sessions' presentations of the other
+    stimuli (:func:`session_splits`), and averages the sessions' scores and nulls.
+
 Concept decoding (with an annotation table)
     Each stimulus's pattern (repeats averaged) is decoded into its concept labels by
     one-vs-rest logistic regressions, held out by folds grouped by run (stimuli shown
@@ -36,6 +43,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +69,9 @@ __all__ = [
     "decode_fmri",
     "fmri_patterns",
     "identify_stimuli",
+    "permutation_p",
+    "presentation_sessions",
+    "session_splits",
 ]
 
 logger = logging.getLogger(__name__)
@@ -146,22 +158,42 @@ def identify_stimuli(
                 pred, F_test_items, n_permutations=n_permutations, top_k=ks, seed=seed
             )
             null[d] = np.stack([nl.get(k, np.full(n_permutations, nan)) for k in keys], axis=1)
+    return {
+        "decoders": list(preds),
+        "metrics": metrics,
+        "chance": chance,
+        "null": null,
+        "p": permutation_p(metrics, null, keys),
+        "n_test": len(test_ids),
+    }
+
+
+def permutation_p(metrics: np.ndarray, null: np.ndarray, keys: Sequence[str]) -> np.ndarray:
+    """Permutation p-values of identification metrics (lower is better for the mean rank).
+
+    Parameters
+    ----------
+    metrics : ndarray, shape (n_decoders, n_metrics)
+        Observed values.
+    null : ndarray, shape (n_decoders, n_permutations, n_metrics)
+        Values under label shuffles.
+    keys : list of str, length n_metrics
+        Metric names (:func:`neuroflow.decoding.stage._metric_names`).
+
+    Returns
+    -------
+    p : ndarray, shape (n_decoders, n_metrics)
+        ``(1 + #null at least as good) / (1 + n_permutations)``; NaN where the metric is.
+    """
     with np.errstate(invalid="ignore"):
         better = np.where(
             np.array(keys) == "mean_rank",
             null <= metrics[:, None] + 1e-12,
             null >= metrics[:, None] - 1e-12,
         )
-    p = (1.0 + better.sum(axis=1)) / (1.0 + n_permutations)
-    p[~np.isfinite(metrics)] = nan
-    return {
-        "decoders": list(preds),
-        "metrics": metrics,
-        "chance": chance,
-        "null": null,
-        "p": p,
-        "n_test": len(test_ids),
-    }
+    p = (1.0 + better.sum(axis=1)) / (1.0 + null.shape[1])
+    p[~np.isfinite(metrics)] = np.nan
+    return p
 
 
 def _regions(
@@ -229,6 +261,44 @@ def fmri_patterns(
     return data, stim, parts, np.asarray(roi, dtype=str)
 
 
+#: The session entity inside a single-trial store's ``run`` labels (``ses-<x>_...``).
+_SESSION_IN_RUN = re.compile(r"(?:^|_)ses-([^_]+)")
+
+
+def presentation_sessions(paths: Sequence[str | os.PathLike], partitions: np.ndarray) -> np.ndarray:
+    """Session label of every presentation that :func:`fmri_patterns` returned.
+
+    Parameters
+    ----------
+    paths : list of path-like
+        The subject's stores, as given to :func:`fmri_patterns`.
+    partitions : ndarray of str, shape (n_presentations,)
+        Its partitions: a run store's index among ``paths``, or ``repeat-<n>`` for the
+        trials of a single-trial store.
+
+    Returns
+    -------
+    sessions : ndarray of str, shape (n_presentations,)
+        A run store's ``entities.session``; a trial's session from the store's ``run``
+        labels (``ses-<x>_task-..._run-<y>``, ``ses-<x>_run-<y>``); ``""`` where the
+        data name none.
+    """
+    paths = [Path(p) for p in paths]
+    partitions = np.asarray(partitions, dtype=str)
+    if partitions.size and partitions[0].startswith("repeat-"):
+        (path,) = paths
+        ds = open_dataset(path)
+        keep = np.array([not is_missing(v) for v in ds["stimulus"].values], dtype=bool)
+        if "run" not in ds.coords:
+            return np.full(int(keep.sum()), "")
+        found = [_SESSION_IN_RUN.search(str(r)) for r in ds["run"].values[keep]]
+        return np.array([m.group(1) if m else "" for m in found], dtype=str)
+    labels = [
+        str((open_dataset(p).attrs.get("entities") or {}).get("session") or "") for p in paths
+    ]
+    return np.array([labels[int(k)] for k in partitions], dtype=str)
+
+
 def concept_folds(
     stimuli: np.ndarray, partitions: np.ndarray, ids: np.ndarray, *, n_splits: int, seed: int
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
@@ -283,7 +353,6 @@ def _identification(
     """
     from neuroflow.encoding.eeg import select_test_stimuli
 
-    ic = cfg["identification"]
     test = np.isin(stim, select_test_stimuli(stim, "auto"))
     if others:
         test_ids = np.unique(stim[test])
@@ -291,11 +360,19 @@ def _identification(
         data = np.concatenate([*(x for x, _ in pool), data[test]])
         stim = np.concatenate([*(st for _, st in pool), stim[test]])
         test = np.r_[np.zeros(sum(len(st) for _, st in pool), bool), np.ones(test.sum(), bool)]
+    return _identify_regions(data, stim, test, own, regions, features, cfg, f"sub-{subject}")
+
+
+def _identify_regions(
+    data, stim, test, own, regions, features, cfg, label
+) -> tuple[dict[tuple[int, int], dict[str, Any]], int]:
+    """:func:`identify_stimuli` in every region the unit has and every feature space."""
+    ic = cfg["identification"]
     n_test = int(np.unique(stim[test]).size)
     if n_test < 2 or np.unique(stim[~test]).size < 2:
         logger.info(
-            "sub-%s: identification skipped, %d test and %d training stimuli.",
-            subject,
+            "%s: identification skipped, %d test and %d training stimuli.",
+            label,
             n_test,
             np.unique(stim[~test]).size,
         )
@@ -321,6 +398,86 @@ def _identification(
                 contrastive=contrastive,
             )
     return out, n_test
+
+
+def session_splits(
+    stimuli: np.ndarray, sessions: np.ndarray
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Train and test presentations of every held-out session of one subject.
+
+    The test stimuli are chosen once among all the subject's presentations, as within
+    subjects (:func:`neuroflow.encoding.eeg.select_test_stimuli` ``"auto"``). Held-out
+    session ``s`` tests its presentations of test stimuli; the decoders train on the
+    other sessions' presentations of the other stimuli, so that neither the session nor
+    the stimulus of a test pattern is ever seen in training.
+
+    Parameters
+    ----------
+    stimuli : ndarray of str, shape (n_presentations,)
+        Stimulus of every presentation.
+    sessions : ndarray of str, shape (n_presentations,)
+        Session label of every presentation.
+
+    Returns
+    -------
+    splits : dict of str to (train, test)
+        Session label (sorted) to boolean masks of shape (n_presentations,); empty when
+        the subject has fewer than 2 sessions.
+    """
+    from neuroflow.encoding.eeg import select_test_stimuli
+
+    stimuli, sessions = np.asarray(stimuli, dtype=str), np.asarray(sessions, dtype=str)
+    if stimuli.shape != sessions.shape:
+        raise ValueError(
+            f"`sessions` must have one label per presentation ({stimuli.shape[0]}), got "
+            f"{sessions.shape[0]} instead."
+        )
+    labels = sorted(set(sessions.tolist()))
+    if len(labels) < 2:
+        return {}
+    is_test = np.isin(stimuli, select_test_stimuli(stimuli, "auto"))
+    return {s: (~is_test & (sessions != s), is_test & (sessions == s)) for s in labels}
+
+
+def _identification_by_session(
+    data, stim, sessions, own, regions, features, cfg, subject
+) -> tuple[dict[tuple[int, int], dict[str, Any]], int, dict[str, tuple[dict, int]]]:
+    """Leave-one-session-out identification of one subject.
+
+    Returns the results averaged over the held-out sessions, keyed by (region index,
+    space index): metrics and null (per permutation) are the sessions' means, p-values
+    from that mean null; the total test stimuli; and every session's own results.
+    """
+    splits = session_splits(stim, sessions)
+    if not splits:
+        logger.info(
+            "sub-%s: leave-one-session-out identification skipped, a single session.", subject
+        )
+        return {}, 0, {}
+    per = {}
+    for ses, (train, test) in splits.items():
+        pick = train | test
+        per[ses] = _identify_regions(
+            data[pick], stim[pick], test[pick], own, regions, features, cfg,
+            f"sub-{subject} ses-{ses}",
+        )  # fmt: skip
+    keys = _metric_names(cfg["identification"]["top_k"])
+    mean = {}
+    for cell in sorted({k for res, _ in per.values() for k in res}):
+        runs = [res[cell] for res, _ in per.values() if cell in res]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a top-k no session defines
+            metrics = np.nanmean([r["metrics"] for r in runs], axis=0)
+            null = np.nanmean([r["null"] for r in runs], axis=0)
+            chance = np.nanmean([r["chance"] for r in runs], axis=0)
+        mean[cell] = {
+            **runs[0],
+            "metrics": metrics,
+            "null": null,
+            "chance": chance,
+            "p": permutation_p(metrics, null, keys),
+        }
+    return mean, sum(n for res, n in per.values() if res), per
 
 
 def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
@@ -367,10 +524,15 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
     return out, grouping
 
 
+def _stimulus_mask(stim: np.ndarray) -> np.ndarray:
+    """The presentations with a stimulus id."""
+    return np.array([not is_missing(v) for v in stim], dtype=bool)
+
+
 def _kept(loaded: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Patterns, stimuli and partitions of the presentations with a stimulus id."""
     data, stim, parts, _ = loaded
-    keep = np.array([not is_missing(v) for v in stim], dtype=bool)
+    keep = _stimulus_mask(stim)
     return data[keep], stim[keep], parts[keep]
 
 
@@ -474,7 +636,12 @@ def decode_fmri(
         roi, concept), ``concept_prevalence`` (subject, concept), ``concept_mean_auc``,
         ``concept_mean_auc_p``, ``concept_map`` and ``concept_map_p`` (subject, roi),
         ``concept_map_chance`` (subject). ROI ``"all"`` holds every voxel; regions,
-        concepts or analyses a subject lacks are NaN for that subject.
+        concepts or analyses a subject lacks are NaN for that subject. With
+        ``cv: leave-one-session-out`` the subject's identification variables are the
+        means over its held-out sessions (p-values from the mean null), and
+        ``identification_session`` and ``identification_session_p`` (subject, session,
+        roi, feature_space, decoder, metric) and ``n_test_stimuli_session`` (subject,
+        session) keep every session's own; attribute ``held_out_unit = "session"``.
     """
     cfg = resolve_config(config)
     ic, fc = cfg["identification"], cfg["fmri"]
@@ -502,6 +669,10 @@ def decode_fmri(
         for s in subjects
     }
     across = fc["cv"] == "leave-one-subject-out" and identify
+    by_session = fc["cv"] == "leave-one-session-out" and identify
+    sessions = (
+        {s: presentation_sessions(by_sub[s], loaded[s][2]) for s in subjects} if by_session else {}
+    )
     parcels = {s: attrs[by_sub[s][0]].get("target_kind") == "parcel" for s in subjects}
     if across:
         loaded, n_shared = _shared_space(by_sub, loaded, parcels)
@@ -511,10 +682,15 @@ def decode_fmri(
     keys = _metric_names(ic["top_k"])
     names = list(features) if identify else []
     decoders = ["ridge", "contrastive"] if cfg["contrastive"]["enabled"] else ["ridge"]
-    ident, concept_res, n_test, grouping = {}, {}, {}, {}
+    ident, concept_res, n_test, grouping, per_session = {}, {}, {}, {}, {}
     for s in subjects:
         data, stim, parts = _kept(loaded[s])
-        if identify:
+        if by_session:
+            ses = sessions[s][_stimulus_mask(loaded[s][1])]
+            ident[s], n_test[s], per_session[s] = _identification_by_session(
+                data, stim, ses, owns[s], regions, features, cfg, s
+            )
+        elif identify:
             others = [_kept(loaded[u])[:2] for u in subjects if u != s] if across else ()
             ident[s], n_test[s] = _identification(
                 data, stim, owns[s], regions, features, cfg, s, others
@@ -523,6 +699,12 @@ def decode_fmri(
             concept_res[s], grouping[s] = _concepts(
                 data, stim, parts, owns[s], regions, annotations, cfg, s
             )
+    if by_session and not any(per_session.values()):
+        raise ValueError(
+            f"{by_sub[subjects[0]][0]}: `decoding.fmri.cv: leave-one-session-out` needs a "
+            "subject with 2+ sessions (entity `ses`), got "
+            f"{ {s: sorted(set(sessions[s].tolist()) - {''}) for s in subjects} } instead."
+        )
     if not any(ident.values()) and not any(concept_res.values()):
         raise ValueError(
             f"{by_sub[subjects[0]][0]}: no subject has 2+ held-out and 2+ training stimuli "
@@ -547,6 +729,13 @@ def decode_fmri(
             {"feature_space": _obj(names), "decoder": _obj(decoders), "metric": _obj(keys)}
         )
         attrs["decoders"] = decoders
+    if by_session and any(ident.values()):
+        session_vars, session_names = _session_vars(
+            per_session, subjects, regions, names, decoders, keys
+        )
+        data_vars.update(session_vars)
+        coords["session"] = _obj(session_names)
+        attrs["held_out_unit"] = "session"
     if any(concept_res.values()):
         cvars, concept_names = _concept_vars(concept_res, subjects, regions)
         data_vars.update(cvars)
@@ -584,6 +773,27 @@ def _identification_vars(ident, n_test, subjects, regions, names, decoders, keys
         ),
         "n_test_stimuli": (("subject",), np.array([n_test.get(s, 0) for s in subjects])),
     }
+
+
+def _session_vars(per_session, subjects, regions, names, decoders, keys):
+    """Store variables of every held-out session's identification results."""
+    labels = sorted({ses for per in per_session.values() for ses in per})
+    shape = (len(subjects), len(labels), len(regions), len(names))
+    metrics = np.full((*shape, len(decoders), len(keys)), np.nan)
+    p_values = np.full_like(metrics, np.nan)
+    n_test = np.zeros(shape[:2], dtype=np.int64)
+    for a, s in enumerate(subjects):
+        for ses, (res, n) in per_session.get(s, {}).items():
+            e = labels.index(ses)
+            n_test[a, e] = n
+            for (b, c), r in res.items():
+                metrics[a, e, b, c], p_values[a, e, b, c] = r["metrics"], r["p"]
+    dims = ("subject", "session", "roi", "feature_space", "decoder", "metric")
+    return {
+        "identification_session": (dims, metrics),
+        "identification_session_p": (dims, p_values),
+        "n_test_stimuli_session": (("subject", "session"), n_test),
+    }, labels
 
 
 def _concept_vars(concept_res, subjects, regions):

@@ -650,6 +650,18 @@ def _decoding_fmri(plan: WorkflowPlan, single: bool, spaces: bool, notes: list[s
             "`decoding.fmri.cv` must be 'within-subject' when fMRI has fewer than 2 subjects, "
             f"got 'leave-one-subject-out' with {len(subjects)} instead."
         )
+    if identify and fc.get("cv") == "leave-one-session-out":
+        records = plan.betas_sessions if plan.source == "betas" else plan.fmri_runs
+        sessions: dict[str, set[str | None]] = {}
+        for rec in records:
+            sessions.setdefault(rec.subject, set()).add(rec.session)
+        if records and not any(len(v) >= 2 for v in sessions.values()):
+            raise ValueError(
+                "`decoding.fmri.cv` must not be 'leave-one-session-out' when no fMRI "
+                "subject has 2+ sessions (entity `ses`), got sessions "
+                f"{ {k: sorted(str(x) for x in v if x) for k, v in sorted(sessions.items())} } "
+                "instead."
+            )
     given = (fc.get("concepts") or {}).get("annotations", "auto")
     table = plan.concept_annotations
     if table is not None and given != "auto" and not table.is_file():

@@ -417,6 +417,18 @@ def _fmri_decoding(config: Mapping[str, Any], patterns: str, keys: list[str]) ->
         f"identified among each other from features predicted by {decoders} decoders "
         "(top-k accuracy and mean rank, with a label-shuffle null)"
     )
+    cv = cfg["fmri"]["cv"]
+    if cv == "leave-one-subject-out":
+        text += (
+            "; the decoders of each subject were trained on the other subjects' "
+            "presentations, on the targets all subjects share"
+        )
+    elif cv == "leave-one-session-out":
+        text += (
+            "; each session's test presentations were decoded by decoders trained on that "
+            "subject's other sessions (test stimuli never in training), and the sessions' "
+            "scores and null distributions averaged per subject"
+        )
     if cfg["fmri"]["concepts"]["enabled"]:
         text += (
             ", and concept labels were decoded with one-vs-rest logistic regressions in "
