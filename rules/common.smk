@@ -209,6 +209,21 @@ def encoding_inputs(wildcards):
     return inputs
 
 
+def transformer_encoding_inputs(wildcards):
+    """Every encoding subject's runs and aligned feature stores (one job, all subjects)."""
+    spaces = PLAN.encoding_config(wildcards.model)["feature_spaces"]
+    inputs = {}
+    for subject in PLAN.encoding_subjects:
+        runs = PLAN.encoding_runs_of(subject)
+        inputs[f"brain_{subject}"] = [str(PLAN.fmri_store(r.key)) for r in runs]
+        for space in spaces:
+            name, layer = PLAN.feature_space(space)
+            inputs[f"space_{space}__sub-{subject}"] = [
+                str(PLAN.aligned_store(name, layer, r.key)) for r in runs
+            ]
+    return inputs
+
+
 def trial_encoding_inputs(wildcards):
     """The subject's single-trial betas, one run store (voxel grid) and the feature stores."""
     inputs = {"betas": str(PLAN.single_trial_store(wildcards.subject))}

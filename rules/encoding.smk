@@ -2,7 +2,7 @@
 # to cleaned BOLD, penalties chosen by run-wise cross-validation on training runs;
 # with single trials (estimated or imported betas), also from per-stimulus features
 # to single-trial betas, scored on held-out stimuli.
-if PLAN.encoding_models():
+if PLAN.linear_models():
 
     rule fit_encoding:
         input:
@@ -11,6 +11,8 @@ if PLAN.encoding_models():
             directory(
                 str(PLAN.results / "encoding" / "{model}-{version}" / "sub-{subject}_encoding.zarr")
             ),
+        wildcard_constraints:
+            model="|".join(re.escape(m) for m in PLAN.linear_models()),
         params:
             stage=lambda wc: f"encoding/{wc.model}",
             version=lambda wc: wc.version,
@@ -24,6 +26,42 @@ if PLAN.encoding_models():
             CONDA_ENV
         script:
             "../scripts/fit_encoding.py"
+
+
+# A transformer model: one job trains it on every subject's training runs and writes
+# each subject's store (the layout of a ridge store) and the training curves.
+if PLAN.transformer_models():
+
+    rule fit_transformer_encoding:
+        input:
+            unpack(transformer_encoding_inputs),
+        output:
+            training=directory(
+                str(PLAN.results / "encoding" / "{model}-{version}" / "training.zarr")
+            ),
+            stores=[
+                directory(
+                    str(PLAN.results / "encoding" / "{model}-{version}" / f"sub-{s}_encoding.zarr")
+                )
+                for s in PLAN.encoding_subjects
+            ],
+        wildcard_constraints:
+            model="|".join(re.escape(m) for m in PLAN.transformer_models()),
+        params:
+            stage=lambda wc: f"encoding/{wc.model}",
+            version=lambda wc: wc.version,
+            cfg=lambda wc: PLAN.encoding_config(wc.model),
+            subjects=list(PLAN.encoding_subjects),
+            test_runs={s: PLAN.test_runs_of(s) for s in PLAN.encoding_subjects},
+        log:
+            log_path("encoding", "{model}-{version}", "training"),
+        threads: 2
+        resources:
+            mem_mb=lambda wildcards, attempt: 16000 * attempt,
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/fit_transformer_encoding.py"
 
 
 if PLAN.scope.trial_models:

@@ -50,6 +50,9 @@ if PLAN.has_summary:
             decoding=[str(p) for p in PLAN.decoding_stores()],
             rsa=[str(PLAN.rsa_store(m)) for m in PLAN.rsa_modalities],
             trf=[str(p) for p in PLAN.all_trf_stores()],
+            transformer_training=[
+                str(PLAN.transformer_training_store(m)) for m in PLAN.transformer_models()
+            ],
             eeg_scores=[str(p) for p in PLAN.all_eeg_scores_stores()],
         output:
             table=report(

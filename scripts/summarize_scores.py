@@ -11,6 +11,7 @@ run_job(
     decoding=list(snakemake.input.decoding),
     rsa=list(snakemake.input.rsa),
     trf=list(snakemake.input.trf),
+    transformer_training=list(snakemake.input.transformer_training),
     eeg_scores=list(snakemake.input.eeg_scores),
     notes=list(snakemake.params.notes),
     warnings_tsv=snakemake.output.warnings,

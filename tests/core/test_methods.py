@@ -164,3 +164,25 @@ def test_fmri_decoding_and_rsa_inference_are_described(config):
     assert "trained on that subject's other sessions" in methods_rst(cfg, facts)
     cfg["decoding"]["fmri"]["cv"] = "leave-one-subject-out"
     assert "trained on the other subjects' presentations" in methods_rst(cfg, facts)
+
+
+def test_transformer_models_are_described_with_their_options(config):
+    cfg = copy.deepcopy(config)
+    cfg["encoding"]["models"]["tribe"] = {
+        "feature_spaces": ["image_statistics", "minilm"],
+        "model": "transformer",
+        "transformer": {"hidden": 64, "seeds": [0, 1, 2]},
+    }
+    facts = RunFacts(n_fmri_subjects=2, encoding_models=("visual", "tribe"))
+    text = methods_rst(cfg, facts)
+    assert "Encoding models (visual) mapped the features" in text
+    assert "The transformer encoding model(s) (tribe), after TRIBE" in text
+    assert "to 64 dimensions" in text and "predictions of 3 seed(s) were averaged" in text
+    assert REFERENCES["tribe"] in text
+    markers, refs = _cited(text)
+    assert markers == set(range(1, len(refs) + 1))
+    only = methods_rst(cfg, RunFacts(n_fmri_subjects=2, encoding_models=("tribe",)))
+    assert "ridge regression" not in only and "after TRIBE" in only
+    assert "TRIBE" not in methods_rst(
+        config, RunFacts(n_fmri_subjects=2, encoding_models=("visual",))
+    )

@@ -338,3 +338,41 @@ def test_fmri_decoding_patterns_and_concept_table(defaults, movie, tmp_path):
     missing = {"fmri": {"concepts": {"annotations": str(tmp_path / "nope.tsv")}}}
     with pytest.raises(FileNotFoundError, match=r"annotations` must name an existing TSV"):
         WorkflowPlan(_bids(_with(defaults, decoding=missing), movie)).notes
+
+
+def test_transformer_model_is_planned_beside_the_ridge_models(defaults):
+    from neuroflow.config.transformer_options import DEFAULT_OPTIONS
+
+    models = {
+        **defaults["encoding"]["models"],
+        "tribe": {"feature_spaces": ["image_statistics", "minilm"], "model": "transformer"},
+    }
+    plain = WorkflowPlan(defaults)
+    plan = WorkflowPlan(_with(defaults, encoding={"models": models}))
+    assert plan.transformer_models() == ["tribe"]
+    assert "tribe" not in plan.linear_models() and "visual" in plan.linear_models()
+    assert plan.transformer_training_store("tribe").name == "training.zarr"
+    # every option in its stage config (and version); no EEG or predict model takes it
+    assert plan.encoding_config("tribe")["transformer"] == DEFAULT_OPTIONS
+    assert "tribe" not in plan.eeg_models()
+    assert "tribe" not in plan.scope.predict.models
+    # the ridge models keep their versions; a transformer option reruns only the transformer
+    for model in plain.encoding_models():
+        assert plan.versions[f"encoding/{model}"] == plain.versions[f"encoding/{model}"]
+    models["tribe"] = {**models["tribe"], "transformer": {"epochs": 5}}
+    other = WorkflowPlan(_with(defaults, encoding={"models": models}))
+    assert other.versions["encoding/tribe"] != plan.versions["encoding/tribe"]
+    assert other.versions["encoding/visual"] == plan.versions["encoding/visual"]
+    # transformer options on a ridge model are an error
+    models["visual"] = {**models["visual"], "transformer": {"epochs": 5}}
+    with pytest.raises(ValueError, match=r"visual.transformer` needs `model: transformer`"):
+        WorkflowPlan(_with(defaults, encoding={"models": models})).notes
+
+
+def test_transformer_schema_documents_the_package_defaults():
+    from neuroflow.config.transformer_options import DEFAULT_OPTIONS
+
+    schema = load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    entry = schema["properties"]["encoding"]["properties"]["models"]["additionalProperties"]
+    options = entry["properties"]["transformer"]["properties"]
+    assert {key: node["default"] for key, node in options.items()} == DEFAULT_OPTIONS

@@ -45,6 +45,20 @@ from neuroflow.workflow.report_layout import CATEGORIES, QC_FIGURES, figure_entr
             },
         ),
         (
+            "encoding_tribe_training",
+            "training",
+            "fMRI encoding",
+            "Training curves",
+            {"model": "tribe"},
+        ),
+        (
+            "encoding_tribe_small_v2_training",
+            "training",
+            "fMRI encoding",
+            "Training curves",
+            {"model": "tribe_small_v2"},
+        ),
+        (
             "decoding_generalization",
             "decoding",
             "Decoding",
@@ -129,6 +143,8 @@ def test_figures_of_one_subcategory_share_label_keys():
         "layer_sweep_s",
         "layer_sweep_s_rsa_spearman",
         "layer_sweep_s_alignment",
+        "encoding_tribe_training",
+        "encoding_other_training",
     ]
     keys: dict[tuple[str, str], set] = {}
     for name in names:
@@ -197,6 +213,8 @@ def _report_switch_breaks(names: list[str]) -> list[str]:
         # two subjects with one different run each
         [f"sub-01_task-x_run-1_qc-{k}" for k in ("mean", "tsnr")]
         + [f"sub-02_task-x_run-2_qc-{k}" for k in ("mean", "tsnr")],
+        # training curves of two transformer models
+        ["encoding_tribe_training", "encoding_tribe_large_training"],
         # score maps of two models, r and noise-normalised r: a working switch
         [
             f"sub-01_model-{m}_fs-{m}_{metric}"

@@ -44,7 +44,8 @@ def test_schema_is_strict_and_matches_defaults():
         # a sweep's layer models drop `layer_sweep` (see neuroflow.workflow.sweeps)
         entry = {k: v for k, v in entry.items() if k != "layer_sweep"}
         assert set(entry) == {"feature_spaces", "model"}
-        assert {**per_model, **entry}.keys() == DEFAULT_CONFIG.keys()
+        # `transformer` (options of a transformer model) is an entry key of such models
+        assert {**per_model, **entry, "transformer": None}.keys() == DEFAULT_CONFIG.keys()
     validator = Draft202012Validator(schema)
     validator.validate({"cv": {"grouped_kfold": 3}})
     with pytest.raises(ValidationError):

@@ -134,6 +134,9 @@ def _run(root: Path, work: Path) -> dict:
         "clean": clean,
         "confounds": confounds,
         "scores": scores,
+        "aligned": aligned,
+        "evaluation": evaluation,
+        "work": work,
     }
 
 
@@ -234,3 +237,59 @@ def test_false_discovery_proportion_over_the_brain(demo_run, space):
     assert called.sum() > 100
     fdp = float((called & null).sum() / called.sum())
     assert fdp <= FDR_ALPHA, fdp
+
+
+@pytest.fixture(scope="module")
+def transformer_scores(demo_run) -> xr.Dataset:
+    """The transformer encoder with its default options on both spaces, scored."""
+    from neuroflow.encoding.transformer_stage import fit_transformer_encoding
+    from neuroflow.evaluation import evaluate_model
+
+    work, runs = demo_run["work"], list(demo_run["clean"])
+    (store, _) = fit_transformer_encoding(
+        brain={SUBJECT: [demo_run["clean"][r] for r in runs]},
+        features={name: {SUBJECT: paths} for name, paths in demo_run["aligned"].items()},
+        outputs={SUBJECT: work / "encoding_tribe.zarr"},
+        training=work / "training_tribe.zarr",
+        config={
+            "feature_spaces": list(demo_run["aligned"]),
+            "model": "transformer",
+            "split": {"test_runs": demo_run["truth"]["fmri"]["test_runs"]},
+            "transformer": {"device": "cpu"},
+            "name": "tribe",
+        },
+        provenance=PROV,
+    )
+    scores = evaluate_model(
+        prediction=store,
+        output=work / "scores_tribe.zarr",
+        config=demo_run["evaluation"],
+        provenance=PROV,
+    )
+    return xr.open_zarr(scores).load()
+
+
+@pytest.mark.parametrize(
+    ("roi", "ridge"), [("early_visual", "image_statistics"), ("semantic", "minilm")]
+)
+def test_transformer_reaches_most_of_ridge(demo_run, transformer_scores, roi, ridge):
+    """Default transformer options against the ridge model of the space that drives the ROI."""
+    ds = transformer_scores
+    reference = _roi_mean(demo_run["scores"][ridge], "r", roi)
+    ensemble = _roi_mean(ds, "r", roi)
+    seeds = {
+        str(v): float(np.nanmean(ds["variant_r"].sel(variant=v).values[_in_roi(ds, roi)]))
+        for v in ds["variant"].values
+    }
+    print(roi, f"ridge {reference:.3f}, transformer {ensemble:.3f}", seeds)
+    assert ensemble >= 0.9 * reference, (ensemble, reference)
+    for name, value in seeds.items():
+        if name.startswith("seed-"):
+            assert ensemble >= value - 0.005, (name, value, ensemble)
+
+
+def test_transformer_noise_roi_stays_at_chance(transformer_scores):
+    ds = transformer_scores
+    noise = _in_roi(ds, "noise")
+    assert abs(float(np.nanmean(ds["r"].values[noise]))) < 0.05
+    assert float(ds["significant"].values[noise].mean()) <= FDR_ALPHA

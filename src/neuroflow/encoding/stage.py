@@ -55,6 +55,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "target_batch_size": 10000,
     "device": "auto",
     "dtype": "float32",
+    # options of `model: transformer` (neuroflow.models.transformer.DEFAULT_OPTIONS)
+    "transformer": {},
 }
 
 
@@ -66,7 +68,7 @@ def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
     # `name` labels the model (the workflow adds it); `cv` values are a string or a
     # {grouped_kfold: k} mapping, taken whole
     defaults = {**DEFAULT_CONFIG, "name": None}
-    return merge_defaults(defaults, config, "encoding", opaque=("cv",))
+    return merge_defaults(defaults, config, "encoding", opaque=("cv", "transformer"))
 
 
 def make_alphas(spec: Mapping[str, Any]) -> np.ndarray:
@@ -334,8 +336,13 @@ def choose_solver(cfg: Mapping[str, Any], spaces: Sequence[str]) -> str:
     there are several feature spaces)."""
     model = cfg["model"]
     if model not in ("auto", "ridge", "banded_ridge"):
+        hint = (
+            " (a transformer is fitted by fit_transformer_encoding)"
+            if model == "transformer"
+            else ""
+        )
         raise ValueError(
-            f"`model` must be 'auto', 'ridge' or 'banded_ridge', got {model!r} instead."
+            f"`model` must be 'auto', 'ridge' or 'banded_ridge', got {model!r} instead{hint}."
         )
     if model == "auto":
         return "banded_ridge" if len(spaces) > 1 else "ridge"

@@ -1,4 +1,5 @@
-"""Figures of evaluation scores: brain maps, ROI bars, channel time courses, topomaps.
+"""Figures of evaluation scores: brain maps, ROI bars, channel time courses, topomaps,
+and the training curves of encoders trained by gradient descent.
 
 Every function draws on a :class:`matplotlib.figure.Figure` bound to the
 non-interactive Agg canvas, without touching pyplot's global state or backend,
@@ -26,6 +27,7 @@ __all__ = [
     "plot_roi_bars",
     "plot_score_timecourse",
     "plot_topomap",
+    "plot_training_curves",
     "save_figure",
     "scores_to_nifti",
 ]
@@ -371,6 +373,104 @@ def plot_topomap(
     )
     if title:
         axes.set_title(title)
+    return fig
+
+
+def _curves(name: str, values: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``values`` as float64, checked to have ``shape``."""
+    if values is None:
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != shape:
+        raise ValueError(f"`{name}` must have shape {shape}, got {values.shape} instead.")
+    return values
+
+
+def plot_training_curves(
+    train_loss: np.ndarray,
+    val_r: np.ndarray,
+    *,
+    best_epoch: np.ndarray | None = None,
+    val_r_subject: np.ndarray | None = None,
+    epochs: np.ndarray | None = None,
+    seeds: Sequence[str] | None = None,
+    loss_label: str = "training loss",
+    title: str | None = None,
+) -> Figure:
+    """Training loss and validation r per epoch, one line per seed.
+
+    Parameters
+    ----------
+    train_loss : array-like, shape (n_seeds, n_epochs)
+        Mean training loss of each epoch; NaN after a seed's early stop (not drawn).
+    val_r : array-like, shape (n_seeds, n_epochs)
+        Validation Pearson r of each epoch (mean over subjects).
+    best_epoch : array-like of int, shape (n_seeds,) | None
+        Index along the epochs of the weights each seed kept, marked on its validation
+        line; a negative index or one beyond the curve marks nothing.
+    val_r_subject : array-like, shape (n_seeds, n_epochs, n_subjects) | None
+        Validation r of each subject, drawn as thin lines in the seed's colour.
+    epochs : array-like, shape (n_epochs,) | None
+        Epoch numbers on the x-axis; ``0 .. n_epochs - 1`` by default.
+    seeds : sequence of str, shape (n_seeds,) | None
+        Legend label of each seed; ``seed <k>`` by default.
+    loss_label : str
+        Y-axis label of the loss panel (e.g. the loss's name).
+    title : str | None
+        Figure title.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        Two panels: the training loss (left) and the validation r (right).
+    """
+    train_loss = np.atleast_2d(np.asarray(train_loss, dtype=np.float64))
+    if train_loss.ndim != 2:
+        raise ValueError(
+            f"`train_loss` must have shape (n_seeds, n_epochs), got {train_loss.shape} instead."
+        )
+    n_seeds, n_epochs = train_loss.shape
+    val_r = _curves("val_r", np.atleast_2d(np.asarray(val_r, dtype=np.float64)), train_loss.shape)
+    best = _curves("best_epoch", best_epoch, (n_seeds,))
+    per_subject = None
+    if val_r_subject is not None:
+        per_subject = np.asarray(val_r_subject, dtype=np.float64)
+        if per_subject.ndim != 3 or per_subject.shape[:2] != train_loss.shape:
+            raise ValueError(
+                f"`val_r_subject` must have shape ({n_seeds}, {n_epochs}, n_subjects), got "
+                f"{per_subject.shape} instead."
+            )
+    x = _curves("epochs", np.arange(n_epochs) if epochs is None else epochs, (n_epochs,))
+    labels = [f"seed {k}" for k in range(n_seeds)] if seeds is None else [str(s) for s in seeds]
+    if len(labels) != n_seeds:
+        raise ValueError(f"`seeds` must have {n_seeds} entries, got {len(labels)} instead.")
+    fig = _new_figure((9, 3.5))
+    loss_ax, r_ax = fig.subplots(1, 2)
+    for k in range(n_seeds):
+        (line,) = loss_ax.plot(x, train_loss[k], lw=1.5, label=labels[k])
+        color = line.get_color()
+        if per_subject is not None:
+            r_ax.plot(x, per_subject[k], lw=0.6, alpha=0.35, color=color)
+        r_ax.plot(x, val_r[k], lw=1.5, color=color, label=labels[k])
+        if best is not None and np.isfinite(best[k]) and 0 <= int(best[k]) < n_epochs:
+            e = int(best[k])
+            r_ax.plot(x[e], val_r[k, e], "o", ms=6, color=color, mec="k", zorder=3)
+    loss_ax.set_xlabel("Epoch")
+    loss_ax.set_ylabel(loss_label)
+    r_ax.axhline(0, color="0.5", lw=0.8)
+    r_ax.set_xlabel("Epoch")
+    r_ax.set_ylabel("validation r")
+    notes = [
+        *(["thin: subjects"] if per_subject is not None else []),
+        *(["dot: kept epoch"] if best is not None else []),
+    ]
+    r_ax.set_title("validation r" + (f" ({'; '.join(notes)})" if notes else ""), fontsize="small")
+    loss_ax.set_title("training loss", fontsize="small")
+    if n_seeds:
+        r_ax.legend(fontsize="small", frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
     return fig
 
 

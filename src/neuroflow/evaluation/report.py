@@ -4,7 +4,8 @@
 writes the encoding rows, store and figures with
 :func:`neuroflow.evaluation.stage.summarize_scores`, then adds the decoding, RSA,
 EEG encoding and temporal response function (TRF) rows to the same tidy table (see
-:func:`neuroflow.evaluation.summary.summary_table`) and their figures. Beside the
+:func:`neuroflow.evaluation.summary.summary_table`) and their figures, and the training
+curves of encoders trained by gradient descent (:func:`training_figures`). Beside the
 table, ``warnings.tsv`` lists the warnings about the dataset raised when the workflow
 was planned and those kept in the stores behind the results (see
 :mod:`neuroflow.stage_warnings`).
@@ -24,7 +25,7 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset
 
-__all__ = ["TRF_METRICS", "summarize_all", "trf_figures", "trf_rows"]
+__all__ = ["TRF_METRICS", "summarize_all", "training_figures", "trf_figures", "trf_rows"]
 
 logger = logging.getLogger(__name__)
 
@@ -409,6 +410,98 @@ def trf_figures(stores: Sequence[xr.Dataset], plots_dir: str | os.PathLike) -> l
     return out
 
 
+#: Variables a training store must have for its figure.
+_TRAINING_VARIABLES = ("train_loss", "val_r")
+
+
+def training_figures(
+    paths: Sequence[str | os.PathLike],
+    plots_dir: str | os.PathLike,
+    *,
+    formats: Sequence[str] = ("png",),
+    dpi: int = 100,
+) -> list[Path]:
+    """Training curves of each encoder trained across subjects, one figure per model.
+
+    Parameters
+    ----------
+    paths : list of path-like
+        Training stores of the transformer encoding stage (see
+        :func:`neuroflow.encoding.transformer_stage.training_dataset`): ``train_loss``
+        and ``val_r`` (seed, epoch; NaN after an early stop), optionally ``best_epoch``
+        (seed,) and ``val_r_subject`` (seed, epoch, subject), attribute ``model``
+        (else the store's name is taken).
+    plots_dir : path-like
+        Folder of the figures: ``encoding_<model>_training.<format>``, the training
+        loss (left) and the validation r (right) per epoch, one line per seed, a dot
+        at each seed's kept epoch, thin lines per subject.
+    formats : sequence of str
+        File formats, e.g. ``["png", "svg"]``.
+    dpi : int
+        Resolution of raster formats.
+
+    Returns
+    -------
+    figures : list of Path
+        The written files, in the order of ``paths`` (each store's formats in turn).
+
+    Raises
+    ------
+    ValueError
+        When a store lacks ``train_loss`` or ``val_r``, when they are not on (seed,
+        epoch), or when two stores name the same model.
+    """
+    from neuroflow.evaluation.plotting import plot_training_curves, save_figure
+
+    stores: dict[str, xr.Dataset] = {}
+    seen: dict[str, str] = {}
+    for path in paths:
+        ds = open_dataset(path)
+        missing = [name for name in _TRAINING_VARIABLES if name not in ds]
+        if missing:
+            raise ValueError(
+                f"{path}: a training store must have the variables "
+                f"{list(_TRAINING_VARIABLES)}, got {sorted(map(str, ds.data_vars))} instead."
+            )
+        for name in _TRAINING_VARIABLES:
+            if ds[name].dims != ("seed", "epoch"):
+                raise ValueError(
+                    f"{path}: `{name}` must have dims ('seed', 'epoch'), got {ds[name].dims} "
+                    "instead."
+                )
+        model = str(ds.attrs.get("model") or Path(path).stem)
+        if model in seen:
+            raise ValueError(
+                f"`transformer_training` must hold one store per model, got {seen[model]} and "
+                f"{path} for model {model!r} instead."
+            )
+        seen[model] = str(path)
+        stores[model] = ds
+    out: list[Path] = []
+    if stores:
+        Path(plots_dir).mkdir(parents=True, exist_ok=True)
+    for model, ds in stores.items():
+        per_subject = None
+        if "val_r_subject" in ds and ds["val_r_subject"].dims[:2] == ("seed", "epoch"):
+            per_subject = ds["val_r_subject"].values
+        seeds = ds["seed"].values if "seed" in ds.coords else range(ds.sizes["seed"])
+        loss = (ds.attrs.get("options") or {}).get("loss")
+        fig = plot_training_curves(
+            ds["train_loss"].values,
+            ds["val_r"].values,
+            best_epoch=ds["best_epoch"].values if "best_epoch" in ds else None,
+            val_r_subject=per_subject,
+            epochs=ds["epoch"].values if "epoch" in ds.coords else None,
+            seeds=[f"seed {s}" for s in seeds],
+            loss_label=f"training loss ({loss})" if loss else "training loss",
+            title=f"{model}: training across subjects",
+        )
+        out.extend(
+            save_figure(fig, Path(plots_dir) / f"encoding_{model}_training", formats, dpi=dpi)
+        )
+    return out
+
+
 def _table_dataset(table: pd.DataFrame) -> xr.Dataset:
     """A tidy table as a dataset with one ``row`` dim (numbers as float, the rest as text)."""
     data = {}
@@ -516,6 +609,7 @@ def summarize_all(
     rsa: Sequence[str | os.PathLike] = (),
     trf: Sequence[str | os.PathLike] | None = (),
     eeg_scores: Sequence[str | os.PathLike] = (),
+    transformer_training: Sequence[str | os.PathLike] = (),
     notes: Sequence[str] = (),
     warnings_tsv: str | os.PathLike | None = None,
     plan_warnings: Sequence[str] = (),
@@ -556,6 +650,13 @@ def summarize_all(
         Score stores of the EEG encoding models (may be empty): rows with
         ``analysis = "eeg_encoding"`` and one time-course figure per model
         (``eeg_encoding_<model>_r.png``; see :mod:`neuroflow.evaluation.eeg_summary`).
+    transformer_training : list of path-like
+        Training stores of the transformer encoding models (may be empty; see
+        :func:`neuroflow.encoding.transformer_stage.training_dataset`): one figure per
+        model (``encoding_<model>_training``, in the configured formats) with the
+        training loss and the validation r per epoch and seed (see
+        :func:`training_figures`). They add no rows: the models' scores come with
+        ``scores``.
     notes : list of str
         Analyses the workflow left out, with their reasons; logged and kept in the
         summary store's provenance (``notes``).
@@ -671,6 +772,12 @@ def summarize_all(
         rows.append(eeg_encoding_rows(stores, eeg_scores, topk, layer_order))
         if plots_enabled:
             eeg_encoding_figures(stores, plots_dir, eeg_scores)
+    transformer_training = list(transformer_training)
+    if transformer_training and plots_enabled:
+        plots = _with_defaults(config)["plots"]
+        training_figures(
+            transformer_training, plots_dir, formats=plots["formats"], dpi=int(plots["dpi"])
+        )
     trf = list(trf or ())
     if trf:
         stores = [open_dataset(path) for path in trf]
@@ -695,7 +802,10 @@ def summarize_all(
         )
     if warnings_tsv is not None:
         _write_warnings(
-            [*scores, *eeg_scores, *decoding, *rsa, *trf], plan_warnings, Path(warnings_tsv), record
+            [*scores, *eeg_scores, *decoding, *rsa, *trf, *transformer_training],
+            plan_warnings,
+            Path(warnings_tsv),
+            record,
         )
     if run_config_yaml is not None:
         import yaml

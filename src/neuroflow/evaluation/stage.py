@@ -91,6 +91,11 @@ _REQUIRED_ATTRS = ("subject", "model", "feature_spaces", "tr")
 FLAT_TARGET_DIM = "target"
 #: Dim of the per-latency time course of the test r (``r_course``) in EEG score stores.
 COURSE_DIM = "latency"
+#: Optional variable of a prediction store: other predictions of the same model (each
+#: seed of an ensemble, the ensemble without one feature space), scored beside ``y_pred``.
+VARIANT_VARIABLE = "y_pred_variant"
+#: Dim of the variants, in prediction stores and score stores.
+VARIANT_DIM = "variant"
 _NA = "n/a"
 
 
@@ -177,7 +182,33 @@ def _load_prediction(path: Path) -> tuple[xr.Dataset, str, tuple[str, ...]]:
             f"{path}: coordinate `roi` must lie on the target dims {tuple(target_dims)}, got "
             f"dims {ds['roi'].dims} instead."
         )
+    if VARIANT_VARIABLE in ds:
+        _check_variants(path, ds[VARIANT_VARIABLE], y_pred)
     return ds, time_dim, tuple(target_dims)
+
+
+def _check_variants(path: Path, variants: xr.DataArray, y_pred: xr.DataArray) -> None:
+    """Check that ``y_pred_variant`` is (variant, <dims of y_pred>) with named variants."""
+    if variants.dims != (VARIANT_DIM, *y_pred.dims):
+        raise ValueError(
+            f"{path}: `{VARIANT_VARIABLE}` must have dims {(VARIANT_DIM, *y_pred.dims)}, "
+            f"got {variants.dims} instead."
+        )
+    if variants.shape[1:] != y_pred.shape:
+        raise ValueError(
+            f"{path}: `{VARIANT_VARIABLE}` must have shape (n_variants, "
+            f"{', '.join(map(str, y_pred.shape))}) like `y_pred`, got {variants.shape} instead."
+        )
+    if VARIANT_DIM not in variants.coords:
+        raise ValueError(
+            f"{path}: `{VARIANT_VARIABLE}` must have a `{VARIANT_DIM}` coordinate naming each "
+            "variant, got none instead."
+        )
+    names = [str(v) for v in variants[VARIANT_DIM].values]
+    if len(set(names)) != len(names) or not all(names):
+        raise ValueError(
+            f"{path}: the `{VARIANT_DIM}` names must be unique and non-empty, got {names} instead."
+        )
 
 
 def flatten_targets(ds: xr.Dataset, dims: Sequence[str]) -> xr.Dataset:
@@ -348,7 +379,10 @@ def evaluate_model(
         several dims, as the EEG encoding maps do: ``y_pred`` (stimulus, channel,
         latency), ``y_test`` (repeat, stimulus, channel, latency) and ``roi`` on
         ``channel``; they are scored on a temporary flat ``target`` dim (see
-        :func:`flatten_targets`) and written back on their own dims.
+        :func:`flatten_targets`) and written back on their own dims. An optional
+        ``y_pred_variant`` (variant, <dims of y_pred>) with a ``variant`` coordinate
+        holds other predictions of the model (e.g. ``seed-0``: one seed of an
+        ensemble; ``without-<space>``: the ensemble with a feature space left out).
     output : Path
         Score store to write.
     config : dict
@@ -370,8 +404,12 @@ def evaluate_model(
         ``p_fwer`` and ``significant_fwer`` (when that test runs); optional
         ``r_per_repeat`` / ``r2_per_repeat`` on (repeat, voxel) or (repeat,
         channel, latency). EEG stores (a ``latency`` target dim) add ``r_course``
-        (latency,): ``r`` averaged over channels, NaNs ignored. Attributes are
-        copied from the input and record the test settings.
+        (latency,): ``r`` averaged over channels, NaNs ignored. Stores with
+        variants add ``variant_r``, ``variant_r2`` and ``variant_r_normalized``
+        (variant, <target dims>), each variant scored as ``r``, ``r2`` and
+        ``r_normalized`` are (same repeat mean, same noise ceiling, no permutation
+        test), with the ``variant`` coordinate. Attributes are copied from the input
+        and record the test settings.
     """
     cfg = _with_defaults(config)
     prediction = Path(prediction)
@@ -478,6 +516,13 @@ def evaluate_model(
     if "r2_per_repeat" in cfg["metrics"]:
         values = r2_score(y_test, y_pred[None]).astype(np.float32)
         data_vars["r2_per_repeat"] = xr.Variable(("repeat", target_dim), values, one)
+    variant_names: list[str] = []
+    if VARIANT_VARIABLE in ds and ds.sizes[VARIANT_DIM]:
+        variant_names = [str(v) for v in ds[VARIANT_DIM].values]
+        data_vars.update(_variant_scores(ds[VARIANT_VARIABLE], y_mean, ceiling_r, reliable))
+        data_vars["variant_r_normalized"].attrs.update(
+            {k: v for k, v in normalized_note.items() if k != "units"}
+        )
 
     flat = len(target_dims) > 1
     coords = {
@@ -487,6 +532,8 @@ def evaluate_model(
     }
     if any(v.dims[0] == "repeat" for v in data_vars.values()):
         coords["repeat"] = np.arange(n_repeats)
+    if variant_names:
+        coords[VARIANT_DIM] = np.asarray(variant_names, dtype=object)
     attrs = {k: v for k, v in ds.attrs.items() if k != PROVENANCE_KEY}
     attrs.update(
         n_repeats=int(n_repeats),
@@ -506,6 +553,58 @@ def evaluate_model(
         if COURSE_DIM in target_dims:
             out["r_course"] = _r_course(out["r"], COURSE_DIM)
     return write_dataset(out, output, provenance=provenance)
+
+
+def _variant_scores(
+    variants: xr.DataArray, y_mean: np.ndarray, ceiling_r: np.ndarray, reliable: np.ndarray
+) -> dict[str, xr.Variable]:
+    """Scores of every variant prediction against the repeat mean, as ``r`` is scored.
+
+    Parameters
+    ----------
+    variants : xarray.DataArray, shape (n_variants, n_times, n_targets)
+        The store's ``y_pred_variant`` on its flat target dim (read one variant at a
+        time).
+    y_mean : ndarray, shape (n_times, n_targets)
+        Mean of the test repeats.
+    ceiling_r : ndarray, shape (n_targets,)
+        Noise ceiling on r.
+    reliable : ndarray of bool, shape (n_targets,)
+        Targets whose ceiling reaches ``min_ceiling_r``: elsewhere the normalised r is
+        NaN, as for ``r_normalized``.
+
+    Returns
+    -------
+    scores : dict of str to xarray.Variable
+        ``variant_r``, ``variant_r2`` and ``variant_r_normalized``, each float32 of
+        shape (n_variants, n_targets) on (variant, <target dim>).
+    """
+    dims = (VARIANT_DIM, variants.dims[-1])
+    r = np.empty((variants.shape[0], y_mean.shape[1]))
+    r2 = np.empty_like(r)
+    for k in range(variants.shape[0]):
+        prediction = np.asarray(variants[k].values, dtype=np.float64)
+        r[k] = pearson_r(y_mean, prediction)
+        r2[k] = r2_score(y_mean, prediction)
+    normalized = np.where(reliable, normalize_score(r, ceiling_r), np.nan)
+    one = {"units": "1"}
+    return {
+        "variant_r": xr.Variable(
+            dims,
+            r.astype(np.float32),
+            {**one, "long_name": "Pearson r of each variant's prediction against the repeat mean"},
+        ),
+        "variant_r2": xr.Variable(
+            dims,
+            r2.astype(np.float32),
+            {**one, "long_name": "R² of each variant's prediction against the repeat mean"},
+        ),
+        "variant_r_normalized": xr.Variable(
+            dims,
+            normalized.astype(np.float32),
+            {**one, "long_name": "each variant's r divided by the noise ceiling on r"},
+        ),
+    }
 
 
 def _r_course(r: xr.DataArray, dim: str) -> xr.DataArray:
@@ -543,7 +642,8 @@ def _store_summary(
     latency), which are flattened (:func:`flatten_targets`) with ``roi`` broadcast.
     ``extractor``, ``layer`` and ``feature_space`` come from the store's
     ``feature_spaces`` and ``layer`` attributes (see
-    :func:`~neuroflow.evaluation.summary.space_names`).
+    :func:`~neuroflow.evaluation.summary.space_names`). A store with ``variant_r``
+    adds the rows of each variant after its own (see :func:`_variant_summaries`).
     """
     for name in ("r", "r_normalized", "significant", "noise_ceiling_r"):
         if name not in ds:
@@ -555,27 +655,147 @@ def _store_summary(
             raise ValueError(f"{path}: attribute `{attr}` is missing from the score store.")
     names = ["r", "r_normalized", "significant", "noise_ceiling_r", "significant_fwer"]
     flat = flatten_targets(ds[[n for n in names if n in ds]], ds["r"].dims)
+    roi = np.asarray(flat["roi"].values, dtype=object).astype(str)
     table = roi_summary(
         r=flat["r"].values,
         r_normalized=flat["r_normalized"].values,
         significant=flat["significant"].values,
         noise_ceiling_r=flat["noise_ceiling_r"].values,
-        roi=np.asarray(flat["roi"].values, dtype=object).astype(str),
+        roi=roi,
         topk_percent=topk_percent,
         significant_fwer=flat["significant_fwer"].values if "significant_fwer" in flat else None,
     )
     spaces = ds.attrs.get("feature_spaces") or [_label(ds.attrs["model"])]
-    extractor, layer, feature_space = space_names(
-        [spaces] if isinstance(spaces, str) else list(spaces), ds.attrs.get("layer"), layer_order
-    )
+    spaces = [spaces] if isinstance(spaces, str) else list(spaces)
+    model = _label(ds.attrs["model"])
+    tables = [
+        _label_rows(table, ds, model, space_names(spaces, ds.attrs.get("layer"), layer_order))
+    ]
+    if "variant_r" in ds:
+        tables.extend(
+            _variant_summaries(
+                path, ds, flat["noise_ceiling_r"].values, roi, topk_percent, spaces, layer_order
+            )
+        )
+    return pd.concat(tables, ignore_index=True)
+
+
+def _label_rows(
+    table: pd.DataFrame, ds: xr.Dataset, model: str, names: tuple[str, str, str]
+) -> pd.DataFrame:
+    """Wide rows from the ROI rows of :func:`roi_summary`, named after a store's model."""
+    extractor, layer, feature_space = names
+    table = table.copy()
     table.insert(0, "subject", _label(ds.attrs["subject"]))
-    table.insert(1, "model", _label(ds.attrs["model"]))
+    table.insert(1, "model", model)
     table.insert(2, "extractor", extractor)
     table.insert(3, "feature_space", feature_space)
     table.insert(4, "layer", layer)
     table["statistic"] = "value"
     table["n_subjects"] = 1
     return table[list(WIDE_COLUMNS)]
+
+
+#: Prefix of the variants that leave one feature space out of a model's prediction.
+WITHOUT_PREFIX = "without-"
+
+
+def _variant_spaces(
+    path: Path, variant: str, spaces: Sequence[str], layers: Any
+) -> tuple[list[str], list[str] | None]:
+    """The feature spaces behind a variant's prediction, with their recorded layers.
+
+    ``without-<space>`` leaves ``<space>`` out; any other variant (``seed-<k>``) uses
+    every space. ``layers`` is the store's ``layer`` attribute (``+``-joined or a
+    list, one per space); None is returned for the layers when it is not that.
+    """
+    spaces = [str(s) for s in spaces]
+    if isinstance(layers, str):
+        parts: list[str] | None = layers.split("+")
+    elif isinstance(layers, Sequence | np.ndarray):
+        parts = [str(v) for v in layers]
+    else:
+        parts = None
+    if parts is not None and len(parts) != len(spaces):
+        parts = None
+    if not variant.startswith(WITHOUT_PREFIX):
+        return spaces, parts
+    dropped = variant.removeprefix(WITHOUT_PREFIX)
+    if dropped not in spaces:
+        raise ValueError(
+            f"{path}: variant {variant!r} must leave out one of the feature spaces {spaces}, "
+            f"got {dropped!r} instead."
+        )
+    if len(spaces) < 2:
+        raise ValueError(
+            f"{path}: variant {variant!r} must leave at least one feature space, got the "
+            f"store's only one ({dropped!r}) instead."
+        )
+    keep = [i for i, s in enumerate(spaces) if s != dropped]
+    return [spaces[i] for i in keep], None if parts is None else [parts[i] for i in keep]
+
+
+def _variant_summaries(
+    path: Path,
+    ds: xr.Dataset,
+    noise_ceiling_r: np.ndarray,
+    roi: np.ndarray,
+    topk_percent: float,
+    spaces: Sequence[str],
+    layer_order: Mapping[str, Sequence[str]] | None,
+) -> list[pd.DataFrame]:
+    """Wide ROI rows of each variant of a score store, as if it were a model of its own.
+
+    Parameters
+    ----------
+    path : Path
+        The store, named in errors.
+    ds : xarray.Dataset
+        Score store with ``variant_r`` and ``variant_r_normalized`` (variant, <target
+        dims>) and the ``variant`` coordinate.
+    noise_ceiling_r : ndarray, shape (n_targets,)
+        The store's ceiling on r, flat.
+    roi : ndarray of str, shape (n_targets,)
+        ROI label per flat target.
+    topk_percent : float
+        Share of best targets averaged in ``topk_r``.
+    spaces : sequence of str
+        The store's feature spaces.
+    layer_order : dict of str to list of str | None
+        See :func:`~neuroflow.evaluation.summary.space_names`.
+
+    Returns
+    -------
+    tables : list of pandas.DataFrame
+        One per variant, in store order: ``model`` is ``<model>-<variant>``, ``r`` and
+        ``r_normalized`` those of the variant, the ceiling the store's, and
+        ``frac_significant`` / ``frac_significant_fwer`` NaN (variants are not
+        tested). ``extractor``, ``feature_space`` and ``layer`` name the spaces the
+        variant predicts from (see :func:`_variant_spaces`).
+    """
+    for name in ("variant_r_normalized", VARIANT_DIM):
+        if name not in ds.variables:
+            raise ValueError(
+                f"{path}: `{name}` must accompany `variant_r` in the score store, got none instead."
+            )
+    flat = flatten_targets(ds[["variant_r", "variant_r_normalized"]], ds["r"].dims)
+    flat = flat.transpose(VARIANT_DIM, ...)
+    model = _label(ds.attrs["model"])
+    tables = []
+    for k, variant in enumerate(str(v) for v in ds[VARIANT_DIM].values):
+        table = roi_summary(
+            r=flat["variant_r"].values[k],
+            r_normalized=flat["variant_r_normalized"].values[k],
+            significant=None,
+            noise_ceiling_r=noise_ceiling_r,
+            roi=roi,
+            topk_percent=topk_percent,
+        )
+        names = space_names(
+            *_variant_spaces(path, variant, spaces, ds.attrs.get("layer")), layer_order
+        )
+        tables.append(_label_rows(table, ds, f"{model}-{variant}", names))
+    return tables
 
 
 #: ``analysis`` of the rows of run-based fMRI encoding models.
@@ -729,12 +949,18 @@ def summarize_scores(
         models, whose stores have ``design == "trials"``); per-subject rows
         (``statistic == "value"``) and ``subject == "group"`` rows with the
         across-subject ``mean``, ``sd`` and ``sem`` (``n_subjects`` gives n).
-        ROI ``"all"`` summarises every target.
+        ROI ``"all"`` summarises every target. A store with variants
+        (``variant_r``, see :func:`evaluate_model`) adds the rows of each variant
+        as a model ``<model>-<variant>`` (e.g. ``tribe-without-minilm``,
+        ``tribe-seed-0``): its r and normalised r, the store's noise ceiling,
+        ``frac_significant`` and ``frac_significant_fwer`` NaN, and the feature
+        spaces it predicts from (all but the left-out one for ``without-<space>``).
     plots_dir : Path
         Directory (replaced atomically) receiving, in each configured format,
         brain maps ``sub-<s>_model-<m>_fs-<f>[_layer-<l>]_{r,r_normalized}``
-        and ROI bar charts ``roi_{mean_r,mean_r_normalized}`` (bars: subject
-        mean, dots: subjects, dashes: noise ceiling). Empty when plots are off.
+        (one set per store, none for its variants) and ROI bar charts
+        ``roi_{mean_r,mean_r_normalized}`` (bars: subject mean, dots: subjects,
+        dashes: noise ceiling; variants included). Empty when plots are off.
     config : dict
         The ``evaluation`` config section.
     provenance : dict

@@ -129,7 +129,7 @@ def roi_summary(
     *,
     r: np.ndarray,
     r_normalized: np.ndarray,
-    significant: np.ndarray,
+    significant: np.ndarray | None,
     noise_ceiling_r: np.ndarray,
     roi: Sequence[str] | np.ndarray,
     topk_percent: float = 10.0,
@@ -141,8 +141,9 @@ def roi_summary(
     ----------
     r, r_normalized, noise_ceiling_r : array-like, shape (n_targets,)
         Per-target correlation, noise-normalised correlation and ceiling on r.
-    significant : array-like of bool, shape (n_targets,)
-        Significance after FDR correction.
+    significant : array-like of bool, shape (n_targets,) | None
+        Significance after FDR correction; None when no test ran (e.g. for a variant
+        of a model's prediction): ``frac_significant`` is then NaN.
     roi : sequence of str, shape (n_targets,)
         ROI label per target; ``"unlabelled"`` (or ``""``) marks targets outside every
         region, which count only
@@ -164,10 +165,11 @@ def roi_summary(
     arrays = {
         "r": np.asarray(r, dtype=np.float64),
         "r_normalized": np.asarray(r_normalized, dtype=np.float64),
-        "significant": np.asarray(significant, dtype=bool),
         "noise_ceiling_r": np.asarray(noise_ceiling_r, dtype=np.float64),
         "roi": np.asarray(roi, dtype=str),
     }
+    if significant is not None:
+        arrays["significant"] = np.asarray(significant, dtype=bool)
     if significant_fwer is not None:
         arrays["significant_fwer"] = np.asarray(significant_fwer, dtype=bool)
     n = arrays["r"].shape

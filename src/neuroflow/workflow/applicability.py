@@ -37,6 +37,7 @@ from neuroflow.workflow.versions import (
     eeg_model_names,
     eeg_model_spaces,
     encoding_config,
+    is_transformer,
 )
 
 if TYPE_CHECKING:
@@ -565,11 +566,17 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         fmri=decoding_fmri and bool(spaces["decoding"]),
     )
     run_models = models if test_runs else []
-    predict = _predict(
-        plan,
-        [*run_models, *(m for m in models if single and m not in run_models)],
-        eeg_models,
-    )
+    # a transformer learns from time series across subjects: no single-trial or
+    # in-silico counterpart
+    transformers = [m for m in models if is_transformer(cfg, m)]
+    trial_models = [m for m in models if single and m not in transformers]
+    stage = "encoding" if plan.source == "betas" else "trial_encoding"
+    if single:
+        notes += [
+            f"{stage}/{m}: skipped, a transformer needs BOLD time series" for m in transformers
+        ]
+    linear = [m for m in run_models if m not in transformers]
+    predict = _predict(plan, [*linear, *(m for m in trial_models if m not in linear)], eeg_models)
     notes += predict.notes
     geometry = _geometry(plan, extractors, notes)
     selection = {
@@ -584,7 +591,7 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
     scope = PlanScope(
         extractors=tuple(extractors),
         models=tuple(run_models),
-        trial_models=tuple(models if single else ()),
+        trial_models=tuple(trial_models),
         eeg_models=tuple(eeg_models),
         rsa=tuple(rsa),
         decoding=decoding,

@@ -111,6 +111,10 @@ REFERENCES: dict[str, str] = {
         "Ledoit O, Wolf M (2004). A well-conditioned estimator for large-dimensional "
         "covariance matrices. Journal of Multivariate Analysis 88(2):365-411."
     ),
+    "tribe": (
+        "d'Ascoli S, Rapin J, Benchetrit Y, Banville H, King J-R (2025). TRIBE: TRImodal "
+        "Brain Encoder for whole-brain fMRI response prediction. arXiv:2507.22229."
+    ),
     "infonce": (
         "van den Oord A, Li Y, Vinyals O (2018). Representation learning with "
         "contrastive predictive coding. arXiv:1807.03748."
@@ -300,15 +304,42 @@ def _encoding(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> st
     else:
         lag = "without delays"
     alphas = cfg["alphas"]
+    transformers = [
+        m
+        for m in facts.encoding_models
+        if (cfg["models"].get(m) or {}).get("model") == "transformer"
+    ]
+    text = _transformer_text(cfg, transformers, keys) if transformers else ""
+    linear = [m for m in facts.encoding_models if m not in transformers]
+    if not linear:
+        return text.lstrip()
     return (
-        f"Encoding models ({', '.join(facts.encoding_models)}) mapped the features, "
+        f"Encoding models ({', '.join(linear)}) mapped the features, "
         f"{lag}, to every voxel with ridge regression (banded ridge for several feature "
         f"spaces {_cite(keys, 'himalaya')}); the penalty of each target was chosen among "
         f"{alphas['num']} values from 1e{alphas['start']:g} to 1e{alphas['stop']:g} by "
         f"{_cv_text(cfg['cv'])} cross-validation on the "
         f"training runs ({cfg['scoring']}), and each model was scored by the Pearson "
         "correlation between predicted and measured responses on held-out runs never used "
-        "in fitting."
+        "in fitting." + text
+    )
+
+
+def _transformer_text(cfg: Mapping[str, Any], models: Sequence[str], keys: list[str]) -> str:
+    """A sentence on the transformer encoding models (their first model's options)."""
+    from neuroflow.config.transformer_options import resolve_options
+
+    opts = resolve_options(cfg["models"][models[0]].get("transformer"))
+    return (
+        f" The transformer encoding model(s) ({', '.join(models)}), after TRIBE "
+        f"{_cite(keys, 'tribe')}, projected each feature space to {opts['hidden']} "
+        f"dimensions, encoded {opts['window']} windows of {opts['window_trs']} TRs with a "
+        f"{opts['n_layers']}-layer transformer and mapped them to each subject's voxels "
+        f"with a subject-specific linear head; they were trained on every subject's "
+        f"training runs at once ({opts['loss']} loss, AdamW with a one-cycle schedule, "
+        f"modality dropout {opts['modality_dropout']}, early stopping on the last "
+        f"{opts['validation_runs']} training run(s) of each subject), and the predictions "
+        f"of {len(opts['seeds'])} seed(s) were averaged."
     )
 
 

@@ -68,6 +68,7 @@ from neuroflow.workflow.versions import (
     eeg_model_names,
     eeg_trf_config,
     encoding_config,
+    is_transformer,
     trial_encoding_config,
 )
 
@@ -634,9 +635,21 @@ class WorkflowPlan:
             section["split"] = {**section["split"], "test_runs": self.test_runs_of(subject)}
         return section
 
+    def linear_models(self) -> list[str]:
+        """Encoding models fitted per subject (ridge, banded ridge)."""
+        return [m for m in self.encoding_models() if not is_transformer(self.config, m)]
+
+    def transformer_models(self) -> list[str]:
+        """Encoding models trained across subjects in one job (``model: transformer``)."""
+        return [m for m in self.encoding_models() if is_transformer(self.config, m)]
+
     def encoding_store(self, model: str, subject: str) -> Path:
         """Fitted encoding model and test predictions of one subject."""
         return self.stage_dir("encoding", model) / f"sub-{subject}_encoding.zarr"
+
+    def transformer_training_store(self, model: str) -> Path:
+        """Training curves and weights of a transformer model (all subjects)."""
+        return self.stage_dir("encoding", model) / "training.zarr"
 
     def scores_store(self, model: str, subject: str) -> Path:
         """Per-target scores of one subject's encoding model."""

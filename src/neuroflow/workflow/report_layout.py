@@ -104,6 +104,7 @@ _RSA_FIGURES = {
     "model_time": "model time x brain time RSA",
 }
 _TRF = re.compile(r"^trf_(?P<model>.+)_power$")
+_TRAINING = re.compile(r"^encoding_(?P<model>.+)_training$")
 _EEG_ENCODING = re.compile(r"^eeg_encoding_(?P<model>.+)_r$")
 _SWEEP = re.compile(
     r"^layer_sweep_(?P<sweep>.+?)"
@@ -118,8 +119,8 @@ class FigureEntry:
     Attributes
     ----------
     kind : str
-        ``roi_scores``, ``score_map``, ``eeg_encoding``, ``decoding``, ``rsa``, ``trf``,
-        ``layer_sweep`` or ``other``: which caption the figure gets.
+        ``roi_scores``, ``score_map``, ``training``, ``eeg_encoding``, ``decoding``,
+        ``rsa``, ``trf``, ``layer_sweep`` or ``other``: which caption the figure gets.
     category, subcategory : str
         Report category and subcategory.
     labels : dict of str to str
@@ -139,8 +140,9 @@ def figure_entry(name: str) -> FigureEntry:
     Parameters
     ----------
     name : str
-        File name without its extension, e.g. ``"roi_mean_r"`` or
-        ``"sub-01_model-visual_fs-image-statistics_layer-output_r"``.
+        File name without its extension, e.g. ``"roi_mean_r"``,
+        ``"sub-01_model-visual_fs-image-statistics_layer-output_r"`` or
+        ``"encoding_tribe_training"`` (the training curves of model ``tribe``).
 
     Returns
     -------
@@ -169,6 +171,11 @@ def figure_entry(name: str) -> FigureEntry:
                 "layer": match["layer"] or "",
                 "metric": _METRICS[match["metric"]],
             },
+        )
+    match = _TRAINING.match(name)
+    if match:
+        return FigureEntry(
+            "training", "fMRI encoding", "Training curves", {"model": match["model"]}
         )
     if name in _DECODING:
         subcategory, analysis, metric = _DECODING[name]

@@ -456,7 +456,12 @@ def _model_section(config: Mapping[str, Any], model: str, drop: Sequence[str]) -
             f"No encoding model named {model!r}; configured: {list(encoding['models'])}."
         )
     shared = {k: v for k, v in encoding.items() if k not in ("models", *drop)}
-    return {**shared, **encoding["models"][model], "name": model}
+    # `transformer: null` (the schema's default) is no setting: left out, so that the
+    # ridge models' versions do not depend on it
+    entry = {
+        k: v for k, v in encoding["models"][model].items() if not (k == "transformer" and v is None)
+    }
+    return {**shared, **entry, "name": model}
 
 
 def encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
@@ -475,7 +480,24 @@ def encoding_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
         What the encoding stage receives for this model.
     """
     # trial_split only concerns the single-trial models: changing it reruns nothing here.
-    return _model_section(config, model, _TRIAL_ONLY_KEYS)
+    section = _model_section(config, model, _TRIAL_ONLY_KEYS)
+    if section.get("model") == "transformer":
+        from neuroflow.config.transformer_options import resolve_options
+
+        # every option in the version: a changed package default reruns the model
+        section["transformer"] = resolve_options(section.get("transformer"))
+    elif "transformer" in section:
+        raise ValueError(
+            f"`encoding.models.{model}.transformer` needs `model: transformer`, got model "
+            f"{section.get('model', 'auto')!r} instead."
+        )
+    return section
+
+
+def is_transformer(config: Mapping[str, Any], model: str) -> bool:
+    """Whether ``encoding.models.<model>`` is a transformer (trained across subjects)."""
+    entry = config["encoding"]["models"].get(model) or {}
+    return entry.get("model") == "transformer"
 
 
 #: ``encoding`` keys read only by the single-trial models.
@@ -506,9 +528,13 @@ def trial_encoding_config(config: Mapping[str, Any], model: str) -> dict[str, An
 
 
 def eeg_model_names(config: Mapping[str, Any]) -> list[str]:
-    """Names of the EEG encoding models: ``eeg_encoding.models``, else ``encoding.models``."""
+    """Names of the EEG encoding models: ``eeg_encoding.models``, else ``encoding.models``
+    (less the transformers)."""
     own = config["eeg_encoding"].get("models") or {}
-    return list(own or config["encoding"]["models"])
+    if own:
+        return list(own)
+    # a transformer is an fMRI model across subjects: no EEG model takes its name
+    return [m for m in config["encoding"]["models"] if not is_transformer(config, m)]
 
 
 def eeg_model_spaces(config: Mapping[str, Any], model: str) -> list[str]:
