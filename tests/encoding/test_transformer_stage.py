@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
-from neuroflow.encoding.transformer_stage import fit_transformer_encoding
+from neuroflow.encoding.transformer_stage import fit_transformer_encoding, load_encoder
 from neuroflow.evaluation import evaluate_model
 from neuroflow.models import fir_delays
 
@@ -178,3 +178,20 @@ def test_stage_errors(tmp_path, rng):
         _fit(tmp_path, brain, features, _config(split={"test_runs": ["9"]}))
     with pytest.raises(ValueError, match=r"Unknown key 'transformer\.layers'"):
         _fit(tmp_path, brain, features, _config(transformer={"layers": 2}))
+
+
+def test_stored_weights_rebuild_the_encoder(tmp_path, rng):
+    from neuroflow.models.transformer import SubjectData, predict
+
+    brain, features = _dataset(tmp_path, rng)
+    paths = _fit(tmp_path, brain, features, _config())
+    trained, stats = load_encoder(paths[2], {"01": paths[0], "02": paths[1]})
+    assert trained.seeds == [0, 1] and trained.spaces == ["vis", "sem"]
+    # the held-out run (run 5) through the rebuilt encoder: the stored prediction again
+    feats = {s: open_dataset(features[s]["02"][4])["features"].values for s in ("vis", "sem")}
+    scaled = {s: (x - stats[s][0]) / stats[s][1] for s, x in feats.items()}
+    again = predict(trained, SubjectData("02", [scaled]))
+    stored = open_dataset(paths[1])["y_pred"].values
+    np.testing.assert_allclose(again, stored, rtol=1e-4, atol=1e-3)
+    with pytest.raises(ValueError, match=r"must give the store of every subject"):
+        load_encoder(paths[2], {"01": paths[0]})

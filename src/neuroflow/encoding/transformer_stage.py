@@ -43,7 +43,7 @@ from neuroflow.models.transformer import (
 )
 from neuroflow.workflow.design import auto_test_runs
 
-__all__ = ["fit_transformer_encoding", "training_dataset"]
+__all__ = ["fit_transformer_encoding", "load_encoder", "training_dataset"]
 
 logger = logging.getLogger(__name__)
 
@@ -221,6 +221,74 @@ def training_dataset(
     return ds
 
 
+def load_encoder(
+    training: str | Path, subjects: Mapping[str, str | Path]
+) -> tuple[TrainedEncoder, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Rebuild a trained encoder from its stores, to predict new stimuli.
+
+    Parameters
+    ----------
+    training : path-like
+        The model's training store (:func:`training_dataset`).
+    subjects : dict of str to path-like
+        Subject -> its encoding store (for its targets' statistics).
+
+    Returns
+    -------
+    trained : TrainedEncoder
+        Every seed's model with the stored weights.
+    feature_stats : dict of str to (mean, sd)
+        Per feature space, the statistics its inputs must be standardised with.
+    """
+    import torch
+
+    from neuroflow.artifacts import open_dataset
+    from neuroflow.models.transformer import MultimodalEncoder
+
+    ds = open_dataset(training)
+    missing = [s for s in ds.attrs["subjects"] if s not in subjects]
+    if missing:
+        raise ValueError(
+            f"`subjects` must give the store of every subject of {training} "
+            f"({ds.attrs['subjects']}), got {sorted(subjects)} instead."
+        )
+    opts = resolve_options(ds.attrs["options"])
+    spaces = list(ds.attrs["feature_spaces"])
+    stats = {
+        s: (
+            np.asarray(ds[f"feature_mean_{s}"].values, np.float64),
+            np.asarray(ds[f"feature_scale_{s}"].values, np.float64),
+        )
+        for s in spaces
+    }
+    stores = {s: open_dataset(subjects[s]) for s in ds.attrs["subjects"]}
+    dims = {s: int(stats[s][0].size) for s in spaces}
+    n_targets = {s: int(st.sizes["voxel"]) for s, st in stores.items()}
+    shapes = {name: tuple(shape) for name, shape in ds.attrs["parameters"].items()}
+    models = []
+    for k in range(ds.sizes["seed"]):
+        flat = torch.from_numpy(np.asarray(ds["weights"].values[k], dtype=np.float32))
+        state, offset = {}, 0
+        for name, shape in shapes.items():
+            size = int(np.prod(shape))
+            state[name] = flat[offset : offset + size].reshape(shape)
+            offset += size
+        model = MultimodalEncoder(dims, n_targets, opts)
+        model.load_state_dict(state)
+        models.append(model.eval())
+    trained = TrainedEncoder(
+        models=models,
+        seeds=[int(v) for v in ds["seed"].values],
+        curves=[],
+        options=opts,
+        target_mean={s: np.asarray(st["target_mean"].values) for s, st in stores.items()},
+        target_scale={s: np.asarray(st["target_scale"].values) for s, st in stores.items()},
+        spaces=spaces,
+        device="cpu",
+    )
+    return trained, stats
+
+
 def _subject_dataset(
     first: xr.Dataset,
     y_pred: np.ndarray,
@@ -344,6 +412,17 @@ def fit_transformer_encoding(
         time = np.concatenate([test[g[0]].time for g in groups])
         ds = _subject_dataset(
             first, y_pred, y_test, time, _validation_score(trained, sub, y_pred.shape[1]), variants
+        )
+        units = first["bold"].attrs.get("units", "")
+        ds["target_mean"] = (
+            ("voxel",),
+            trained.target_mean[sub],
+            {"units": units, "long_name": "mean of the targets the encoder was trained on"},
+        )
+        ds["target_scale"] = (
+            ("voxel",),
+            trained.target_scale[sub],
+            {"units": units, "long_name": "SD of the targets the encoder was trained on"},
         )
         ds.attrs.update(
             subject=str(runs[0].entities["subject"]),
