@@ -10,6 +10,8 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 # Optional parts installed with the package (pyproject.toml's optional-dependencies).
 EXTRAS      ?= test,demo,video,slurm,riemann
+# Overlays on the demo's config, e.g. `make demo DEMO_CONFIG=config/presets/transformer.yaml`.
+DEMO_CONFIG ?=
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +30,8 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
-	$(BIN)/snakemake --workflow-profile workflow/profiles/local --cores $(CORES)
-	$(BIN)/snakemake --report results/report.html
+	$(BIN)/snakemake --workflow-profile workflow/profiles/local --cores $(CORES) $(if $(DEMO_CONFIG),--configfile $(DEMO_CONFIG))
+	$(BIN)/snakemake --report results/report.html $(if $(DEMO_CONFIG),--configfile $(DEMO_CONFIG))
 	@echo "Demo finished: artifacts under results/, report at results/report.html"
 
 test: install
