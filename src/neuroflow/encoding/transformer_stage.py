@@ -29,6 +29,7 @@ from neuroflow.encoding.stage import (
     _layer_of,
     _load_all,
     _Run,
+    _standardizer,
     _voxel_coords,
     filter_like_data,
     group_repeats,
@@ -69,18 +70,6 @@ def _split_runs(
             f"{[[test[i].key for i in g] for g in groups]}."
         )
     return train, test, groups
-
-
-def _feature_stats(
-    train: Mapping[str, Sequence[_Run]], spaces: Sequence[str], enabled: bool
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Mean and SD of every space over all subjects' training runs (SD 1 when off)."""
-    out = {}
-    for s in spaces:
-        X = np.concatenate([r.features[s] for runs in train.values() for r in runs])
-        sd = X.std(0) if enabled else np.ones(X.shape[1])
-        out[s] = (X.mean(0), np.where(sd > 0, sd, 1.0))
-    return out
 
 
 def _subject_data(
@@ -393,7 +382,9 @@ def fit_transformer_encoding(
         given = (test_runs or {}).get(sub, cfg["split"]["test_runs"])
         loaded[sub] = (runs, first)
         split[sub] = _split_runs(runs, given, sub)
-    stats = _feature_stats({s: split[s][0] for s in subjects}, spaces, bool(cfg["standardize"]))
+    # one set of feature statistics over every subject's training runs
+    pooled = [r for sub in subjects for r in split[sub][0]]
+    stats = _standardizer(pooled, spaces, bool(cfg["standardize"]))
     trained = train_encoder([_subject_data(s, split[s][0], stats) for s in subjects], spaces, opts)
     filtered = bool(cfg["filter_design"])
     written = []
