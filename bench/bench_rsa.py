@@ -1,8 +1,8 @@
 """RDMs and model comparison: neuroflow's vectorised code against rsatoolbox's calls.
 
 One correlation-distance RDM over ``n_stimuli`` patterns of ``n_voxels`` voxels, then
-its Spearman correlation with ``n_models`` model RDMs; both paths on the same data in
-the same run, with the largest absolute difference.
+its Spearman correlation and Kendall tau-a with ``n_models`` model RDMs; both paths on
+the same data in the same run, with the largest absolute difference.
 
     python bench/bench_rsa.py            # 1,000 stimuli x 50,000 voxels, 20 models
     python bench/bench_rsa.py --small    # 200 x 5,000
@@ -51,8 +51,15 @@ def main() -> None:
     t_our_cmp, our_cmp = _best(
         lambda: compare_rdms(models, our_rdm[None], method="spearman")[:, 0], args.repeats
     )
+    t_ref_tau, ref_tau = _best(
+        lambda: compare(RDMs(models), RDMs(ref_rdm[None]), method="tau-a")[:, 0], args.repeats
+    )
+    t_our_tau, our_tau = _best(
+        lambda: compare_rdms(models, our_rdm[None], method="tau-a")[:, 0], args.repeats
+    )
     rdm_diff = float(np.abs(our_rdm - ref_rdm).max())
     cmp_diff = float(np.abs(our_cmp - ref_cmp).max())
+    tau_diff = float(np.abs(our_tau - ref_tau).max())
     print(f"{n_stim} stimuli x {n_vox} voxels, {n_models} model RDMs (best of {args.repeats})")
     print(
         f"  RDM         rsatoolbox {t_ref_rdm:8.3f} s  neuroflow {t_our_rdm:8.3f} s  "
@@ -62,13 +69,20 @@ def main() -> None:
         f"  Spearman    rsatoolbox {t_ref_cmp:8.3f} s  neuroflow {t_our_cmp:8.3f} s  "
         f"ratio {t_ref_cmp / t_our_cmp:6.2f}x  max|diff| {cmp_diff:.2e}"
     )
-    total_ref, total_our = t_ref_rdm + t_ref_cmp, t_our_rdm + t_our_cmp
+    print(
+        f"  tau-a       rsatoolbox {t_ref_tau:8.3f} s  neuroflow {t_our_tau:8.3f} s  "
+        f"ratio {t_ref_tau / t_our_tau:6.2f}x  max|diff| {tau_diff:.2e}"
+    )
+    total_ref = t_ref_rdm + t_ref_cmp + t_ref_tau
+    total_our = t_our_rdm + t_our_cmp + t_our_tau
     print(
         f"  total       rsatoolbox {total_ref:8.3f} s  neuroflow {total_our:8.3f} s  "
         f"ratio {total_ref / total_our:6.2f}x"
     )
-    if max(rdm_diff, cmp_diff) > 1e-6:
-        raise SystemExit(f"values differ from rsatoolbox by more than 1e-6: {rdm_diff}, {cmp_diff}")
+    if max(rdm_diff, cmp_diff, tau_diff) > 1e-6:
+        raise SystemExit(
+            f"values differ from rsatoolbox by more than 1e-6: {rdm_diff}, {cmp_diff}, {tau_diff}"
+        )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ if PLAN.decoding_enabled:
             spaces={k: str(v) for k, v in PLAN.analysis_spaces("decoding").items()},
         log:
             log_path("decoding", V["decoding"], "sub-{subject}"),
-        threads: 2
+        # One thread: subjects decode side by side (small matrices gain nothing from
+        # threaded BLAS, whose thread start-ups cost more than the products).
+        threads: 1
         resources:
             mem_mb=lambda wildcards, attempt: 4000 * attempt,
         conda:

@@ -15,7 +15,9 @@ if PLAN.eeg_models():
             cfg=lambda wc: PLAN.eeg_encoding_config(wc.model),
         log:
             log_path("eeg_encoding", "{model}-{version}", "sub-{subject}"),
-        threads: 2
+        # One thread: jobs of many subjects and models run side by side on one machine;
+        # the SLURM profile (set-threads) gives each more, as does --set-threads here.
+        threads: 1
         resources:
             mem_mb=lambda wildcards, attempt: 4000 * attempt,
         conda:
@@ -65,7 +67,9 @@ if PLAN.trf_enabled:
             cfg=lambda wc: PLAN.eeg_trf_config(wc.model),
         log:
             log_path("eeg_trf", "{model}-{version}", "sub-{subject}", "{key}"),
-        threads: 2
+        # One thread: jobs of many subjects and models run side by side on one machine;
+        # the SLURM profile (set-threads) gives each more, as does --set-threads here.
+        threads: 1
         resources:
             mem_mb=lambda wildcards, attempt: 8000 * attempt,
         conda:

@@ -19,7 +19,9 @@ if PLAN.linear_models():
             cfg=lambda wc: PLAN.encoding_config(wc.model, wc.subject),
         log:
             log_path("encoding", "{model}-{version}", "sub-{subject}"),
-        threads: 2
+        # One thread: jobs of many subjects and models run side by side on one machine;
+        # the SLURM profile (set-threads) gives each more, as does --set-threads here.
+        threads: 1
         resources:
             mem_mb=lambda wildcards, attempt: 8000 * attempt,
         conda:
@@ -55,7 +57,10 @@ if PLAN.transformer_models():
             test_runs={s: PLAN.test_runs_of(s) for s in PLAN.encoding_subjects},
         log:
             log_path("encoding", "{model}-{version}", "training"),
-        threads: 2
+        # One thread on a CPU (small matrices gain little from more) and a high priority:
+        # the long job starts first and the others fill the remaining cores.
+        threads: 1
+        priority: 10
         resources:
             mem_mb=lambda wildcards, attempt: 16000 * attempt,
         conda:
@@ -79,7 +84,9 @@ if PLAN.scope.trial_models:
             cfg=lambda wc: PLAN.trial_encoding_config(wc.model),
         log:
             log_path("trial_encoding", "{model}-{version}", "sub-{subject}"),
-        threads: 2
+        # One thread: jobs of many subjects and models run side by side on one machine;
+        # the SLURM profile (set-threads) gives each more, as does --set-threads here.
+        threads: 1
         resources:
             mem_mb=lambda wildcards, attempt: 8000 * attempt,
         conda:

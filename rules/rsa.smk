@@ -13,6 +13,8 @@ if "eeg" in PLAN.rsa_modalities:
             spaces={k: str(v) for k, v in PLAN.analysis_spaces("rsa").items()},
         log:
             log_path("rsa", f"eeg-{V['rsa/eeg']}"),
+        # A long single-threaded job: started first, the others fill the remaining cores.
+        priority: 10
         resources:
             mem_mb=lambda wildcards, attempt: 6000 * attempt,
         conda:

@@ -7,6 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from neuroflow.heap import retain_freed_memory
+
+# As in every workflow job: freed arrays are reused, not page-faulted in again.
+retain_freed_memory()
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 

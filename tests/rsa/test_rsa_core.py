@@ -10,7 +10,7 @@ from rsatoolbox.rdm import RDMs, calc_rdm, compare
 from scipy.spatial.distance import pdist
 
 from neuroflow.rsa.analysis import alignment_patterns, cross_temporal_rsa, roi_alignment
-from neuroflow.rsa.compare import compare_rdms, noise_ceiling, rank_rows
+from neuroflow.rsa.compare import compare_rdms, kendall_tau_a, noise_ceiling, rank_rows
 from neuroflow.rsa.rdm import correlation_rdm, crossnobis_rdm, n_conditions, square_rdm
 
 
@@ -40,6 +40,21 @@ def test_compare_matches_rsatoolbox(rng, method):
     a[0, :5] = a[0, 0]  # ties
     ref = compare(RDMs(a), RDMs(b), method=method)
     np.testing.assert_allclose(compare_rdms(a, b, method=method), ref, atol=1e-10)
+
+
+@pytest.mark.parametrize("ties", ["none", "a", "b", "both", "constant"])
+def test_kendall_tau_a_matches_rsatoolbox_with_ties(rng, ties):
+    a, b = rng.random((3, 57)), rng.random((4, 57))
+    if ties in ("a", "both"):
+        a[1] = rng.integers(0, 4, 57)  # categorical model RDM: most pairs tied
+    if ties in ("b", "both"):
+        b[::2] = rng.integers(0, 3, (2, 57))
+    if ties == "constant":
+        a[0] = 1.0
+    ref = compare(RDMs(a), RDMs(b), method="tau-a")
+    np.testing.assert_allclose(kendall_tau_a(a, b), ref, atol=1e-12)
+    # tau-a sees ranks only: a monotone transform of either side changes nothing
+    np.testing.assert_allclose(kendall_tau_a(np.exp(a), b**3), ref, atol=1e-12)
 
 
 def test_rank_rows_matches_scipy(rng):

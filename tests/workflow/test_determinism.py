@@ -1,5 +1,6 @@
-"""Results do not depend on ``--cores``: the tiny demo's features, fMRI encoders and EEG
-encoders rerun with one core are bit-identical to those of the two-core session run.
+"""Results do not depend on ``--cores``: the tiny demo's features rerun with one core are
+bit-identical to those of the two-core session run, and its fMRI and EEG encoders (one
+thread each by default) rerun with three threads each are bit-identical to the session's.
 
 Feature extraction runs on one thread whatever a job is given; the ridge solvers run
 every BLAS kernel single-threaded and spread folds and target chunks over the job's
@@ -27,13 +28,18 @@ def test_one_core_gives_the_results_of_two(tiny_run, tmp_path):
     )
     assert features and encoders
     assert {p.parts[1] for p in encoders} == {"encoding", "eeg_encoding"}
-    write_config(tmp_path / "config.yaml", TINY_CONFIG)
-    snakemake(tmp_path, "--cores", "1", *map(str, features + encoders))
+    one_core, three_threads = tmp_path / "one_core", tmp_path / "three_threads"
+    for folder in (one_core, three_threads):
+        folder.mkdir()
+        write_config(folder / "config.yaml", TINY_CONFIG)
+    snakemake(one_core, "--cores", "1", *map(str, features))
+    threads = ("fit_encoding=3", "fit_eeg_encoding=3")
+    snakemake(three_threads, *map(str, encoders), "--cores", "3", "--set-threads", *threads)
     for rel in features:
-        with open_dataset(tiny_run / rel) as two, open_dataset(tmp_path / rel) as one:
+        with open_dataset(tiny_run / rel) as two, open_dataset(one_core / rel) as one:
             assert np.array_equal(two["features"].values, one["features"].values), rel
     for rel in encoders:
-        with open_dataset(tiny_run / rel) as two, open_dataset(tmp_path / rel) as one:
+        with open_dataset(tiny_run / rel) as two, open_dataset(three_threads / rel) as one:
             alphas = [v for v in two.data_vars if "alpha" in v]
             assert alphas, list(two.data_vars)
             for name in alphas:

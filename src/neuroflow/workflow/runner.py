@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroflow.artifacts import build_provenance, keep_committed_stores
-from neuroflow.heap import frozen_heap
+from neuroflow.heap import frozen_heap, retain_freed_memory
 from neuroflow.progress import job_label
 from neuroflow.stage_warnings import record_warnings
 from neuroflow.workflow.versions import FORMAT_VERSIONS
@@ -109,6 +109,8 @@ def run_job(smk: Any, func: Callable[..., Any], /, **kwargs: Any) -> Any:
     params = smk.params
     stage = params.stage
     log = smk.log[0] if len(smk.log) else None
+    # large temporaries are reused instead of page-faulted in afresh (neuroflow.heap)
+    retain_freed_memory()
     with job_logging(log) as log_:
         provenance = build_provenance(
             stage=stage,
