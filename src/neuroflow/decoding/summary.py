@@ -36,6 +36,57 @@ __all__ = [
 
 LayerOrder = Mapping[str, Sequence[str]] | None
 
+#: Variables of a ``decode_eeg`` store that :func:`decoding_rows` reads.
+_DECODING_ROW_VARIABLES = (
+    "identification",
+    "identification_chance",
+    "identification_p",
+    "feature_score",
+    "feature_cluster_p",
+    "feature_inconclusive",
+    "feature_peak_latency",
+    "feature_onset_latency",
+    "class_score",
+    "class_chance",
+    "class_cluster_p",
+    "class_inconclusive",
+    "group_feature_cluster_p",
+    "group_class_cluster_p",
+)
+#: Variables of a ``decode_fmri`` store that :func:`fmri_decoding_rows` reads.
+_FMRI_DECODING_ROW_VARIABLES = (
+    "identification",
+    "identification_chance",
+    "identification_p",
+    "concept_map",
+    "concept_map_p",
+    "concept_map_chance",
+    "concept_mean_auc",
+    "concept_mean_auc_p",
+)
+#: Variables of an ``rsa_fmri`` store that :func:`rsa_rows` reads.
+_RSA_ROW_VARIABLES = (
+    "model_similarity",
+    "noise_ceiling",
+    "model_similarity_ci",
+    "model_similarity_se",
+    "baseline_difference",
+    "baseline_equivalence_p",
+)
+#: Variables of an ``rsa_eeg`` store that :func:`rsa_eeg_rows` reads.
+_RSA_EEG_ROW_VARIABLES = (
+    "cross_temporal",
+    "peak_similarity",
+    "peak_time",
+    "peak_similarity_ci",
+    "peak_similarity_se",
+    "model_time_peak_similarity",
+    "model_time_peak_model_time",
+    "model_time_peak_brain_time",
+    "model_time_slope",
+    "model_time_lag",
+)
+
 
 def _row(**kw) -> dict:
     base = dict.fromkeys(TABLE_COLUMNS, np.nan)
@@ -51,6 +102,28 @@ def _space(label: object, layer_order: LayerOrder) -> dict:
 
 
 _NO_SPACE = {"model": np.nan, "extractor": np.nan, "feature_space": np.nan, "layer": np.nan}
+
+
+def _in_memory(ds: xr.Dataset, names: Sequence[str]) -> xr.Dataset:
+    """``ds`` with the variables ``names`` (those it has) read into memory.
+
+    The row builders select one value at a time; on a lazily opened store each selection
+    would read the store again. Variables not named stay lazy (null distributions are
+    large and no row needs them).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store.
+    names : sequence of str
+        Variables the rows read.
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        A new dataset; ``ds`` itself is left as it was.
+    """
+    return ds.assign({name: ds[name].compute() for name in names if name in ds})
 
 
 def _cluster_row_p(ds: xr.Dataset, name: str, sel: dict) -> dict:
@@ -131,6 +204,7 @@ def decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFram
         cannot reach its level, and ``p_value`` is then NaN); other rows have
         ``inconclusive`` NaN.
     """
+    ds = _in_memory(ds, _DECODING_ROW_VARIABLES)
     rows = []
     for sub in ds["subject"].values:
         s = str(sub)
@@ -222,6 +296,7 @@ def fmri_decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.Dat
         (a region a subject lacks, top-k with k at or above the number of test stimuli)
         are left out.
     """
+    ds = _in_memory(ds, _FMRI_DECODING_ROW_VARIABLES)
     rows = []
     if "identification" in ds:
         decoders = ds["decoder"].values if "decoder" in ds.dims else [None]
@@ -303,6 +378,7 @@ def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
         One row per subject × comparison × layer × ROI (``metric`` is the comparison)
         and group rows with the noise ceiling's lower and upper bounds.
     """
+    ds = _in_memory(ds, _RSA_ROW_VARIABLES)
     rows = []
     for layer in ds["layer"].values:
         names = _space(layer, layer_order)
@@ -406,6 +482,7 @@ def rsa_eeg_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame
         (similarity), ``_peak_model_time`` and ``_peak_brain_time`` (s), ``_slope`` and
         ``_lag`` (s) of the model time x brain time map.
     """
+    ds = _in_memory(ds, _RSA_EEG_ROW_VARIABLES)
     da = ds["cross_temporal"]
     if "channel_group" not in da.dims:
         da = da.expand_dims(channel_group=["all"])

@@ -11,7 +11,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["read_npz", "write_json", "write_nifti", "write_npz", "write_png", "write_tsv"]
+__all__ = [
+    "png_bytes",
+    "read_npz",
+    "write_json",
+    "write_nifti",
+    "write_npz",
+    "write_png",
+    "write_tsv",
+]
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -105,8 +113,15 @@ def write_nifti(path: Path, data: np.ndarray, affine: np.ndarray, tr: float | No
     img.to_filename(str(_mkdir(path)))
 
 
-def write_png(path: Path, image: np.ndarray) -> None:
-    """Write a uint8 RGB image as PNG (no timestamps)."""
+def png_bytes(image: np.ndarray) -> bytes:
+    """Encode a uint8 RGB image as PNG (no timestamps), the bytes :func:`write_png` writes."""
     from PIL import Image
 
-    Image.fromarray(image).save(_mkdir(path), format="PNG")
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def write_png(path: Path, image: np.ndarray) -> None:
+    """Write a uint8 RGB image as PNG (no timestamps)."""
+    _mkdir(path).write_bytes(png_bytes(image))

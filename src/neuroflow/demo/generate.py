@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,14 @@ from ..features.image_statistics import FEATURE_NAMES, image_statistics
 from . import eeg as eeg_sim
 from . import fmri as fmri_sim
 from ._config import resolve_config
-from ._io import read_npz, write_json, write_nifti, write_npz, write_png, write_tsv
+from ._io import png_bytes, read_npz, write_json, write_nifti, write_npz, write_png, write_tsv
 from .layout import CONFOUNDS, EEG_TASK, FMRI_TASK, GROUNDTRUTH, demo_layout, run_movies
 from .stimuli import (
     FRAMINGS,
     POOL_FOLDER,
     WIDE,
     Shot,
+    crop_key,
     embed_captions,
     plan_eeg_images,
     plan_movies,
@@ -124,11 +125,53 @@ def _write_top_level(root: Path, cfg: Mapping[str, Any], subjects: tuple[str, ..
     )
 
 
-def _render_stimuli(root: Path, shots: list[Shot], size: int) -> np.ndarray:
-    """Write every stimulus PNG; return the images, shape (n, size, size, 3) uint8."""
-    images = np.stack([render_shot(s, size) for s in shots])
-    for shot, img in zip(shots, images, strict=True):
-        write_png(root / "stimuli" / shot.stim_file, img)
+def _distinct_crops(shots: Sequence[Shot]) -> tuple[list[Shot], np.ndarray]:
+    """The first shot of each distinct crop, and the crop of every shot.
+
+    Shots that frame the same pixels (the same :func:`~neuroflow.demo.stimuli.crop_key`)
+    render to the same image, so each crop is rendered once.
+
+    Parameters
+    ----------
+    shots : sequence of Shot
+        Stimuli in dataset order.
+
+    Returns
+    -------
+    crops : list of Shot
+        One shot per distinct crop, in order of first appearance.
+    which : ndarray of int, shape (n_shots,)
+        Index into ``crops`` of each shot's crop.
+    """
+    first: dict[tuple[str, int, int, int], int] = {}
+    crops: list[Shot] = []
+    which = np.empty(len(shots), dtype=np.intp)
+    for i, shot in enumerate(shots):
+        key = crop_key(shot)
+        if key not in first:
+            first[key] = len(crops)
+            crops.append(shot)
+        which[i] = first[key]
+    return crops, which
+
+
+def _render_stimuli(root: Path, shots: list[Shot], size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Write every stimulus PNG, rendering and encoding each distinct crop once.
+
+    Returns
+    -------
+    images : ndarray of uint8, shape (n_crops, size, size, 3)
+        The distinct crops (see :func:`_distinct_crops`).
+    which : ndarray of int, shape (n_shots,)
+        Index into ``images`` of each shot's image.
+    """
+    crops, which = _distinct_crops(shots)
+    images = np.stack([render_shot(s, size) for s in crops])
+    encoded = [png_bytes(img) for img in images]
+    for shot, k in zip(shots, which, strict=True):
+        path = root / "stimuli" / shot.stim_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encoded[k])
     write_tsv(
         root / "stimuli" / "captions.tsv",
         {"stim_file": [s.stim_file for s in shots], "caption": [s.caption for s in shots]},
@@ -137,7 +180,7 @@ def _render_stimuli(root: Path, shots: list[Shot], size: int) -> np.ndarray:
         root / "stimuli" / "concepts.tsv",
         {"stim_file": [s.stim_file for s in shots], "concepts": [shot_concepts(s) for s in shots]},
     )
-    return images
+    return images, which
 
 
 def shot_concepts(shot: Shot) -> str:
@@ -488,8 +531,9 @@ def _generate(root: Path, cfg: dict[str, Any]) -> None:
     movies_by_name = {m.name: m for m in [*train, *([test] if test else [])]}
     shots = [s for m in movies_by_name.values() for s in m.shots] + images
     _write_top_level(root, cfg, layout.subjects)
-    pixels = _render_stimuli(root, shots, cfg["image_size"])
-    vis_raw = image_statistics(pixels)
+    crops, which = _render_stimuli(root, shots, cfg["image_size"])
+    # the statistics of an image do not depend on the other images of the batch
+    vis_raw = image_statistics(crops)[which]
     sem_raw = embed_captions([s.caption for s in shots])
     vis, vis_mean, vis_sd = _standardise(vis_raw)
     sem, sem_mean, sem_sd = _standardise(sem_raw.astype(np.float64))

@@ -14,7 +14,7 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +44,9 @@ from neuroflow.evaluation.summary import (
 )
 from neuroflow.heap import frozen_heap
 from neuroflow.variables import describe_variables
+
+if TYPE_CHECKING:
+    import nibabel as nib
 
 logger = logging.getLogger(__name__)
 
@@ -882,7 +885,10 @@ def _brain_maps(
     stores: Sequence[tuple[Path, xr.Dataset]], plots: Mapping[str, Any], out_dir: Path
 ) -> None:
     # nilearn collects garbage on every image it reads: the stores, tables and modules
-    # loaded so far stay out of those collections, each figure drawn is collected
+    # loaded so far, nilearn's plotting modules included, stay out of those collections,
+    # each figure drawn is collected
+    import nilearn.plotting  # noqa: F401
+
     with frozen_heap():
         for path, ds in stores:
             _brain_maps_of_store(path, ds, plots, out_dir)
@@ -922,8 +928,19 @@ def _brain_maps_of_store(
             mask_shape=ds.attrs["mask_shape"],
         )
         title = f"{_label(ds.attrs['subject'])} {_label(ds.attrs['model'])} {metric}"
-        fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
-        save_figure(fig, out_dir / f"{name}_{metric}", plots["formats"], dpi=plots["dpi"])
+        _save_brain_map(img, title, plots, out_dir / f"{name}_{metric}")
+
+
+def _save_brain_map(
+    img: nib.Nifti1Image, title: str, plots: Mapping[str, Any], stem: Path
+) -> list[Path]:
+    """Draw one brain map and save it; the figure is released on return.
+
+    The next map is drawn without this one alive, so that the garbage collections
+    nilearn runs while drawing it do not walk this figure's artists again.
+    """
+    fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
+    return save_figure(fig, stem, plots["formats"], dpi=plots["dpi"])
 
 
 def summarize_scores(
