@@ -53,6 +53,9 @@ rule align_features:
         stimulus_events=PLAN.stimulus_events,
     log:
         log_path("align_features", "{extractor}-{version}", "sub-{subject}", "{key}_{layer}"),
+    # Short jobs that every encoding model waits for (the transformer for all of them):
+    # done first, so that the long fits start early and the short jobs fill around them.
+    priority: 10
     conda:
         CONDA_ENV
     script:
