@@ -10,6 +10,9 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 # Optional parts installed with the package (pyproject.toml's optional-dependencies).
 EXTRAS      ?= test,demo,video,slurm,riemann
+# Test processes side by side (a test module stays in one): one per core, at most 4, as
+# every workflow test runs jobs two at a time. `make test TEST_WORKERS=0` runs them in one.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 # Overlays on the demo's config, e.g. `make demo DEMO_CONFIG=config/presets/transformer.yaml`.
 DEMO_CONFIG ?=
 
@@ -35,7 +38,7 @@ demo: install
 	@echo "Demo finished: artifacts under results/, report at results/report.html"
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(BIN)/ruff check .

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Test processes run side by side, one per core: one BLAS/OpenMP thread each (idle
+    # OpenBLAS/OpenMP threads spin, so oversubscribed cores slow every worker). Set
+    # before NumPy and PyTorch load; workflow jobs get their rule's threads from Snakemake.
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import numpy as np
 import pytest
