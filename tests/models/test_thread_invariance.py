@@ -235,5 +235,7 @@ def test_gpu_schedule_gives_the_cpu_results(monkeypatch):
     monkeypatch.setattr(ridge_module, "workers", sequential)
     gpu = _ridge_primal()
     np.testing.assert_array_equal(gpu["best_alpha"], cpu["best_alpha"])
+    # float32 solves whose target chunks differ in size: BLAS picks other kernels and
+    # summation orders (measured: up to 1.5e-5 apart on coefficients of order one)
     for key in ("coef", "cv_score", "predict", "ridge_fit"):
-        np.testing.assert_allclose(gpu[key], cpu[key], rtol=1e-4, atol=1e-5, err_msg=key)
+        np.testing.assert_allclose(gpu[key], cpu[key], rtol=1e-4, atol=5e-5, err_msg=key)
