@@ -144,9 +144,9 @@ def _tau_a_sorted(
     x_ties: int,
     y_ranks: np.ndarray,
     y_ties: int,
+    count_discordant: Callable[[np.ndarray, np.ndarray], int] | None,
 ) -> float:
     """Kendall's tau-a of x and y, x already sorted (Knight's algorithm, as SciPy's)."""
-    count_discordant = _discordant_counter()
     x, y = x_sorted_ranks, y_ranks[x_order]
     if count_discordant is None:
         return _tau_a_from_tau_b(x, y, x_ties, y_ties)
@@ -187,14 +187,17 @@ def kendall_tau_a(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = _check_vectors("a", a), _check_vectors("b", b)
     order_a, ranks_a, sorted_a, ties_a = _dense_ranks(a)
     order_b, ranks_b, sorted_b, ties_b = _dense_ranks(b)
+    count = _discordant_counter()
     tau = np.empty((a.shape[0], b.shape[0]))
     for i in range(a.shape[0]):
         for j in range(b.shape[0]):
             if ties_a[i] and not ties_b[j]:
                 # Sorting by the vector without ties spares the lexicographic sort.
-                tau[i, j] = _tau_a_sorted(order_b[j], sorted_b[j], 0, ranks_a[i], ties_a[i])
+                tau[i, j] = _tau_a_sorted(order_b[j], sorted_b[j], 0, ranks_a[i], ties_a[i], count)
             else:
-                tau[i, j] = _tau_a_sorted(order_a[i], sorted_a[i], ties_a[i], ranks_b[j], ties_b[j])
+                tau[i, j] = _tau_a_sorted(
+                    order_a[i], sorted_a[i], ties_a[i], ranks_b[j], ties_b[j], count
+                )
     return tau
 
 
