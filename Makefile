@@ -1,4 +1,5 @@
-# neuroflow: the two commands are `make demo` and `make test`.
+# neuroflow: the two commands are `make demo` and `make test` (`make test-fast` for the
+# package tests alone, without the Snakemake runs).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -9,9 +10,11 @@ CORES  ?= all
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 # Optional parts installed with the package (pyproject.toml's optional-dependencies).
-EXTRAS      ?= test,demo,video,slurm,riemann
+EXTRAS      ?= test,demo,video,slurm,riemann,eegclean
 # Test processes side by side (a test module stays in one): one per core, at most 4, as
 # every workflow test runs jobs two at a time. `make test TEST_WORKERS=0` runs them in one.
+# The tiny demo run that many workflow modules read is built once and shared by all of
+# them (tests/workflow/conftest.py); pytest lists the 25 slowest tests and fixtures.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? n : 4 )))
 # Overlays on the demo's config, e.g. `make demo DEMO_CONFIG=config/presets/transformer.yaml`.
 DEMO_CONFIG ?=
@@ -37,8 +40,13 @@ demo: install
 	$(BIN)/snakemake --report results/report.html $(if $(DEMO_CONFIG),--configfile $(DEMO_CONFIG))
 	@echo "Demo finished: artifacts under results/, report at results/report.html"
 
+.PHONY: test test-fast
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The inner loop: every test but the workflow runs end to end (marked `workflow`).
+test-fast: install
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not workflow"
 
 lint: install
 	$(BIN)/ruff check .

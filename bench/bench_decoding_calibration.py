@@ -1,9 +1,26 @@
-"""False-positive rates and power of the EEG decoding cluster tests on simulated epochs.
+"""False-positive rates of the decoding tests on simulated null data, and power.
 
-Every seed simulates one subject's epochs with no effect at all: temporally smooth,
-spatially mixed noise plus a response shared by the repeats of each stimulus, and labels
-drawn independently of the data. The ``decode_eeg`` stage's own code then runs on them
-and we count the seeds with ANY cluster at ``p <= alpha``:
+The first output is the calibration table (test, nominal level, observed rate of
+``p <= nominal``, seeds, and the upper bound ``nominal + 2 binomial SE`` a calibrated
+test stays under), from the simulators of ``tests/decoding/test_decoding_calibration.py``:
+
+- fMRI identification of a twice-shown test movie (``_movie_identification_p``: AR(1)
+  BOLD with drifts, shot features alike along the movie; 199 order-keeping
+  permutations): top-1, top-5 and mean rank;
+- fMRI concept decoding of 6 movie runs with scenes (``_concept_p``: ridge decoders
+  refitted for each of 199 rotations / reflections within run blocks): mAP, mean AUC;
+- EEG decoding of 4 runs whose epochs share run offsets, drift and AR(1) noise
+  (``_eeg_p``, stage defaults): per-time-point and cluster p-values of classification,
+  temporal generalisation and feature decoding, for named stimuli repeated across runs
+  (``stimulus``; ``session``: folds by run), type-named events (``epoch``), and
+  type-named events whose images repeat (``unnamed-repeats``: out of any null's reach,
+  shown for reference).
+
+Then the EEG tables per design: every seed simulates one subject's epochs with no
+effect at all: temporally smooth, spatially mixed noise plus a response shared by the
+repeats of each stimulus, and labels drawn independently of the data. The
+``decode_eeg`` stage's own code then runs on them and we count the seeds with ANY
+cluster at ``p <= alpha``:
 
 - time-resolved classification with the stage defaults (shrinkage LDA, 5 grouped folds,
   99 label permutations; the sliding null taken from the generalisation null's
@@ -26,6 +43,7 @@ channels x 125 time points, two classes of 600 images) with the defaults, with t
 former 20 / 5 permutations, and with 2 jobs.
 
 python bench/bench_decoding_calibration.py                # 200 seeds per design
+python bench/bench_decoding_calibration.py --table-only --seeds 200
 python bench/bench_decoding_calibration.py --seeds 50 --group-maps 600 --jobs 2
 python bench/bench_decoding_calibration.py --seeds 0 --group-maps 0 --power --timing
 """
@@ -40,8 +58,13 @@ from pathlib import Path
 
 import numpy as np
 
+# the simulators of the calibration tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "decoding"))
+
 ALPHA = 0.05
 N_CH, N_T = 12, 40
+#: Nominal levels of the calibration table.
+LEVELS = (0.05, 0.01)
 
 
 def simulate(seed: int, design: str, effect: float = 0.0):
@@ -240,6 +263,71 @@ def timing() -> None:
         print(f"classification of 1200 x 32 x 125, {label}: {time.perf_counter() - t0:.1f} s")
 
 
+def identification_p(seed: int) -> dict[str, np.ndarray]:
+    """Identification p-values (top1, top5, mean rank) of one null movie subject."""
+    from test_decoding_calibration import _movie_identification_p
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        p = _movie_identification_p(seed)
+    return {f"fMRI identification {k}": p[i] for i, k in enumerate(("top1", "top5", "mean rank"))}
+
+
+def concept_p(seed: int) -> dict[str, np.ndarray]:
+    """Concept p-values (mAP, mean AUC) of one null movie subject."""
+    from test_decoding_calibration import _concept_p
+
+    p = _concept_p(seed, keep_order=True)
+    return {"fMRI concepts mAP": p[0], "fMRI concepts mean AUC": p[1]}
+
+
+def eeg_p(args: tuple[int, str]) -> dict[str, np.ndarray]:
+    """Per-point and cluster p-values of the stage's EEG tests on one null run subject."""
+    from test_decoding_calibration import _eeg_p
+
+    seed, design = args
+    res = _eeg_p(seed, design, generalization=design == "stimulus")
+    return {f"EEG {design}: {k.replace('_', ' ')}": v for k, v in res.items()}
+
+
+def margin_at(n: int, alpha: float) -> float:
+    """``alpha`` plus two binomial standard errors over ``n`` seeds."""
+    return alpha + 2 * np.sqrt(alpha * (1 - alpha) / n)
+
+
+def calibration_table(n_seeds: int, jobs: int, suites: list[str]) -> None:
+    """Print test, nominal level, observed rate of ``p <= nominal``, seeds, bound."""
+    t0 = time.perf_counter()
+    rows: list[dict[str, np.ndarray]] = []
+    with ProcessPoolExecutor(jobs) as pool:
+        if "identification" in suites:
+            rows.append(_stack(pool.map(identification_p, range(n_seeds), chunksize=5)))
+        if "concepts" in suites:
+            rows.append(_stack(pool.map(concept_p, range(n_seeds), chunksize=5)))
+        for design in ("stimulus", "session", "epoch", "unnamed-repeats"):
+            if "eeg" in suites:
+                tasks = [(s, design) for s in range(n_seeds)]
+                rows.append(_stack(pool.map(eeg_p, tasks, chunksize=5)))
+    print(f"{'test':48s} {'nominal':>7s} {'observed':>8s} {'seeds':>5s} {'bound':>6s}")
+    for block in rows:
+        for name, p in block.items():
+            for alpha in LEVELS:
+                # a rate over time points varies no more than one point's: seeds bound it
+                rate = float((p <= alpha).mean())
+                flag = "" if rate <= margin_at(n_seeds, alpha) else "  ABOVE"
+                print(
+                    f"{name:48s} {alpha:7.2f} {rate:8.4f} {n_seeds:5d} "
+                    f"{margin_at(n_seeds, alpha):6.3f}{flag}"
+                )
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+def _stack(results) -> dict[str, np.ndarray]:
+    """Per-seed dicts of p-values to arrays of shape (n_seeds, ...)."""
+    results = list(results)
+    return {k: np.array([r[k] for r in results]) for k in results[0]}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200, help="simulated subjects per design")
@@ -248,8 +336,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--group-maps", type=int, default=2400, help="subjects of group tests")
     parser.add_argument("--power", action="store_true", help="also planted effects")
     parser.add_argument("--timing", action="store_true", help="also a demo-sized subject")
+    parser.add_argument(
+        "--suites", default="identification,concepts,eeg", help="rows of the calibration table"
+    )
+    parser.add_argument("--table-only", action="store_true", help="the calibration table only")
     args = parser.parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)
+    if args.seeds:
+        calibration_table(args.seeds, args.jobs, args.suites.split(","))
+    if args.table_only:
+        return
     for design in args.designs.split(",") if args.seeds else ():
         run(design, args.seeds, args.jobs)
     if args.group_maps:

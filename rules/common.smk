@@ -36,7 +36,18 @@ if workflow.is_main_process:
 onstart:
     hold_results_lock(PLAN.results, enabled=workflow.execution_settings.lock)
     given = workflow.config_settings  # --configfile files, --config overrides
-    record = run_record(PLAN.results, PLAN.all_version_dirs(), given.configfiles, given.config_args)
+    # what the Snakefile's `configfile:` read (listed after the --configfile files), so that
+    # `neuroflow gc/versions/check-config` can build this run's config again
+    read = workflow.configfiles[len(given.configfiles) :]
+    if given.replace_workflow_config and given.overwrite_config:
+        read = []
+    record = run_record(
+        PLAN.results,
+        PLAN.all_version_dirs(),
+        given.configfiles,
+        given.config_args,
+        workflow_configfiles=read,
+    )
     write_run_record(PLAN.results, record)
 
 

@@ -6,7 +6,7 @@ if PLAN.decoding_enabled:
     rule decode_eeg_subject:
         input:
             epochs=lambda wc: [
-                str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.recordings_of(wc.subject)
+                str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.event_recordings_of(wc.subject)
             ],
             features=[str(p) for p in PLAN.analysis_spaces("decoding").values()],
         output:
@@ -28,7 +28,7 @@ if PLAN.decoding_enabled:
 
     rule decode_eeg:
         input:
-            subjects=[str(PLAN.decoding_subject_store(s)) for s in PLAN.eeg_subjects],
+            subjects=[str(PLAN.decoding_subject_store(s)) for s in PLAN.decoding_subjects],
         output:
             directory(str(PLAN.decoding_store())),
         params:
@@ -49,7 +49,7 @@ if PLAN.decoding_cross_subject_enabled:
 
     rule decode_eeg_cross_subject:
         input:
-            epochs=[str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.eeg_recordings],
+            epochs=[str(PLAN.eeg_epochs_store(r.key)) for r in PLAN.event_recordings],
         output:
             directory(str(PLAN.decoding_cross_subject_store())),
         params:

@@ -101,7 +101,7 @@ if PLAN.has_summary:
             plan_warnings=lambda wc: list(PLAN.warnings),
             layer_sweeps=PLAN.layer_sweeps(),
             layer_order=PLAN.layer_order(),
-            methods=methods_rst(config, PLAN.run_facts()),
+            methods=methods_rst(PLAN.config, PLAN.run_facts()),
         log:
             log_path("summary", V["summary"]),
         localrule: True

@@ -49,7 +49,8 @@ rule align_features:
     params:
         stage=lambda wc: f"align_features/{wc.extractor}",
         version=lambda wc: wc.version,
-        cfg=config["features"]["alignment"],
+        # resolved by the plan (`method: auto` reads the design from the events)
+        cfg=PLAN.config["features"]["alignment"],
         stimulus_events=PLAN.stimulus_events,
     log:
         log_path("align_features", "{extractor}-{version}", "sub-{subject}", "{key}_{layer}"),

@@ -51,6 +51,7 @@ if PLAN.single_trial_enabled and PLAN.source == "betas":
             **stage_params("single_trial", config["single_trial"]),
             sessions=lambda wc: PLAN.betas_of(wc.subject),
             rois=lambda wc: PLAN.roi_files(wc.subject),
+            betas_scale=config["dataset"].get("betas_scale"),
         log:
             log_path("single_trial", V["single_trial"], "sub-{subject}"),
         resources:

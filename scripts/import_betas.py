@@ -10,5 +10,6 @@ run_job(
     sessions=list(snakemake.params.sessions),
     roi_atlas=atlas,
     roi_labels=labels,
+    betas_scale=snakemake.params.betas_scale,
     output=snakemake.output[0],
 )

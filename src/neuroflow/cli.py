@@ -75,26 +75,196 @@ def _base_config() -> Path:
         return Path(DEFAULT_CONFIG)  # missing: fine when --configfile files are given
 
 
+def _config_arguments(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The config files and the ``KEY=VALUE`` overrides of --configfile / --config."""
+    # as with `neuroflow run`: a --config value that is a file (no "=") adds a config file
+    files = [v for v in args.config if "=" not in v or Path(v).is_file()]
+    return [*args.configfile, *files], [v for v in args.config if v not in files]
+
+
 def _load_config(args: argparse.Namespace) -> dict[str, Any]:
     """The validated config a run gets from the same --configfile / --config arguments."""
     from neuroflow.workflow.runs import snakemake_config
 
-    # as with `neuroflow run`: a --config value that is a file (no "=") adds a config file
-    files = [v for v in args.config if "=" not in v or Path(v).is_file()]
+    files, overrides = _config_arguments(args)
     return snakemake_config(
-        [*args.configfile, *files],
-        [v for v in args.config if v not in files],
+        files,
+        overrides,
         base=_base_config(),
         schema=schema_path(args.schema),
         replace=args.replace_workflow_config,
     )
 
 
-def _load_plan(args: argparse.Namespace) -> Any:
-    """The plan of the config a run gets from the same --configfile / --config arguments."""
+def _absolute(path: str | os.PathLike, cwd: str | os.PathLike) -> Path:
+    """``path`` made absolute against ``cwd``, ``..`` and ``.`` removed (links kept)."""
+    return Path(os.path.normpath(Path(cwd) / path))
+
+
+def _under(path: Path, folder: Path) -> str:
+    """``path`` relative to ``folder`` when inside it, else absolute (POSIX)."""
+    try:
+        return path.relative_to(folder).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _shipped_config() -> Path | None:
+    """The default config shipped with the workflow (None without a workflow tree)."""
+    try:
+        return _absolute(workflow_root() / DEFAULT_CONFIG, "/")
+    except FileNotFoundError:
+        return None
+
+
+def _workflow_configfiles(record: RunRecord) -> list[Path]:
+    """The files the Snakefile's ``configfile:`` read for a run (absolute).
+
+    Records written before this was recorded: the working folder's
+    ``config/config.yaml`` when it has one now.
+    """
+    if record.workflow_configfiles is not None:
+        return [_absolute(f, record.cwd) for f in record.workflow_configfiles]
+    local = _absolute(DEFAULT_CONFIG, record.cwd)
+    return [local] if local.is_file() else []
+
+
+def _config_key(record: RunRecord) -> tuple[tuple[str, ...], ...]:
+    """What tells the configs of runs apart: their config files (relative to their working
+    folder when inside it) and overrides, the shipped default config left out."""
+    cwd = Path(record.cwd)
+    shipped = _shipped_config()
+    files = [_absolute(f, cwd) for f in record.configfiles]
+    return (
+        tuple(_under(f, cwd) for f in _workflow_configfiles(record)),
+        tuple(_under(f, cwd) for f in files if f != shipped),
+        tuple(record.config_args),
+    )
+
+
+def _used_arguments(record: RunRecord, files: Sequence[str], overrides: Sequence[str]) -> bool:
+    """Whether a run had these --configfile files (the shipped default aside) and overrides.
+
+    Files match by absolute path, or by their path inside the working folder (a copied
+    project folder).
+    """
+    if list(record.config_args) != list(overrides):
+        return False
+    shipped = _shipped_config()
+    here = Path.cwd()
+    mine = [f for f in (_absolute(f, here) for f in files) if f != shipped]
+    theirs = [f for f in (_absolute(f, record.cwd) for f in record.configfiles) if f != shipped]
+    if mine == theirs:
+        return True
+    return [_under(f, here) for f in mine] == [_under(f, Path(record.cwd)) for f in theirs]
+
+
+def _here(path: Path, record: RunRecord) -> Path:
+    """A file of a run, in the current working folder when the run's was another one that
+    held it (a copied project folder) and the current one holds it too."""
+    cwd = Path(record.cwd)
+    if cwd == Path.cwd() or not path.is_relative_to(cwd):
+        return path
+    moved = Path.cwd() / path.relative_to(cwd)
+    return moved if moved.exists() else path
+
+
+def _record_config(record: RunRecord, schema: str | os.PathLike) -> dict[str, Any]:
+    """The config a recorded run got, built again from its arguments as it built them.
+
+    Raises
+    ------
+    ConfigError
+        When a file is missing now, or the config no longer validates.
+    """
+    from neuroflow.workflow.runs import snakemake_config
+
+    read = [_here(f, record) for f in _workflow_configfiles(record)]
+    files = [_here(_absolute(f, record.cwd), record) for f in record.configfiles]
+    return snakemake_config(
+        [*read[1:], *files],
+        list(record.config_args),
+        base=read[0] if read else Path(os.devnull) / "none",
+        schema=schema_path(schema),
+    )
+
+
+def _describe_source(record: RunRecord) -> str:
+    """Which config a command uses, when it is that of a recorded run."""
+    from neuroflow.workflow.runs import describe_run
+
+    read = _workflow_configfiles(record)
+    base = (
+        f"on top of {', '.join(map(str, read))}"
+        if read
+        else f"without {DEFAULT_CONFIG}: its working folder had none"
+    )
+    return f"config: as {describe_run(record)} built it ({base})"
+
+
+def _resolve_config(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
+    """The config of the run that a describing command (gc, versions, check-config) is about.
+
+    The newest run recorded in the results folder with the same config arguments
+    (the newest run of any config when none is given) tells how its config was built:
+    with or without the working folder's ``config/config.yaml`` (``snakemake -d`` from
+    a folder without one reads only the --configfile files). Without such a record, or
+    with ``--no-recorded-config``, the config is built from the arguments as
+    ``neuroflow run`` builds it.
+
+    Returns
+    -------
+    config : dict
+        The validated config.
+    source : str | None
+        A line saying which recorded run's config it is (None: the arguments alone).
+    """
+    from neuroflow.config import ConfigError
+    from neuroflow.workflow.runs import describe_run, read_run_records
+
+    try:
+        config, error = _load_config(args), None
+    except ConfigError as err:
+        config, error = None, err
+    if args.no_recorded_config:
+        if error is not None:
+            raise error
+        return config, None
+    results = Path(config["results_dir"] if config is not None else "results")
+    files, overrides = _config_arguments(args)
+    given = bool(files or overrides or args.replace_workflow_config)
+    records, _ = read_run_records(results)
+    record = next((r for r in records if not given or _used_arguments(r, files, overrides)), None)
+    if record is None or (given and args.replace_workflow_config):
+        if error is not None:
+            raise error
+        if records and record is None:
+            return config, (
+                "config: built from these arguments as `neuroflow run` builds it (no recorded "
+                f"run in {results} used them)"
+            )
+        return config, None
+    try:
+        recorded = _record_config(record, args.schema)
+    except ConfigError as err:
+        if error is not None:
+            raise error from err
+        note = f"config: the arguments as given; that of {describe_run(record)} failed ({err})"
+        return config, note
+    return recorded, _describe_source(record)
+
+
+def _load_plan(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The plan of the config a describing command is about, and which config it is.
+
+    See :func:`_resolve_config`; the line saying which config is printed first.
+    """
     from neuroflow.workflow.plan import WorkflowPlan
 
-    return WorkflowPlan(_load_config(args))
+    config, source = _resolve_config(args)
+    if source:
+        print(source)
+    return WorkflowPlan(config), source
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -286,7 +456,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- versions
 def cmd_versions(args: argparse.Namespace) -> int:
     """List versions on disk, what differs between them, and the selected one."""
-    plan = _load_plan(args)
+    plan, source = _load_plan(args)
     selected = {str(p) for p in plan.all_version_dirs()}
     found = _stage_version_dirs(plan.results, args.stage)
     if not found:
@@ -304,7 +474,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
                 f"{k}={json.dumps(records[folder].get(k))}" for k in differing[: args.max_keys]
             )
             print(f" {mark} {folder.name:<32} {diff}")
-    print("(* = selected by the current config)")
+    which = "that config" if source else "the config of these arguments"
+    print(f"(* = selected by {which})")
     return 0
 
 
@@ -332,24 +503,72 @@ def _plan_lines(plan: Any) -> list[str]:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate a config and print what a run would do with it."""
-    plan = _load_plan(args)
+    """Validate a config and print what a run would do with it, and the models it reads.
+
+    Exits 1 when a model the config's extractors read is missing from disk (as
+    ``neuroflow models`` does), 0 otherwise.
+    """
+    from neuroflow.features.inventory import format_inventory
+    from neuroflow.workflow.plan import WorkflowPlan
+
+    config, source = _resolve_config(args)
+    if source:
+        print(source)
+    plan = WorkflowPlan(config)
     print("\n".join(_plan_lines(plan)))
+    records = _model_records(config, hashes=False)
+    print("models (as `neuroflow models` finds them, offline; sha256 with `neuroflow models`):")
+    lines = format_inventory(records, hashes=False)
+    print("\n".join(f"  {line}" if line else "" for line in lines))
+    missing = [record.name for record in records if record.status == "missing"]
+    if missing:
+        print(
+            f"neuroflow check-config: the config is valid, but {len(missing)} model(s) that "
+            f"its extractors read are missing ({', '.join(dict.fromkeys(missing))}): a run "
+            "would fail at their feature jobs. Fetch them as listed above, then check again.",
+            file=sys.stderr,
+        )
+        return 1
     print("Config OK: `snakemake -n` with the same arguments lists the jobs.")
     return 0
 
 
 # --------------------------------------------------------------------------- models
+def _model_records(config: Mapping[str, Any], *, hashes: bool) -> list[Any]:
+    """What the config's extractors read, looked for on disk offline (nothing imported).
+
+    Parameters
+    ----------
+    config : dict
+        The validated config.
+    hashes : bool
+        Compute the SHA-256 of the weights found.
+
+    Returns
+    -------
+    records : list of ModelRecord
+        See :func:`neuroflow.features.inventory.model_inventory`.
+    """
+    from neuroflow.features.inventory import model_inventory
+    from neuroflow.features.trust import builder_trust
+
+    return model_inventory(
+        config["features"]["extractors"],
+        hashes=hashes,
+        trust=builder_trust(config["features"]),
+    )
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     """List the models the config's extractors read, and whether each is on disk.
 
     Exits 1 when one is missing, 0 when all are on disk (or none is needed).
     """
-    from neuroflow.features.inventory import format_inventory, model_inventory
+    from neuroflow.features.inventory import format_inventory
 
     config = _load_config(args)
     hashes = not args.no_hash
-    records = model_inventory(config["features"]["extractors"], hashes=hashes)
+    records = _model_records(config, hashes=hashes)
     if args.json:
         print(json.dumps([record.to_dict() for record in records], indent=2))
     else:
@@ -604,6 +823,68 @@ def _kept_by_recent_runs(
     return removable
 
 
+def _selected_by_latest_runs(
+    records: Sequence[RunRecord], schema: str | os.PathLike
+) -> dict[str, RunRecord]:
+    """The versions that the newest run of each config still selects, with that run.
+
+    Runs are of one config when they had the same config arguments (:func:`_config_key`).
+    The newest one's config is built again from them (what it selects now, the
+    config files as they are now); when that fails, the versions it recorded count.
+
+    Parameters
+    ----------
+    records : sequence of RunRecord
+        The run records of the results folder, newest first.
+    schema : path-like
+        The config schema.
+
+    Returns
+    -------
+    versions : dict
+        ``"stage/version folder"`` -> the newest run of the config that selects it.
+    """
+    from neuroflow.config import ConfigError
+    from neuroflow.workflow.plan import WorkflowPlan
+    from neuroflow.workflow.runs import describe_run
+
+    newest: dict[tuple, RunRecord] = {}
+    for record in sorted(records, key=lambda r: r.time, reverse=True):
+        newest.setdefault(_config_key(record), record)
+    out: dict[str, RunRecord] = {}
+    for record in newest.values():
+        try:
+            plan = WorkflowPlan(_record_config(record, schema))
+            names = [p.relative_to(plan.results).as_posix() for p in plan.all_version_dirs()]
+        except (ConfigError, FileNotFoundError, KeyError, ValueError) as err:
+            print(
+                f"neuroflow gc: the config of {describe_run(record)} cannot be built again "
+                f"({err}); the versions that run recorded count as selected by it.",
+                file=sys.stderr,
+            )
+            names = list(record.versions)
+        for name in names:
+            out.setdefault(name, record)
+    return out
+
+
+def _kept_by_latest_runs(kept: Mapping[RunRecord, list[Path]], results: Path) -> None:
+    """List the versions kept because the newest run of a config selects them."""
+    from neuroflow.workflow.runs import describe_run
+
+    for run, folders in sorted(kept.items(), key=lambda item: item[0].time, reverse=True):
+        print(f"kept, selected by the newest run of its config, {describe_run(run)}:")
+        for folder in folders:
+            print(f"  {folder} ({_human_size(_folder_size(folder))})")
+    count = sum(len(f) for f in kept.values())
+    print(
+        f"Kept {count} version folder(s) that the newest run of a config selects: gc never "
+        "removes them, whatever --keep-runs, --keep-days or --include-recent say. Run that "
+        "config again (its new versions then replace them) or delete that run's record in "
+        f"{results / '.neuroflow' / 'runs'} to let gc remove them."
+    )
+
+
 def _gc_under_lock(plan: Any, args: argparse.Namespace, holder: Mapping | None) -> int:
     """Decide what to remove and remove it; the bytes freed. ``holder``: a live run's lock."""
     from neuroflow.workflow.runs import read_run_records, recent_runs, versions_of_runs
@@ -613,23 +894,31 @@ def _gc_under_lock(plan: Any, args: argparse.Namespace, holder: Mapping | None) 
     records, unreadable = read_run_records(results)
     for path in unreadable:
         print(f"neuroflow gc: ignoring {path}, not a run record", file=sys.stderr)
+    latest = _selected_by_latest_runs(records, args.schema)
     recent = versions_of_runs(
         recent_runs(records, keep_runs=args.keep_runs, keep_days=args.keep_days)
     )
     old: list[Path] = []
     kept: dict[RunRecord, list[Path]] = {}
+    kept_latest: dict[RunRecord, list[Path]] = {}
     for folders in _stage_version_dirs(results, None).values():
         for folder in folders:
             name = folder.relative_to(results).as_posix()
-            if name in recent and name not in selected:
+            if name in selected:
+                continue
+            if name in latest:
+                kept_latest.setdefault(latest[name], []).append(folder)
+            elif name in recent:
                 kept.setdefault(recent[name], []).append(folder)
-            elif name not in selected:
+            else:
                 old.append(folder)
     partials = [
         p
         for p in sorted(results.rglob(f"*{PARTIAL_MARKER}*"))
         if p.is_dir() and not any(p.is_relative_to(f) for f in old)
     ]
+    if kept_latest:
+        _kept_by_latest_runs(kept_latest, results)
     recent_doomed = _kept_by_recent_runs(kept, args) if kept else []
     if partials and holder is not None:
         print(
@@ -661,7 +950,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     """Remove versions that neither the config nor a recent run uses, and interrupted writes."""
     from neuroflow.workflow.lock import probe_lock, read_holder, try_lock
 
-    plan = _load_plan(args)
+    plan, _ = _load_plan(args)
     if not plan.results.is_dir():
         print(f"Nothing to remove: {plan.results} does not exist.")
         return 0
@@ -691,6 +980,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         args.output,
         kinds=args.kinds or ("maps", "epochs", "features", "summary"),
         features_format=args.features_format,
+        overwrite=args.force,
     )
     for kind, files in written.items():
         print(f"{kind}: {len(files)} files")
@@ -709,20 +999,24 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     from neuroflow.config import load_schema
     from neuroflow.config.validation import fill_defaults, validate_config
     from neuroflow.demo import generate_demo_dataset
+    from neuroflow.demo.generate import foreign_files
     from neuroflow.workflow.versions import dataset_identity, stage_versions
 
     output = Path(args.output)
-    if output.is_dir() and any(output.iterdir()) and not (output / ".neuroflow.json").is_file():
-        if not args.force:
-            print(
-                f"neuroflow: {output} already holds files that neuroflow did not write; "
-                "generating the demo there would replace them. Choose an empty or new folder, "
-                "or pass --force to replace its content.",
-                file=sys.stderr,
-            )
-            return 2
-    elif output.exists() and not output.is_dir():
-        print(f"neuroflow: {output} exists and is not a folder.", file=sys.stderr)
+    if output.exists() and not output.is_dir():
+        print(f"neuroflow demo-data: {output} exists and is not a folder.", file=sys.stderr)
+        return 2
+    foreign = foreign_files(output)
+    if foreign and not args.force:
+        shown = ", ".join(str(p.relative_to(output)) for p in foreign[:3])
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        print(
+            f"neuroflow demo-data: {output} already holds files that neuroflow did not write "
+            f"({len(foreign)}: {shown}{more}); generating the demo there would delete them. "
+            "Choose an empty or new folder, move them out, or pass --force to replace the "
+            "folder's whole content.",
+            file=sys.stderr,
+        )
         return 2
     schema = load_schema(schema_path(args.schema))
     config = validate_config(fill_defaults({}, schema), schema)
@@ -775,15 +1069,30 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--schema", default=DEFAULT_SCHEMA, help="config schema (%(default)s)")
 
+    def add_recorded_args(p: argparse.ArgumentParser) -> None:
+        add_config_args(p)
+        p.add_argument(
+            "--no-recorded-config",
+            action="store_true",
+            help="build the config from the arguments alone, as `neuroflow run` would, not "
+            "as the newest recorded run with these arguments (of any config, without "
+            "arguments) built it",
+        )
+
     p = sub.add_parser(
         "check-config",
         help="validate a config against the dataset without running anything",
         description="Read the config exactly as `snakemake` would from the same --configfile "
-        "and --config arguments, validate it (YAML syntax with file, line and column; "
+        "and --config arguments (as the newest recorded run with these arguments read it, "
+        "named first: with or without the working folder's config/config.yaml), validate "
+        "it (YAML syntax with file, line and column; "
         "schema; cross-field checks; the dataset it names) and print what a run would do: "
-        "the recordings selected, the analyses that apply and a note for each one left out.",
+        "the recordings selected, the analyses that apply and a note for each one left out; "
+        "then the models its extractors read, looked for on disk as `neuroflow models` looks "
+        "(offline, nothing imported or loaded). Exits 1 when one of them is missing, 2 when "
+        "the config is invalid.",
     )
-    add_config_args(p)
+    add_recorded_args(p)
     p.set_defaults(func=cmd_check_config)
 
     p = sub.add_parser(
@@ -852,24 +1161,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the versions of each stage on disk",
         description="List every version of each stage found under the results folder, the "
         "config values that differ between them, and mark (*) the one the config selects. "
-        f"The config is built as a run builds it: {DEFAULT_CONFIG}, then each --configfile, "
+        "The config is that of the newest recorded run with the same config arguments (of "
+        "any config, when none is given), built as that run built it, and named first; "
+        f"without such a run, as a run builds it: {DEFAULT_CONFIG}, then each --configfile, "
         "then the --config overrides.",
     )
     p.add_argument("stage", nargs="?", help="limit to one stage, e.g. encoding")
     p.add_argument("--max-keys", type=int, default=6, help="differing keys shown per line")
-    add_config_args(p)
+    add_recorded_args(p)
     p.set_defaults(func=cmd_versions)
 
     p = sub.add_parser(
         "gc",
         help="remove versions that neither the config nor a recent run uses",
         description="Remove the stage versions that the config does not select, and the "
-        "leftovers of interrupted writes. The config is built as a run builds it "
-        f"({DEFAULT_CONFIG}, then each --configfile, then the --config overrides). Versions "
-        "that a recent run used (run records in <results>/.neuroflow/runs) are kept and "
-        "listed, whatever the config; --include-recent removes them after a confirmation. "
-        "While a run holds the results lock, interrupted writes are left alone. Use "
-        "--dry-run first.",
+        "leftovers of interrupted writes. The config is that of the newest recorded run "
+        "(run records in <results>/.neuroflow/runs) with the same config arguments (of any "
+        "config, when none is given), built as that run built it; without such a run, as "
+        f"`neuroflow run` builds it ({DEFAULT_CONFIG}, then each --configfile, then the "
+        "--config overrides). A version that the newest run of any config selects is never "
+        "removed. Versions that a recent run used are kept and listed, whatever the config; "
+        "--include-recent removes them after a confirmation. While a run holds the results "
+        "lock, interrupted writes are left alone. Use --dry-run first.",
     )
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.add_argument(
@@ -893,7 +1206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dataset a recent run used)",
     )
     p.add_argument("--yes", action="store_true", help="confirm --include-recent without asking")
-    add_config_args(p)
+    add_recorded_args(p)
     p.set_defaults(func=cmd_gc)
 
     p = sub.add_parser(
@@ -907,10 +1220,21 @@ def build_parser() -> argparse.ArgumentParser:
         "table with a JSON sidecar of its columns. Every file gets a JSON sidecar naming "
         "the store, stage and version it came from. Two versions of one model would "
         "write the same file: name the stores of one version, or remove the other with "
-        "`neuroflow gc`.",
+        "`neuroflow gc`. Every refusal comes before anything is written; the files are "
+        "written into a hidden sibling folder and moved into place at the end.",
     )
     p.add_argument("paths", nargs="+", help="results folders, version folders or stores")
-    p.add_argument("--output", "-o", required=True, help="export folder (created)")
+    p.add_argument(
+        "--output",
+        "-o",
+        required=True,
+        help="export folder (created); files it already holds are never replaced without --force",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the files of --output that this export writes again",
+    )
     p.add_argument(
         "--kinds",
         nargs="+",
@@ -933,10 +1257,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "output",
-        help="folder to create; an earlier demo there is replaced, other content is refused",
+        help="folder to create; an earlier demo there is replaced, a folder that holds any "
+        "file the demo did not write is refused",
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default from schema)")
-    p.add_argument("--force", action="store_true", help="replace a folder that holds other files")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a folder that holds files the demo did not write (they are deleted)",
+    )
     p.add_argument("--schema", default=DEFAULT_SCHEMA, help="config schema (%(default)s)")
     p.set_defaults(func=cmd_demo_data)
     return parser
@@ -955,7 +1284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, FileNotFoundError, KeyError, ValueError) as err:
+    except (ConfigError, FileExistsError, FileNotFoundError, KeyError, ValueError) as err:
         print(f"neuroflow {args.command}: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. `head`

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuroflow.artifacts import PROVENANCE_KEY, find_stores, open_dataset
+from neuroflow.artifacts import PARTIAL_MARKER, PROVENANCE_KEY, find_stores, open_dataset
 
 __all__ = [
     "EXPORT_KINDS",
@@ -82,8 +83,15 @@ def _claim(path: Path, claimed: dict[Path, Path], source: Path) -> Path:
             "one version at a time (name its stores, or remove the other with `neuroflow gc`)."
         )
     claimed[path] = source
-    path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _sidecar(path: Path) -> Path:
+    """The JSON sidecar of an exported file (``x.nii.gz`` -> ``x.json``)."""
+    name = path.name
+    return path.with_name(
+        name.removesuffix(".nii.gz") + ".json" if name.endswith(".nii.gz") else path.stem + ".json"
+    )
 
 
 def _task(ds: xr.Dataset) -> str | None:
@@ -91,6 +99,38 @@ def _task(ds: xr.Dataset) -> str | None:
     runs = [str(r) for r in ds.attrs.get("test_runs") or []]
     tasks = {m.group(1) for r in runs if (m := re.search(r"task-([A-Za-z0-9]+)", r))}
     return tasks.pop() if len(tasks) == 1 else None
+
+
+#: Entities of the FDR-thresholded map (r where significant, 0 elsewhere).
+_FDR_MAP = "desc-fdr_stat-r"
+
+
+def _map_plan(store: Path, ds: xr.Dataset, output: Path) -> list[tuple[Path, str]]:
+    """The maps of a score store: each file and the variable it holds (or :data:`_FDR_MAP`).
+
+    Raises
+    ------
+    ValueError
+        When the store lacks the voxel indices or the attributes a map needs.
+    """
+    missing = [c for c in ("i", "j", "k") if c not in ds.coords]
+    missing += [a for a in ("affine", "mask_shape", "subject", "model") if a not in ds.attrs]
+    if missing:
+        raise ValueError(
+            f"{store}: a score map needs the voxel indices i, j, k and the attributes affine, "
+            f"mask_shape, subject and model, got none of {missing} instead."
+        )
+    subject = _label(ds.attrs["subject"])
+    task = _task(ds)
+    stem = f"sub-{subject}" + (f"_task-{_label(task)}" if task else "")
+    stem += f"_model-{_label(ds.attrs['model'])}"
+    folder = output / f"sub-{subject}" / "func"
+    maps = [
+        (f"stat-{stat}", variable) for variable, stat in MAP_STATISTICS.items() if variable in ds
+    ]
+    if "significant" in ds and "r" in ds:
+        maps.append((_FDR_MAP, _FDR_MAP))
+    return [(folder / f"{stem}_{entities}_statmap.nii.gz", what) for entities, what in maps]
 
 
 def export_score_maps(
@@ -117,26 +157,16 @@ def export_score_maps(
     store, output = Path(store), Path(output)
     claimed = {} if _claimed is None else _claimed
     ds = open_dataset(store)
-    missing = [c for c in ("i", "j", "k") if c not in ds.coords]
-    missing += [a for a in ("affine", "mask_shape", "subject", "model") if a not in ds.attrs]
-    if missing:
-        raise ValueError(
-            f"{store}: a score map needs the voxel indices i, j, k and the attributes affine, "
-            f"mask_shape, subject and model, got none of {missing} instead."
-        )
+    planned = _map_plan(store, ds, output)
     ijk = np.stack([np.asarray(ds[c].values, dtype=np.int64) for c in "ijk"], axis=1)
     affine = np.asarray(
         json.loads(ds.attrs["affine"])
         if isinstance(ds.attrs["affine"], str)
         else ds.attrs["affine"]
     )
-    subject = str(ds.attrs["subject"])
-    task = _task(ds)
-    stem = f"sub-{_label(subject)}" + (f"_task-{_label(task)}" if task else "")
-    stem += f"_model-{_label(ds.attrs['model'])}"
     about = {
         **_origin(store, ds),
-        "Subject": subject,
+        "Subject": str(ds.attrs["subject"]),
         "Model": str(ds.attrs["model"]),
         "FeatureSpaces": list(ds.attrs.get("feature_spaces") or []),
         "Layer": ds.attrs.get("layer"),
@@ -144,39 +174,54 @@ def export_score_maps(
         "NPermutations": ds.attrs.get("n_permutations"),
         "FDRAlpha": ds.attrs.get("fdr_alpha"),
     }
-    significant = np.asarray(ds["significant"].values, bool) if "significant" in ds else None
-    maps: list[tuple[str, np.ndarray, str]] = []
-    for variable, stat in MAP_STATISTICS.items():
-        if variable in ds:
-            maps.append((f"stat-{stat}", np.asarray(ds[variable].values, np.float64), variable))
-    if significant is not None and "r" in ds:
-        r = np.where(significant, np.asarray(ds["r"].values, np.float64), 0.0)
-        maps.append(("desc-fdr_stat-r", r, "r where significant after FDR, else 0"))
     out = []
-    for entities, values, what in maps:
-        path = _claim(
-            output / f"sub-{_label(subject)}" / "func" / f"{stem}_{entities}_statmap.nii.gz",
-            claimed,
-            store,
+    for path, what in planned:
+        _claim(path, claimed, store)
+        if what == _FDR_MAP:
+            significant = np.asarray(ds["significant"].values, bool)
+            r = np.asarray(ds["r"].values, np.float64)
+            values = np.where(significant | np.isnan(r), r, 0.0)
+            what = "r where significant after FDR, else 0 (n/a where r is undefined)"
+        else:
+            values = np.asarray(ds[what].values, np.float64)
+        img = scores_to_nifti(
+            values, ijk, affine=affine, mask_shape=ds.attrs["mask_shape"], undefined=np.nan
         )
-        img = scores_to_nifti(values, ijk, affine=affine, mask_shape=ds.attrs["mask_shape"])
+        path.parent.mkdir(parents=True, exist_ok=True)
         img.to_filename(path)
-        _write_json(
-            path.with_name(path.name.replace(".nii.gz", ".json")), {**about, "Statistic": what}
-        )
+        _write_json(_sidecar(path), {**about, "Statistic": what})
         out.append(path)
     return out
+
+
+def _epochs_plan(store: Path, ds: xr.Dataset, output: Path) -> tuple[Path, Path]:
+    """The ``-epo.fif`` and ``-ave.fif`` files of an epochs store.
+
+    Raises
+    ------
+    ValueError
+        When the store has no ``epochs`` (epoch, channel, time).
+    """
+    if "epochs" not in ds or ds["epochs"].dims != ("epoch", "channel", "time"):
+        raise ValueError(
+            f"{store}: an EEG epochs store must have `epochs` (epoch, channel, time), got "
+            f"{ds['epochs'].dims if 'epochs' in ds else 'no such variable'} instead."
+        )
+    entities = dict(ds.attrs.get("entities") or {})
+    subject = entities.get("subject") or "unknown"
+    stem = "_".join(
+        f"{key}-{_label(entities[name])}"
+        for key, name in (("sub", "subject"), ("ses", "session"), ("task", "task"), ("run", "run"))
+        if entities.get(name) not in (None, "")
+    )
+    folder = output / f"sub-{_label(subject)}" / "eeg"
+    return folder / f"{stem}_proc-clean_epo.fif", folder / f"{stem}_proc-clean_ave.fif"
 
 
 def _epochs_array(ds: xr.Dataset, store: Path) -> Any:
     """An ``mne.EpochsArray`` of an epochs store (data in volts, times in seconds)."""
     import mne
 
-    if "epochs" not in ds or ds["epochs"].dims != ("epoch", "channel", "time"):
-        raise ValueError(
-            f"{store}: an EEG epochs store must have `epochs` (epoch, channel, time), got "
-            f"{ds['epochs'].dims if 'epochs' in ds else 'no such variable'} instead."
-        )
     channels = [str(c) for c in ds["channel"].values]
     types = [str(t) for t in ds["ch_type"].values] if "ch_type" in ds.coords else "eeg"
     info = mne.create_info(channels, float(ds.attrs["sfreq"]), ch_types=types)
@@ -241,22 +286,16 @@ def export_epochs(
     paths : list of Path
         The epochs file, then the evoked file (one ``mne.Evoked`` per condition).
     """
+    import mne
+
     store, output = Path(store), Path(output)
     claimed = {} if _claimed is None else _claimed
     ds = open_dataset(store)
-    entities = dict(ds.attrs.get("entities") or {})
-    subject = entities.get("subject") or "unknown"
-    stem = "_".join(
-        f"{key}-{_label(entities[name])}"
-        for key, name in (("sub", "subject"), ("ses", "session"), ("task", "task"), ("run", "run"))
-        if entities.get(name) not in (None, "")
-    )
-    folder = output / f"sub-{_label(subject)}" / "eeg"
+    epo, ave = (_claim(path, claimed, store) for path in _epochs_plan(store, ds, output))
+    subject = dict(ds.attrs.get("entities") or {}).get("subject") or "unknown"
     epochs = _epochs_array(ds, store)
-    epo = _claim(folder / f"{stem}_proc-clean_epo.fif", claimed, store)
+    epo.parent.mkdir(parents=True, exist_ok=True)
     epochs.save(epo, overwrite=True, verbose="error")
-    ave = _claim(folder / f"{stem}_proc-clean_ave.fif", claimed, store)
-    import mne
 
     evokeds = [epochs[name].average() for name in epochs.event_id]
     for evoked, name in zip(evokeds, epochs.event_id, strict=True):
@@ -267,9 +306,9 @@ def export_epochs(
         "Subject": subject,
         "SamplingFrequency": float(ds.attrs["sfreq"]),
     }
-    _write_json(epo.with_suffix(".json"), {**about, "Description": "cleaned epochs (volts)"})
+    _write_json(_sidecar(epo), {**about, "Description": "cleaned epochs (volts)"})
     _write_json(
-        ave.with_suffix(".json"),
+        _sidecar(ave),
         {
             **about,
             "Description": "evoked response per condition",
@@ -277,6 +316,27 @@ def export_epochs(
         },
     )
     return [epo, ave]
+
+
+def _features_plan(store: Path, ds: xr.Dataset, output: Path, fmt: str) -> Path:
+    """The data file of a feature store (``.npy`` or ``.h5``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``fmt``, or a store without ``features`` (stimulus, feature).
+    """
+    if fmt not in ("npy", "h5"):
+        raise ValueError(f"`fmt` must be 'npy' or 'h5', got {fmt!r} instead.")
+    if "features" not in ds or ds["features"].dims != ("stimulus", "feature"):
+        raise ValueError(f"{store}: a feature store must have `features` (stimulus, feature).")
+    name = str(ds.attrs.get("feature_set") or store.parent.name.rsplit("-", 1)[0])
+    return output / "features" / name / f"{store.stem}.{fmt}"
+
+
+def _stimuli_tsv(path: Path) -> Path:
+    """The stimulus order beside a ``.npy`` feature file."""
+    return path.with_name(f"{path.stem}_stimuli.tsv")
 
 
 def export_features(
@@ -303,15 +363,12 @@ def export_features(
     paths : list of Path
         The data file (and the TSV for ``npy``).
     """
-    if fmt not in ("npy", "h5"):
-        raise ValueError(f"`fmt` must be 'npy' or 'h5', got {fmt!r} instead.")
     store, output = Path(store), Path(output)
     claimed = {} if _claimed is None else _claimed
     ds = open_dataset(store)
-    if "features" not in ds or ds["features"].dims != ("stimulus", "feature"):
-        raise ValueError(f"{store}: a feature store must have `features` (stimulus, feature).")
-    name = str(ds.attrs.get("feature_set") or store.parent.name.rsplit("-", 1)[0])
-    folder = output / "features" / name
+    path = _claim(_features_plan(store, ds, output, fmt), claimed, store)
+    name = path.parent.name
+    path.parent.mkdir(parents=True, exist_ok=True)
     values = np.asarray(ds["features"].values)
     stimuli = [str(s) for s in ds["stimulus"].values]
     about = {
@@ -324,15 +381,13 @@ def export_features(
         "Dimensions": ["stimulus", "feature"],
     }
     if fmt == "npy":
-        path = _claim(folder / f"{store.stem}.npy", claimed, store)
         np.save(path, values)
-        tsv = path.with_name(f"{store.stem}_stimuli.tsv")
+        tsv = _stimuli_tsv(path)
         tsv.write_text("stimulus\n" + "".join(f"{s}\n" for s in stimuli))
-        _write_json(path.with_suffix(".json"), about)
+        _write_json(_sidecar(path), about)
         return [path, tsv]
     import h5py
 
-    path = _claim(folder / f"{store.stem}.h5", claimed, store)
     with h5py.File(path, "w") as f:
         f.create_dataset("features", data=values)
         f.create_dataset(
@@ -340,7 +395,7 @@ def export_features(
         )
         f.create_dataset("feature", data=np.asarray(ds["feature"].values))
         f.attrs["neuroflow"] = json.dumps(about, default=str)
-    _write_json(path.with_suffix(".json"), about)
+    _write_json(_sidecar(path), about)
     return [path]
 
 
@@ -438,6 +493,14 @@ def _metric_levels(rows: pd.DataFrame) -> dict[str, str]:
     return levels
 
 
+def _summary_table(summary_dir: Path) -> Path:
+    """The ``scores.tsv`` of a summary folder (FileNotFoundError when missing)."""
+    table = summary_dir / "scores.tsv"
+    if not table.is_file():
+        raise FileNotFoundError(f"{summary_dir} holds no scores.tsv.")
+    return table
+
+
 def export_summary(
     summary_dir: str | os.PathLike, output: str | os.PathLike, *, _claimed: dict | None = None
 ) -> list[Path]:
@@ -457,11 +520,10 @@ def export_summary(
     """
     summary_dir, output = Path(summary_dir), Path(output)
     claimed = {} if _claimed is None else _claimed
-    table = summary_dir / "scores.tsv"
-    if not table.is_file():
-        raise FileNotFoundError(f"{summary_dir} holds no scores.tsv.")
+    table = _summary_table(summary_dir)
     ds = open_dataset(summary_dir / "scores.zarr")
     path = _claim(output / "summary" / "scores.tsv", claimed, summary_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(table, path)
     rows = pd.read_csv(table, sep="\t", dtype=str, keep_default_na=False)
     from neuroflow.variables import variable_description
@@ -475,9 +537,7 @@ def export_summary(
             columns[column]["Units"] = found[1]
     if "metric" in rows.columns:
         columns["metric"]["Levels"] = _metric_levels(rows)
-    sidecar = _write_json(
-        path.with_suffix(".json"), {**_origin(summary_dir / "scores.zarr", ds), **columns}
-    )
+    sidecar = _write_json(_sidecar(path), {**_origin(summary_dir / "scores.zarr", ds), **columns})
     return [path, sidecar]
 
 
@@ -496,61 +556,158 @@ def _stores_of(roots: Iterable[Path], stages: Sequence[str]) -> list[tuple[Path,
     return out
 
 
+def _planned_files(
+    kind: str, store: Path, ds: xr.Dataset, output: Path, features_format: str
+) -> list[Path] | None:
+    """Every file one store of ``kind`` writes under ``output`` (None: nothing to export).
+
+    Reads attributes only; raises the refusals of the exporters (a store that lacks
+    what its export needs) before anything is written.
+    """
+    if kind == "maps":
+        if not all(c in ds.coords for c in "ijk"):
+            return None  # parcels or channels: no voxel grid to map onto
+        maps = [path for path, _ in _map_plan(store, ds, output)]
+        return [f for path in maps for f in (path, _sidecar(path))]
+    if kind == "epochs":
+        if not store.name.endswith("_epo.zarr"):
+            return None
+        return [f for path in _epochs_plan(store, ds, output) for f in (path, _sidecar(path))]
+    if kind == "features":
+        path = _features_plan(store, ds, output, features_format)
+        extra = [_stimuli_tsv(path)] if features_format == "npy" else []
+        return [path, *extra, _sidecar(path)]
+    if store.name != "scores.zarr":
+        return None
+    _summary_table(store.parent)
+    table = output / "summary" / "scores.tsv"
+    return [table, _sidecar(table)]
+
+
+def _export_one(kind: str, store: Path, output: Path, features_format: str) -> list[Path]:
+    """Write one store's export under ``output``; the files :func:`_planned_files` names."""
+    if kind == "maps":
+        return export_score_maps(store, output)
+    if kind == "epochs":
+        return export_epochs(store, output)
+    if kind == "features":
+        return export_features(store, output, fmt=features_format)
+    return export_summary(store.parent, output)
+
+
+def _check_output(output: Path, planned: Sequence[Path], *, overwrite: bool) -> None:
+    """Refuse an output that is a file, or one that holds files the export would replace."""
+    if output.exists() and not output.is_dir():
+        raise ValueError(
+            f"The export folder (--output) must be a new or existing folder, got the file "
+            f"{output} instead."
+        )
+    clashes = [path for path in planned if path.exists() or path.is_symlink()]
+    if not clashes or overwrite:
+        return
+    shown = ", ".join(str(p.relative_to(output)) for p in clashes[:3])
+    more = f" and {len(clashes) - 3} more" if len(clashes) > 3 else ""
+    raise FileExistsError(
+        f"{output} already holds {len(clashes)} of the {len(planned)} files this export "
+        f"would write ({shown}{more}): choose a new folder, or pass --force "
+        "(`overwrite=True`) to replace them. Nothing was written."
+    )
+
+
+def _move_into_place(staging: Path, output: Path) -> None:
+    """Move the files written under ``staging`` to the same places under ``output``."""
+    if not output.exists():
+        os.replace(staging, output)  # the whole export appears at once
+        return
+    for path in sorted(staging.rglob("*")):
+        if path.is_dir():
+            continue
+        target = output / path.relative_to(staging)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+
+
 def export_results(
     roots: Sequence[str | os.PathLike],
     output: str | os.PathLike,
     *,
     kinds: Sequence[str] = tuple(EXPORT_KINDS),
     features_format: str = "npy",
+    overwrite: bool = False,
 ) -> dict[str, list[Path]]:
     """Export every store of the chosen kinds found under ``roots``.
+
+    Every refusal is decided before anything is written. The files are written into a
+    hidden sibling folder of ``output`` and moved into place at the end, so an export
+    that fails leaves ``output`` as it was.
 
     Parameters
     ----------
     roots : list of path-like
         Results folders, stage or version folders, or stores.
     output : path-like
-        Export folder (created).
+        Export folder (created when missing).
     kinds : list of str
         Among :data:`EXPORT_KINDS`.
     features_format : ``"npy"`` | ``"h5"``
         See :func:`export_features`.
+    overwrite : bool
+        Replace files of ``output`` that the export writes again (otherwise refused).
 
     Returns
     -------
     written : dict of str to list of Path
-        The files written, per kind.
+        The files written, per kind, as the exporters return them (the sidecars of
+        maps, epochs and features lie beside them).
 
     Raises
     ------
     ValueError
-        For an unknown kind, or when two stores (two versions of one model) would
-        write the same file.
+        For an unknown kind, an ``output`` that is a file, a store that lacks what its
+        export needs, or when two stores (two versions of one model) would write the
+        same file.
+    FileExistsError
+        When ``output`` already holds a file the export would write and ``overwrite``
+        is False.
     """
     unknown = sorted(set(kinds) - set(EXPORT_KINDS))
     if unknown:
         raise ValueError(f"`kinds` must be among {list(EXPORT_KINDS)}, got {unknown} instead.")
+    if features_format not in ("npy", "h5"):
+        raise ValueError(f"`fmt` must be 'npy' or 'h5', got {features_format!r} instead.")
     roots = [Path(r) for r in roots]
     for root in roots:
         if not root.exists():
             raise FileNotFoundError(f"{root} does not exist.")
     output = Path(output)
+    _check_output(output, [], overwrite=overwrite)
     claimed: dict[Path, Path] = {}
-    written: dict[str, list[Path]] = {}
+    jobs: dict[str, list[Path]] = {}
     for kind in kinds:
-        stores = _stores_of(roots, EXPORT_KINDS[kind])
-        files: list[Path] = []
-        for store, ds in stores:
-            if kind == "maps":
-                if not all(c in ds.coords for c in "ijk"):
-                    continue  # parcels or channels: no voxel grid to map onto
-                files += export_score_maps(store, output, _claimed=claimed)
-            elif kind == "epochs":
-                if store.name.endswith("_epo.zarr"):
-                    files += export_epochs(store, output, _claimed=claimed)
-            elif kind == "features":
-                files += export_features(store, output, fmt=features_format, _claimed=claimed)
-            elif store.name == "scores.zarr":
-                files += export_summary(store.parent, output, _claimed=claimed)
-        written[kind] = files
+        jobs[kind] = []
+        for store, ds in _stores_of(roots, EXPORT_KINDS[kind]):
+            planned = _planned_files(kind, store, ds, output, features_format)
+            if planned is None:
+                continue
+            for path in planned:
+                _claim(path, claimed, store.parent if kind == "summary" else store)
+            jobs[kind].append(store)
+    _check_output(output, list(claimed), overwrite=overwrite)
+    if not claimed:
+        return {kind: [] for kind in jobs}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = output.with_name(f".{output.name}{PARTIAL_MARKER}{uuid.uuid4().hex[:8]}")
+    staging.mkdir()
+    try:
+        written = {
+            kind: [
+                output / path.relative_to(staging)
+                for store in stores
+                for path in _export_one(kind, store, staging, features_format)
+            ]
+            for kind, stores in jobs.items()
+        }
+        _move_into_place(staging, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return written

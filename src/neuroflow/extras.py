@@ -2,8 +2,9 @@
 
 ``pip install neuroflow`` gives the pipeline; the embedded demo's models
 (``neuroflow[demo]``), video stimuli and motion energy (``neuroflow[video]``) and
-automatic ICA labels (``neuroflow[icalabel]``) and Riemannian (tangent-space)
-classifiers (``neuroflow[riemann]``) are extras. :func:`require` imports a
+automatic ICA labels (``neuroflow[icalabel]``), Riemannian (tangent-space)
+classifiers (``neuroflow[riemann]``) and PREP bad-channel detection and autoreject
+epoch rejection (``neuroflow[eegclean]``) are extras. :func:`require` imports a
 module of an extra, or says which extra provides it and how to install it.
 """
 
@@ -24,6 +25,8 @@ EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
     "cv2": ("video", "opencv-python-headless"),
     "mne_icalabel": ("icalabel", "mne-icalabel"),
     "pyriemann": ("riemann", "pyriemann"),
+    "pyprep": ("eegclean", "pyprep"),
+    "autoreject": ("eegclean", "autoreject"),
 }
 
 

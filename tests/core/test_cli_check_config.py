@@ -26,6 +26,54 @@ def test_default_config_reports_the_plan(capsys):
     assert out.rstrip().endswith("lists the jobs.")
 
 
+def _user_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A builder package whose import would leave a file behind; the file it would write."""
+    package = tmp_path / "code" / "labnet"
+    package.mkdir(parents=True)
+    ran = tmp_path / "user-code-ran"
+    (package / "__init__.py").write_text(f"open({str(ran)!r}, 'w').close()\n")
+    (package / "build.py").write_text(f"open({str(ran)!r}, 'w').close()\ndef net(): pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    return ran
+
+
+def _torch_config(tmp_path: Path, weights: Path) -> Path:
+    config = tmp_path / "mine.yaml"
+    config.write_text(
+        f"features:\n  code_dirs: [{str(tmp_path / 'code')!r}]\n  extractors:\n"
+        "    - {name: labnet, extractor: torch_module, builder: 'labnet.build:net', "
+        f"weights_file: {str(weights)!r}, layers: [fc]}}\n"
+    )
+    return config
+
+
+def test_missing_weights_are_reported_without_running_user_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import sys
+
+    ran = _user_code(tmp_path, monkeypatch)
+    weights = tmp_path / "weights" / "labnet.pt"
+    config = _torch_config(tmp_path, weights)
+    assert main(["check-config", "--configfile", str(config)]) == 1
+    captured = capsys.readouterr()
+    assert "encoding models: " in captured.out  # the plan is reported first
+    assert f"labnet: MISSING, `weights_file` file {str(weights)!r} does not exist" in captured.out
+    assert "Config OK" not in captured.out
+    assert "1 model(s) that its extractors read are missing (labnet)" in captured.err
+    # `neuroflow models` agrees, with the same exit status
+    assert main(["models", "--no-hash", "--configfile", str(config)]) == 1
+    assert "labnet: MISSING" in capsys.readouterr().out
+    # weights that are not a torch file at all: found on disk, never loaded
+    weights.parent.mkdir()
+    weights.write_bytes(b"not a torch file")
+    assert main(["check-config", "--configfile", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"labnet: weights file (`weights_file`), found at {weights}" in out
+    assert out.rstrip().endswith("lists the jobs.")
+    assert not ran.exists() and "labnet" not in sys.modules
+
+
 def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys):
     bad = tmp_path / "my.yaml"
     bad.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]\n  alphas: 3\n")

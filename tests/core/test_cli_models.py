@@ -42,10 +42,15 @@ def tiny_vit(tmp_path_factory) -> Path:
     return folder
 
 
-def _config(tmp_path: Path, *entries: str) -> str:
-    """A config file whose features.extractors are ``entries`` (YAML flow mappings)."""
+def _config(tmp_path: Path, *entries: str, trusted: tuple[str, ...] = ()) -> str:
+    """A config file whose features.extractors are ``entries`` (YAML flow mappings).
+
+    ``trusted`` lists the installed distributions whose functions may be builders.
+    """
     path = tmp_path / "models.yaml"
     lines = ["features:", "  extractors:", *(f"    - {entry}" for entry in entries)]
+    if trusted:
+        lines.append(f"  trusted_packages: [{', '.join(trusted)}]")
     path.write_text("\n".join(lines) + "\n")
     return str(path)
 
@@ -180,6 +185,7 @@ def test_torch_module_weights_files(tmp_path, capsys):
         f"{{name: gone, extractor: torch_module, {builder}, weights_file: '{missing}'}}",
         f"{{name: ts, extractor: torch_module, torchscript: '{tmp_path / 'net.ts'}'}}",
         f"{{name: untrained, extractor: torch_module, {builder}, weights: random}}",
+        trusted=("torch",),
     )
     status, records = _records(capsys, "--configfile", config)
     assert status == 1
@@ -213,7 +219,9 @@ def test_missing_builder_module_is_reported(tmp_path, capsys):
     assert status == 1
     assert [r["needs"] for r in records] == ["builder", "nothing"]
     assert records[0]["status"] == "missing"
-    assert "names module 'no_such_pkg.nets', which cannot be imported" in records[0]["note"]
+    # a module found in no listed folder or distribution is reported, never imported
+    note = records[0]["note"]
+    assert "names module 'no_such_pkg.nets', which lies in none of `features.code_dirs`" in note
     assert records[1]["status"] == "not checked"
 
 

@@ -70,6 +70,9 @@ def test_two_versions_of_one_model_are_refused(rng: np.random.Generator, tmp_pat
     _scores(rng, results, "v2")
     with pytest.raises(ValueError, match=r"would be written from both .*export one version"):
         export_results([tmp_path / "results"], tmp_path / "out", kinds=["maps"])
+    # refused before anything was written: no folder, no staging folder beside it
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
     written = export_results([first], tmp_path / "one", kinds=["maps"])
     assert len(written["maps"]) == 4
 
@@ -104,3 +107,144 @@ def test_features_as_hdf5(rng: np.random.Generator, tmp_path: Path) -> None:
     assert json.loads(path.with_suffix(".json").read_text())["NeuroflowVersion"] == "f1"
     with pytest.raises(ValueError, match="`fmt` must be 'npy' or 'h5'"):
         export_features(store, tmp_path / "out", fmt="mat")
+
+
+def _features(rng: np.random.Generator, folder: Path, dims: tuple[str, str]) -> Path:
+    values = rng.standard_normal((7, 3) if dims[0] == "stimulus" else (3, 7))
+    ds = xr.Dataset(
+        {"features": (dims, values)},
+        coords={"stimulus": [f"img-{i}.png" for i in range(7)], "feature": np.arange(3)},
+        attrs={"feature_set": "clip", "layer": "projection"},
+    )
+    prov = build_provenance(stage="features/clip", version="f1", config={})
+    return write_dataset(ds, folder / "clip-f1" / "projection.zarr", provenance=prov)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_files_already_there_are_replaced_only_when_asked(
+    rng: np.random.Generator, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    _scores(rng, results / "evaluation", "v1")
+    _features(rng, results / "features", ("stimulus", "feature"))
+    out = tmp_path / "out"
+    written = export_results([results], out)
+    assert [len(written[k]) for k in ("maps", "epochs", "features", "summary")] == [4, 0, 2, 0]
+    first = _tree(out)
+    # 4 maps, 1 features array and the stimulus order, each map and array with a sidecar
+    assert len(first) == 11 and "features/clip/projection_stimuli.tsv" in first
+    mine = out / "notes.txt"
+    mine.write_text("mine")
+    edited = out / "features" / "clip" / "projection.json"
+    edited.write_text("{}")
+    with pytest.raises(FileExistsError, match=r"already holds 11 of the 11 files .*--force"):
+        export_results([results], out)
+    assert edited.read_text() == "{}" and mine.read_text() == "mine"
+    assert not list(tmp_path.glob(".out*"))  # no staging folder left behind
+    export_results([results], out, overwrite=True)
+    assert _tree(out) == {**first, "notes.txt": b"mine"}
+    # a folder that holds none of the files takes the export beside what is there
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("keep")
+    export_results([results], tmp_path / "other", kinds=["features"])
+    assert sorted(_tree(tmp_path / "other")) == [
+        "features/clip/projection.json",
+        "features/clip/projection.npy",
+        "features/clip/projection_stimuli.tsv",
+        "keep.txt",
+    ]
+
+
+def test_a_bad_store_is_refused_before_any_file_is_written(
+    rng: np.random.Generator, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    _scores(rng, results / "evaluation", "v1")  # exported first, and fine
+    _features(rng, results / "features", ("feature", "stimulus"))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(ValueError, match=r"projection\.zarr: a feature store must have"):
+        export_results([results], out)
+    assert not any(out.iterdir()) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "out",
+        "results",
+    ]
+
+
+def test_cli_refuses_an_output_that_is_a_file_or_holds_the_files(
+    rng: np.random.Generator, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from neuroflow.cli import main
+
+    store = _scores(rng, tmp_path / "results" / "evaluation", "v1")
+    a_file = tmp_path / "maps.nii.gz"
+    a_file.write_bytes(b"not a folder")
+    assert main(["export", str(store), "-o", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert f"must be a new or existing folder, got the file {a_file} instead" in err
+    assert "Traceback" not in err and a_file.read_bytes() == b"not a folder"
+    out = tmp_path / "out"
+    assert main(["export", str(store), "-o", str(out)]) == 0
+    assert "maps: 4 files" in capsys.readouterr().out
+    assert main(["export", str(store), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"neuroflow export: {out} already holds 8 of the 8 files" in err
+    assert "sub-07/func/sub-07_task-movie_model-effnetblocks7_stat-r_statmap.nii.gz" in err
+    assert main(["export", str(store), "-o", str(out), "--force"]) == 0
+
+
+def test_epochs_export_writes_the_planned_files(rng: np.random.Generator, tmp_path: Path) -> None:
+    import mne
+
+    n_epochs, channels, n_times, sfreq = 9, ["Cz", "Pz", "Oz"], 13, 100.0
+    ds = xr.Dataset(
+        {"epochs": (("epoch", "channel", "time"), rng.normal(0, 1e-5, (9, 3, 13)))},
+        coords={
+            "channel": channels,
+            "time": -0.02 + np.arange(n_times) / sfreq,
+            "condition": ("epoch", ["face", "house", "face"] * 3),
+            "onset": ("epoch", 1.0 + 0.7 * np.arange(n_epochs)),
+        },
+        attrs={"sfreq": sfreq, "entities": {"subject": "03", "task": "faces", "run": "2"}},
+    )
+    prov = build_provenance(stage="preprocess_eeg", version="e1", config={})
+    results = tmp_path / "results" / "preprocess_eeg" / "e1"
+    write_dataset(ds, results / "sub-03_task-faces_run-2_epo.zarr", provenance=prov)
+    out = tmp_path / "out"
+    written = export_results([tmp_path / "results"], out, kinds=["epochs"])
+    stem = out / "sub-03" / "eeg" / "sub-03_task-faces_run-2_proc-clean"
+    epo, ave = Path(f"{stem}_epo.fif"), Path(f"{stem}_ave.fif")
+    assert written == {"epochs": [epo, ave]}
+    assert {p.name for p in out.rglob("*") if p.is_file()} == {
+        epo.name,
+        ave.name,
+        epo.with_suffix(".json").name,
+        ave.with_suffix(".json").name,
+    }
+    epochs = mne.read_epochs(epo, verbose="error")
+    np.testing.assert_allclose(epochs.get_data(), ds["epochs"].values, rtol=1e-6, atol=1e-12)
+    assert sorted(e.comment for e in mne.read_evokeds(ave, verbose="error")) == ["face", "house"]
+
+
+def test_score_maps_keep_undefined_scores_undefined(
+    rng: np.random.Generator, tmp_path: Path
+) -> None:
+    store = _scores(rng, tmp_path / "results" / "evaluation", "abc")
+    ds = xr.open_zarr(store).load()
+    r = ds["r"].values.copy()
+    r[:3] = np.nan  # e.g. constant test responses
+    ds["r"][:] = r
+    ds["r_normalized"][:] = r / 0.8
+    ds["significant"][:] = np.where(np.isnan(r), False, ds["significant"].values)
+    prov = build_provenance(stage="evaluation/effnet__blocks_7", version="nan", config={})
+    nan_store = write_dataset(
+        ds.drop_encoding(), tmp_path / "results" / "nan" / "sub-07_scores.zarr", provenance=prov
+    )
+    paths = export_score_maps(nan_store, tmp_path / "out")
+    ijk = tuple(np.stack([ds[c].values for c in "ijk"], axis=1).T)
+    for path in (paths[0], paths[1], paths[3]):  # r, r_normalized, FDR-thresholded r
+        values = np.asarray(nib.load(path).dataobj)[ijk]
+        assert np.isnan(values[:3]).all() and np.isfinite(values[3:]).all(), path.name

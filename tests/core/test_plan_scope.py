@@ -100,9 +100,11 @@ def test_fmri_only_movie_without_repeats_or_atlas(defaults, movie):
     assert plan.test_runs_of("01") == ["sub-01_task-movie_run-3"]  # the last run
     (note,) = plan.notes
     assert note.startswith("rsa_fmri: skipped, the voxels have no ROI labels")
+    labels = movie.parent / "x.nii.gz"  # the plan only checks that the atlas exists
+    labels.touch()
     atlas = WorkflowPlan(
         _bids(
-            _with(defaults, preprocess_fmri={"rois": {"atlas": "x.nii.gz", "labels": None}}),
+            _with(defaults, preprocess_fmri={"rois": {"atlas": str(labels), "labels": None}}),
             movie,
         )
     )
@@ -376,3 +378,193 @@ def test_transformer_schema_documents_the_package_defaults():
     entry = schema["properties"]["encoding"]["properties"]["models"]["additionalProperties"]
     options = entry["properties"]["transformer"]["properties"]
     assert {key: node["default"] for key, node in options.items()} == DEFAULT_OPTIONS
+
+
+def _rewrite_events(path: Path, column: str, value: str) -> None:
+    """Set every row's ``column`` of an events table to ``value``."""
+    import pandas as pd
+
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    table[column] = value
+    table.to_csv(path, sep="\t", index=False)
+
+
+def test_fmri_decoding_is_planned_from_the_jobs_own_check(defaults, tmp_path):
+    facts = make_ds000117_like(tmp_path / "bids", seed=0, fmriprep=True, n_volumes=40)
+    prep = str(tmp_path / "bids" / "derivatives" / "fmriprep")
+    config = _with(
+        defaults,
+        dataset={"source": "fmriprep", "bids_root": str(facts["root"]), "fmriprep_dir": prep},
+    )
+    # the rest row (func/i999.bmp, once per run) is the most-presented stimulus: `test:
+    # auto` holds out it alone, and identification needs 2 test stimuli
+    plan = WorkflowPlan(config)
+    assert not plan.decoding_fmri_enabled and "decoding_fmri" not in plan.versions
+    (note,) = [n for n in plan.notes if n.startswith("decoding_fmri")]
+    assert "no subject has stimuli to identify" in note
+    assert "sub-01 (identification: 1 test and" in note and "2 of each are needed" in note
+    # without the rest rows every image is shown twice: a fifth of them are held out
+    images = {"stimulus_events": {"exclude": {"stim_type": ["n/a"]}}}
+    kept = WorkflowPlan(_with(config, dataset={**config["dataset"], **images}))
+    assert kept.decoding_fmri_enabled
+    assert not any(n.startswith("decoding_fmri") for n in kept.notes)
+
+
+def test_single_condition_eeg_plans_no_decoding(defaults, tmp_path):
+    from dataset_shapes import make_single_condition_eeg
+
+    make_single_condition_eeg(tmp_path / "bids", seed=1, n_events=12)
+    plan = WorkflowPlan(_bids(defaults, tmp_path / "bids"))
+    assert not plan.decoding_enabled and not plan.decoding_cross_subject_enabled
+    assert plan.decoding_stores() == [] and plan.decoding_subjects == []
+    (note,) = [n for n in plan.notes if n.startswith("decoding")]
+    assert note.startswith("decoding: skipped, no decoding analysis applies (classification:")
+    assert "sub-01, sub-02 have fewer than 2 classes of `condition`" in note
+    # the summary still runs, and keeps the notes
+    assert plan.has_summary and plan.qc_targets()
+
+
+def test_resting_eeg_is_preprocessed_and_left_out_of_decoding(defaults, tmp_path):
+    from dataset_shapes import make_resting_eeg
+
+    facts = make_resting_eeg(tmp_path / "bids", seed=2, duration=8.0)
+    plan = WorkflowPlan(_bids(defaults, tmp_path / "bids"))
+    keys = [r.key for r in plan.eeg_recordings]
+    assert [r.key for r in plan.resting_recordings] == keys and plan.event_recordings == []
+    assert not plan.decoding_enabled and not plan.decoding_cross_subject_enabled
+    left = [n for n in plan.notes if "lists no event to cut epochs around" in n]
+    assert len(left) == len(facts["subjects"])
+    assert left[0].startswith(f"decoding: {keys[0]} left out, its events table")
+    assert plan.has_summary and plan.qc_targets()
+    assert {str(p) for p in plan.qc_targets()} >= {str(plan.qc_store("eeg", k)) for k in keys}
+
+
+def test_brainvision_without_events_or_markers_is_left_out_of_decoding(defaults, tmp_path):
+    from dataset_shapes.eeg_inputs import make_eeg_inputs
+
+    make_eeg_inputs(tmp_path / "bids", seed=0, n_epochs=10, duration=6.0)
+    plan = WorkflowPlan(_bids(defaults, tmp_path / "bids"))
+    vhdr = tmp_path / "bids" / "sub-02" / "eeg" / "sub-02_task-rest_eeg.vhdr"
+    assert [r.key for r in plan.resting_recordings] == ["sub-02_task-rest"]
+    assert plan.decoding_enabled and plan.decoding_subjects == ["01"]
+    assert (
+        "decoding: sub-02_task-rest left out, it has no events table and the markers of "
+        f"{vhdr} hold no event to cut epochs around"
+    ) in "\n".join(plan.notes)
+    assert any(n.startswith("decoding: sub-02 left out, no decoding analysis") for n in plan.notes)
+    # the cross-subject job reads no epochs of a resting recording: one subject is left
+    assert not plan.decoding_cross_subject_enabled
+    assert any(
+        "leave-one-subject-out needs 2+ EEG subjects, got sub-01 with events" in n
+        for n in plan.notes
+    )
+    assert {str(p) for p in plan.qc_targets()} >= {
+        str(plan.qc_store("eeg", k)) for k in ("sub-01_task-faces", "sub-02_task-rest")
+    }
+
+
+def test_markers_hold_no_event_asks_the_job_s_event_search(defaults, tmp_path):
+    from dataset_shapes import make_resting_eeg, make_single_condition_eeg
+
+    from neuroflow.workflow.applicability import markers_hold_no_event
+
+    prep = defaults["preprocess_eeg"]
+    make_resting_eeg(tmp_path / "rest", seed=0, n_subjects=1, duration=6.0, events=False)
+    (rest,) = WorkflowPlan(_bids(defaults, tmp_path / "rest")).eeg_recordings
+    assert rest.events is None and markers_hold_no_event(rest, prep)
+    # events could come from a stim channel, or are found by another source: the job decides
+    assert not markers_hold_no_event(rest, {**prep, "stim_channel": "STI"})
+    assert not markers_hold_no_event(rest, {**prep, "event_source": "stim_channel"})
+    lines = rest.channels.read_text().splitlines()
+    lines[1] = lines[1].replace("\tEEG\t", "\tTRIG\t")  # a trigger channel
+    rest.channels.write_text("\n".join(lines) + "\n")
+    assert not markers_hold_no_event(rest, prep)
+    # markers that are events (photic flashes), the events table moved away
+    facts = make_single_condition_eeg(tmp_path / "photic", seed=0, n_subjects=1, n_events=6)
+    for path in (tmp_path / "photic").rglob("*_events.tsv"):
+        path.unlink()
+    (flashes,) = WorkflowPlan(_bids(defaults, tmp_path / "photic")).eeg_recordings
+    assert flashes.events is None and facts["subjects"] == ["01"]
+    assert not markers_hold_no_event(flashes, prep)
+
+
+def test_a_subject_without_classes_is_left_out_of_decoding(defaults, tmp_path):
+    facts = make_eeg_only(tmp_path / "bids", seed=0, n_events=20)
+    root = tmp_path / "bids"
+    full = WorkflowPlan(_bids(defaults, root))
+    assert full.decoding_subjects == ["01", "02"]
+    assert "decoding_subjects" not in full.scope.selection  # versions as before
+    for rec in facts["recordings"]:
+        if rec["subject"] == "02":
+            _rewrite_events(rec["events"], "trial_type", "standard")
+    plan = WorkflowPlan(_bids(defaults, root))
+    assert plan.decoding_enabled and plan.decoding_subjects == ["01"]
+    assert plan.scope.selection["decoding_subjects"] == ["01"]
+    assert plan.versions["decoding"] != full.versions["decoding"]
+    assert any(
+        n.startswith("decoding: sub-02 left out, no decoding analysis applies (classification:")
+        for n in plan.notes
+    )
+    # one class left in common: nothing to decode across subjects
+    assert not plan.decoding_cross_subject_enabled
+    (note,) = [n for n in plan.notes if n.startswith("decoding_cross_subject")]
+    assert "gives 1 class(es) that every held-out unit has (standard)" in note
+
+
+def test_plan_and_job_share_the_decoding_checks():
+    import numpy as np
+
+    from neuroflow.decoding.cross_subject_stage import shared_classes
+    from neuroflow.decoding.inputs import SubjectEpochs
+    from neuroflow.decoding.stage import _applicable_parts, applicable_parts, resolve_config
+
+    rng = np.random.default_rng(0)
+    stim = np.array([f"s{i % 7}" for i in range(23)])
+    cond = np.where(rng.random(23) < 0.5, "a", "b")
+    epochs = SubjectEpochs(
+        subject="03",
+        data=np.zeros((23, 2, 5), np.float32),
+        times=np.linspace(0, 0.4, 5),
+        channels=np.array(["Cz", "Pz"]),
+        stimulus=stim,
+        condition=cond,
+        session=np.zeros(23, dtype=str),
+        sources=[Path("x_epo.zarr")],
+    )
+    cfg = resolve_config({})
+    for features in ({}, {"f": "f.zarr"}):
+        job = _applicable_parts([epochs], features, cfg)
+        plan = applicable_parts({"03": (cond, stim)}, has_features=bool(features), config=cfg)
+        assert job == plan
+    one = applicable_parts({"03": (["a"] * 4, ["x", "y", "x", "y"])}, has_features=True, config=cfg)
+    assert one["classification"] == "sub-03 have fewer than 2 classes of `condition`"
+    assert one["features"] == "sub-03 show fewer than 3 distinct stimuli"
+    assert one["identification"].startswith("sub-03 has 1 test and 1 training stimuli")
+    assert shared_classes([["a", "b", "c"], ["b", "c"], ("c", "b", "d")]) == (
+        ["b", "c"],
+        ["a", "d"],
+    )
+    assert shared_classes([]) == ([], [])
+
+
+def test_fmri_decoding_checks_name_what_is_missing():
+    import pandas as pd
+
+    from neuroflow.decoding.fmri import concepts_unavailable, fmri_identification_unavailable
+
+    # one stimulus shown more than the others is held out alone
+    rest = ["rest"] * 4 + [f"img{i}" for i in range(9) for _ in range(2)]
+    assert fmri_identification_unavailable(rest) == (
+        "1 test and 9 training stimuli (2 of each are needed)"
+    )
+    assert fmri_identification_unavailable([f"img{i}" for i in range(9) for _ in range(2)]) is None
+    table = pd.DataFrame(
+        {"stimulus": ["a", "b", "c", "d", "e"], "concept": ["dog", "dog", "cat", "dog", "cat"]}
+    )
+    assert concepts_unavailable(["x", "y"], table, min_count=1).startswith(
+        "none of its 2 decoded stimuli (e.g. ['x', 'y']) is in the annotation table"
+    )
+    assert concepts_unavailable(list("abcde"), table, min_count=3) == (
+        "no concept has 3+ positive and negative stimuli among 5"
+    )
+    assert concepts_unavailable(list("abcde"), table, min_count=2) is None

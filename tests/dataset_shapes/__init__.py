@@ -31,6 +31,10 @@ generator                  shape
 :func:`make_roi_geometry`  single-trial betas of three subjects whose five ROIs mix three
                            stimulus geometries (one of them the image statistics), with
                            the planted ROI x ROI pattern
+:func:`make_single_condition_eeg`  clinical BrainVision EEG whose events are all of one
+                           type (photic flashes), no ``stim_file``
+:func:`make_resting_eeg`   resting-state BrainVision EEG: no markers, an events table with
+                           its header only (or none), an occipital alpha rhythm
 =========================  ==============================================================
 
 All are deterministic per seed, write well under 20 MB and take a few seconds.
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 from .algonauts_like import make_algonauts_like
 from .ds000117_like import make_ds000117_like
+from .eeg_clinical import make_resting_eeg, make_single_condition_eeg
 from .eeg_only import make_eeg_only, show_images
 from .event_related import make_event_related
 from .fmri_movie import make_fmri_movie
@@ -53,6 +58,8 @@ __all__ = [
     "make_event_related",
     "make_fmri_movie",
     "make_nsd_like",
+    "make_resting_eeg",
     "make_roi_geometry",
+    "make_single_condition_eeg",
     "show_images",
 ]

@@ -80,6 +80,7 @@ def make_algonauts_like(
     shot_duration: tuple[float, float] = (2.0, 6.0),
     snr: float = 1.0,
     image_size: int = 48,
+    n_subjects: int = 2,
 ) -> dict[str, Any]:
     """Write an Algonauts-like dataset of parcel time series (2 subjects x 4 runs).
 
@@ -99,6 +100,8 @@ def make_algonauts_like(
         Median per-parcel SNR (variance ratio) of the visual parcels.
     image_size : int
         Side of the PNG shots (pixels).
+    n_subjects : int
+        1 or 2; each subject's data do not depend on how many there are.
 
     Returns
     -------
@@ -115,8 +118,10 @@ def make_algonauts_like(
     """
     import h5py
 
+    if n_subjects not in (1, 2):
+        raise ValueError(f"`n_subjects` must be 1 or 2, got {n_subjects!r} instead.")
     root = prepare_root(root)
-    subjects = ["01", "02"]
+    subjects = ["01", "02"][:n_subjects]
     runs = ["1", "2", "3", "4"]
     run_movies = {"1": 1, "2": 2, "3": 3, "4": 3}
     names = parcel_names()

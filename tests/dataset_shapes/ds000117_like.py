@@ -272,11 +272,16 @@ def _meg_events(
     return onsets, rows
 
 
-def _eeg_components(trials: list[tuple[str, int, int]], face_uv: float) -> list[dict]:
+def _eeg_components(
+    trials: list[tuple[str, int, int]], face_uv: float, drive: dict[str, float] | None = None
+) -> list[dict]:
     n = len(trials)
     face = np.array([cat != "S" for cat, _, _ in trials])
+    p1 = np.full(n, 3.0)
+    if drive is not None:  # the image statistics modulate the P1
+        p1 = p1 + np.array([drive[_name(cat, num)] for cat, num, _ in trials])
     return [
-        component(("O1", "Oz", "O2"), 0.1, 0.02, np.full(n, 3.0)),
+        component(("O1", "Oz", "O2"), 0.1, 0.02, p1),
         component(
             N170_CENTRES, N170_LATENCY, 0.025, -face_uv * np.where(face, 1.0, 0.3), radius=0.05
         ),
@@ -552,6 +557,9 @@ def make_ds000117_like(
     face_uv: float = 8.0,
     fmri_snr: float = 1.0,
     image_size: int = 64,
+    n_fmri_runs: int = 4,
+    eeg_feature_uv: float = 0.0,
+    n_subjects: int = 2,
 ) -> dict[str, Any]:
     """Write a ds000117-shaped dataset: fMRI and EEG sessions of a face task.
 
@@ -584,11 +592,19 @@ def make_ds000117_like(
         Median per-voxel SNR (variance ratio) in both fMRI blobs.
     image_size : int
         Side of the BMP images (pixels).
+    n_fmri_runs : int
+        fMRI runs per subject (2 to 4; the real study has 9).
+    eeg_feature_uv : float
+        µV added to the EEG P1 (0.1 s, O1/Oz/O2) per SD of the image's statistics drive:
+        its z-scored luminance mean plus z-scored luminance SD (over the EEG images),
+        divided by sqrt(2); 0 (default) leaves every P1 at 3 µV.
+    n_subjects : int
+        1 or 2; each subject's data do not depend on how many there are.
 
     Returns
     -------
     facts : dict
-        ``root``, ``task``, ``subjects``, ``sessions``, ``fmri_runs`` (``"01"``-``"04"``),
+        ``root``, ``task``, ``subjects``, ``sessions``, ``fmri_runs`` (``"01"`` on),
         ``eeg_runs``, ``tr``, ``tr_sidecar``, ``n_volumes``, ``grid_shape``, ``affine``,
         ``bold`` / ``fmri_events`` (keyed by ``(subject, run)``), ``eeg`` (keyed by
         ``(subject, run)``: ``path``, ``events``, ``channels``, ``sidecar``,
@@ -603,16 +619,21 @@ def make_ds000117_like(
         ``(subject, run)``, ``space``, ``grid_shape``, ``affine``,
         ``non_steady_state``) and ``meg`` (keyed by subject).
     """
+    if n_subjects not in (1, 2):
+        raise ValueError(f"`n_subjects` must be 1 or 2, got {n_subjects!r} instead.")
     root = prepare_root(root)
-    subjects = ["01", "02"]
-    fmri_runs = ["01", "02", "03", "04"]
+    subjects = ["01", "02"][:n_subjects]
+    if not 2 <= n_fmri_runs <= 4:
+        raise ValueError(f"`n_fmri_runs` must be 2, 3 or 4, got {n_fmri_runs!r} instead.")
+    fmri_runs = ["01", "02", "03", "04"][:n_fmri_runs]
     eeg_runs = ["01", "02"]
     tr = 2.0
     n_pool = fmri_per_run * len(fmri_runs)
     n_meg = eeg_per_run * len(eeg_runs)
     if n_meg > n_pool:
         raise ValueError(
-            f"`eeg_per_run` x 2 ({n_meg}) must not exceed `fmri_per_run` x 4 ({n_pool})."
+            f"`eeg_per_run` x 2 ({n_meg}) must not exceed `fmri_per_run` x `n_fmri_runs` "
+            f"({n_pool})."
         )
 
     # ---- top level
@@ -623,7 +644,11 @@ def make_ds000117_like(
     )
     write_tsv(
         root / "participants.tsv",
-        {"participant_id": [f"sub-{s}" for s in subjects], "age": [31, 25], "sex": ["M", "F"]},
+        {
+            "participant_id": [f"sub-{s}" for s in subjects],
+            "age": [31, 25][:n_subjects],
+            "sex": ["M", "F"][:n_subjects],
+        },
     )
     write_json(
         root / f"task-{TASK}_bold.json",
@@ -664,6 +689,7 @@ def make_ds000117_like(
         _write_bmp(stim_dir / "func" / name, img)
     _write_bmp(stim_dir / "func" / "i999.bmp", _rest_image(image_size))
     meg_files = []
+    meg_images: dict[str, np.ndarray] = {}
     for cat in CATEGORIES:
         for num in meg_numbers[cat]:
             name = _name(cat, num)
@@ -672,6 +698,10 @@ def make_ds000117_like(
                 img = _finish(rng_meg, _scramble(rng_meg, raw_images[name]))
             _write_bmp(stim_dir / "meg" / name, img)
             meg_files.append(f"meg/{name}")
+            meg_images[name] = img
+    # the statistics drive of every EEG image (used when eeg_feature_uv is set)
+    meg_z = standardise(image_features(np.stack(list(meg_images.values()))))
+    drive = dict(zip(meg_images, eeg_feature_uv * meg_z.sum(axis=1) / np.sqrt(2), strict=True))
     func_files = [f"func/{n}" for n in faces] + [REST_STIM]
     feats_raw = image_features(np.stack(list(faces.values())))
     feats = dict(zip(faces, standardise(feats_raw), strict=True))
@@ -770,7 +800,7 @@ def make_ds000117_like(
                 sfreq=eeg_sfreq,
                 n_times=n_times,
                 onsets=onsets,
-                components=_eeg_components(trials, face_uv),
+                components=_eeg_components(trials, face_uv, drive if eeg_feature_uv else None),
                 noise_uv=6.0,
                 line_freq=LINE_FREQ,
             )
@@ -857,6 +887,10 @@ def make_ds000117_like(
             "n170_channels": list(N170_CENTRES),
             "face_uv": face_uv,
             "scrambled_fraction": 0.3,
+            "p1_latency": 0.1,
+            "p1_channels": ["O1", "Oz", "O2"],
+            "eeg_feature_uv": eeg_feature_uv,
+            "eeg_feature_drive": {f"meg/{n}": float(v) for n, v in drive.items()},
         },
     }
     if fmriprep:

@@ -758,6 +758,36 @@ def test_algonauts_visual_parcels(algonauts):
         assert np.median(retest[vis]) > 0.25 and abs(np.median(retest[other])) < 0.1
 
 
+def test_ds000117_one_subject_is_the_first_of_two(tmp_path):
+    sizes = {"n_volumes": 20, "n_fmri_runs": 2, "fmri_per_run": 2, "eeg_per_run": 2}
+    one = make_ds000117_like(tmp_path / "one", seed=0, n_subjects=1, **sizes)
+    two = make_ds000117_like(tmp_path / "two", seed=0, **sizes)
+    assert one["subjects"] == ["01"] and two["subjects"] == ["01", "02"]
+    participants = pd.read_csv(tmp_path / "one" / "participants.tsv", sep="\t")
+    assert list(participants["participant_id"]) == ["sub-01"]
+    assert not (tmp_path / "one" / "sub-02").exists()
+    for name in ("bold", "eeg"):
+        assert set(one[name]) == {k for k in two[name] if k[0] == "01"}
+    for key, path in one["bold"].items():
+        assert digest(path) == digest(two["bold"][key])
+    for key, facts in one["eeg"].items():
+        assert digest(facts["path"]) == digest(two["eeg"][key]["path"])
+    with pytest.raises(ValueError, match=r"`n_subjects` must be 1 or 2, got 0 instead"):
+        make_ds000117_like(tmp_path / "none", seed=0, n_subjects=0)
+
+
+def test_algonauts_one_subject_is_the_first_of_two(algonauts, tmp_path):
+    import h5py
+
+    one = make_algonauts_like(tmp_path / "one", seed=0, n_subjects=1)
+    assert one["subjects"] == ["01"] and not (tmp_path / "one" / "sub-02").exists()
+    with h5py.File(one["timeseries"]["01"]) as f, h5py.File(algonauts["timeseries"]["01"]) as g:
+        for name in g:
+            np.testing.assert_array_equal(f[name][:], g[name][:])
+    with pytest.raises(ValueError, match=r"`n_subjects` must be 1 or 2, got 3 instead"):
+        make_algonauts_like(tmp_path / "three", seed=0, n_subjects=3)
+
+
 # --------------------------------------------------------------------------------------
 # 6. Event-related fMRIPrep derivatives
 

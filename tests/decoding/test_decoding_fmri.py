@@ -28,7 +28,11 @@ def test_planted_map_is_identified(rng):
     top1, top5, rank = res["metrics"][0]
     assert res["decoders"] == ["ridge"] and res["n_test"] == 9
     assert top1 > 0.6 and top5 == 1.0 and rank < 2.0
-    assert res["p"][0, 0] < 0.01 and res["chance"][0] == pytest.approx(1 / 9)
+    assert res["chance"][0] == pytest.approx(1 / 9)
+    # 9 test stimuli in a row: 8 rotations and 9 reflections of their order, the
+    # smallest p is 1 / 18; the null's other rows are NaN
+    assert res["p"][0, 0] == pytest.approx(1 / 18)
+    assert np.isfinite(res["null"][0, :, 2]).sum() == 17 and np.isnan(res["null"][0, 17:]).all()
     # features unrelated to the responses: chance
     shuffled = rng.permutation(F)
     res = identify_stimuli(X, stim, shuffled, test, top_k=[1, 20], n_permutations=200, **kw)
@@ -37,7 +41,7 @@ def test_planted_map_is_identified(rng):
 
 
 def test_stage_per_roi(tmp_path, rng):
-    X, stim, F, _ = _world(rng, n_vox=20)
+    X, stim, F, _ = _world(rng, n_vox=20, n_test=12)  # 12 in a row: p down to 1 / 24
     X[:, 10:] = rng.standard_normal((len(stim), 10))  # the second ROI carries nothing
     betas = xr.Dataset(
         {"betas": (("trial", "voxel"), X.astype(np.float32))},
@@ -322,7 +326,7 @@ def test_session_splits_hold_out_session_and_stimulus():
         session_splits(stimuli, sessions[:3])
 
 
-def _session_trials(tmp_path, rng, n_train=(41, 37), n_test=9, n_rep=4, n_vox=(12, 9)):
+def _session_trials(tmp_path, rng, n_train=(41, 37), n_test=12, n_rep=4, n_vox=(12, 9)):
     """A single-trial store of two sessions: ROI ``v1`` maps each stimulus's features
     (with a session offset and scale), ROI ``other`` is noise; the test stimuli are
     shown ``n_rep`` times across both sessions, the others once."""
@@ -379,8 +383,8 @@ def test_leave_one_session_out_on_single_trials(tmp_path, rng):
     assert ds["identification_session"].dims == (
         "subject", "session", "roi", "feature_space", "decoder", "metric"
     )  # fmt: skip
-    assert list(ds["n_test_stimuli_session"].sel(subject="05").values) == [9, 9]
-    assert int(ds["n_test_stimuli"].sel(subject="05")) == 18
+    assert list(ds["n_test_stimuli_session"].sel(subject="05").values) == [12, 12]
+    assert int(ds["n_test_stimuli"].sel(subject="05")) == 24
     sessions = ds["identification_session"].sel(subject="05", decoder="ridge")
     # the subject's score is the mean of its held-out sessions' scores
     np.testing.assert_allclose(
@@ -388,7 +392,9 @@ def test_leave_one_session_out_on_single_trials(tmp_path, rng):
     )
     p = ds["identification_session_p"].sel(subject="05", decoder="ridge", metric="mean_rank")
     assert (p.sel(roi="v1") < 0.05).all(), p.values
-    assert (ds["identification_p"].sel(roi="v1", metric="mean_rank") < 0.02).all()  # 1 / 100
+    # the smallest p: 23 rotations and reflections of 12 test stimuli in a row
+    p_mean = ds["identification_p"].sel(roi="v1", metric="mean_rank")
+    np.testing.assert_allclose(p_mean, 1 / 24)
     assert (ds["identification_p"].sel(roi="other", metric="mean_rank") > 0.05).all()
     rank = sessions.sel(roi="v1", metric="mean_rank", feature_space="planted")
     chance = ds["identification_chance"].sel(roi="v1", metric="mean_rank").max()
@@ -425,3 +431,51 @@ def test_leave_one_session_out_on_runs_and_without_sessions(tmp_path, rng, caplo
     p = ds["identification_session_p"].sel(subject="03", roi="sig", metric="top1")
     assert (p < 0.05).all(), p.values
     assert (ds["identification_p"].sel(roi="noise", metric="top1") > 0.05).all()
+
+
+def test_group_rows_of_identification_and_concepts(rng):
+    """Group means per ROI, with a one-sided t-test of the subjects' scores beyond chance."""
+    from scipy.stats import ttest_1samp
+
+    from neuroflow.decoding.summary import fmri_decoding_rows, group_t_test
+
+    subjects, rois, metrics = ["01", "02", "03", "04"], ["v1", "all"], ["top1", "mean_rank"]
+    ident = rng.uniform(0.1, 0.5, (4, 2, 1, 1, 2))
+    ident[1, 0] = np.nan  # a region subject 02 lacks
+    chance = np.broadcast_to([0.1, 10.5], (4, 2, 1, 2)).copy()
+    auc = 0.5 + 0.05 * rng.standard_normal((4, 2))
+    ds = xr.Dataset(
+        {
+            "identification": (("subject", "roi", "feature_space", "decoder", "metric"), ident),
+            "identification_p": (("subject", "roi", "feature_space", "decoder", "metric"), ident),
+            "identification_chance": (("subject", "roi", "feature_space", "metric"), chance),
+            "concept_mean_auc": (("subject", "roi"), auc),
+            "concept_mean_auc_p": (("subject", "roi"), auc),
+            "concept_map": (("subject", "roi"), auc - 0.2),
+            "concept_map_p": (("subject", "roi"), auc),
+            "concept_map_chance": (("subject",), np.full(4, 0.3)),
+        },
+        coords={
+            "subject": subjects, "roi": rois, "feature_space": ["vis:late"],
+            "decoder": ["ridge"], "metric": metrics,
+        },
+    )  # fmt: skip
+    rows = fmri_decoding_rows(ds)
+    group = rows[rows["subject"] == "group"].set_index(["analysis", "roi", "metric"])
+    assert (group["statistic"] == "mean").all() and len(group) == 2 * 2 + 2 * 2
+    top1 = group.loc[("identification_fmri", "v1", "top1")]
+    values = ident[[0, 2, 3], 0, 0, 0, 0]
+    assert top1["n_subjects"] == 3 and top1["value"] == pytest.approx(values.mean())
+    assert top1["chance"] == pytest.approx(0.1)
+    expected = ttest_1samp(values - 0.1, 0.0, alternative="greater").pvalue
+    assert top1["p_value"] == pytest.approx(expected)
+    rank = group.loc[("identification_fmri", "all", "mean_rank")]  # lower is better
+    expected = ttest_1samp(10.5 - ident[:, 1, 0, 0, 1], 0.0, alternative="greater").pvalue
+    assert rank["n_subjects"] == 4 and rank["p_value"] == pytest.approx(expected)
+    assert rank["p_value"] < 1e-4  # mean ranks far below chance are far better
+    auc_row = group.loc[("concept_decoding_fmri", "v1", "mean_auc")]
+    expected = ttest_1samp(auc[:, 0] - 0.5, 0.0, alternative="greater").pvalue
+    assert auc_row["chance"] == 0.5 and auc_row["p_value"] == pytest.approx(expected)
+    assert np.isnan(group.loc[("concept_decoding_fmri", "v1", "mean_average_precision")]["p_value"])
+    assert np.isnan(group_t_test(np.array([0.2, np.nan])))  # one subject: no test
+    assert np.isnan(group_t_test(np.array([0.2, 0.2, 0.2])))  # no spread: no test

@@ -395,6 +395,11 @@ def test_rsa_fmri_bootstrap_and_subject_baseline(tmp_path, rng):
     assert set(boot["metric"]) == {"spearman"} and len(boot) == 2
     base = rows[rows["statistic"] == "baseline_difference"]
     assert len(base) == 2 * 3 and base["p_value"].between(0, 1).all()
+    mean = rows[(rows["subject"] == "group") & (rows["statistic"] == "mean")]
+    assert len(mean) == 2 * 3 * ds.sizes["comparison"] and (mean["n_subjects"] == 3).all()
+    first = mean.iloc[0]
+    sel = {"layer": "visual", "roi": first["roi"], "comparison": first["metric"]}
+    assert first["value"] == pytest.approx(float(ds["model_similarity"].sel(sel).mean()))
     with pytest.raises(ValueError, match=r"`rsa.bootstrap.over` must be one of auto, none"):
         rsa_fmri(
             runs=runs,

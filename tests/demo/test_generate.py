@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from neuroflow.demo import demo_layout, generate_demo_dataset, load_ground_truth
 from neuroflow.demo.eeg import _montage
+from neuroflow.demo.generate import foreign_files
 
 SMALL = {
     "seed": 3,
@@ -195,3 +197,36 @@ def test_deterministic(small, tmp_path):
     h_other, h_root = _hashes(other), _hashes(root)
     bold = "sub-01/func/sub-01_task-movie_run-1_bold.nii.gz"
     assert h_other[bold] != h_root[bold]
+
+
+def test_files_the_demo_did_not_write_are_found(small, tmp_path, capsys):
+    """The marker lists what the demo wrote; anything else stops `neuroflow demo-data`."""
+    from neuroflow.cli import main
+
+    root, _ = small
+    copy = tmp_path / "bids"
+    shutil.copytree(root, copy)
+    marker = json.loads((copy / ".neuroflow.json").read_text())
+    layout = demo_layout(SMALL, root)
+    assert marker["files"] == sorted(p.relative_to(root).as_posix() for p in layout.files)
+    assert foreign_files(copy) == [] and foreign_files(tmp_path / "missing") == []
+    (copy / "keep.txt").write_text("mine")
+    (copy / "derivatives" / "mine").mkdir(parents=True)
+    (copy / "derivatives" / "mine" / "notes.tsv").write_text("a\tb\n")
+    (copy / "derivatives" / "empty").mkdir()
+    mine = [copy / "derivatives" / "empty", copy / "derivatives" / "mine" / "notes.tsv"]
+    mine.append(copy / "keep.txt")
+    assert foreign_files(copy) == mine
+    assert main(["demo-data", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert f"{copy} already holds files that neuroflow did not write (3: " in err
+    assert "derivatives/mine/notes.tsv, keep.txt); generating the demo there" in err
+    assert "--force" in err and (copy / "keep.txt").read_text() == "mine"
+    assert (copy / "derivatives" / "mine" / "notes.tsv").is_file()
+    # a marker written before it listed the files: the layout of its config decides
+    marker.pop("files")
+    (copy / ".neuroflow.json").write_text(json.dumps({**marker, "config": SMALL}))
+    assert foreign_files(copy) == mine
+    # the record of another stage is no demo marker: everything there is foreign
+    (copy / ".neuroflow.json").write_text(json.dumps({"stage": "encoding/visual"}))
+    assert len(foreign_files(copy)) == len(layout.files) + len(mine)

@@ -81,10 +81,27 @@ def test_planted_latency_recovered(tmp_path, rng):
         assert ds[name].dims == ("channel", "latency"), name
     assert ds["r_course"].dims == ds["cv_course"].dims == ("latency",)
     sizes = {"stimulus": 9, "repeat": 3, "channel": 7, "latency": 61}
-    # and the fitted model's dims (design columns, input features, one variant)
-    assert ds.sizes == {**sizes, "design": 8, "input": 8, "variant": 1}
+    # the fitted model's dims (design columns, input features, one variant) and the
+    # inference's (clusters, permutations, bootstrap resamplings, interval bounds)
+    n_clusters = ds.sizes["cluster"]
+    assert ds.sizes == {
+        **sizes,
+        "design": 8,
+        "input": 8,
+        "variant": 1,
+        "cluster": n_clusters,
+        "permutation": 200,
+        "bootstrap": 1000,
+        "bound": 2,
+    }
     assert "target" not in ds.dims and "target" not in ds.coords
-    assert set(ds.indexes) == {*sizes, "variant"}
+    assert set(ds.indexes) == {*sizes, "variant", "bound"}
+    # 90 images shown once and 9 shown 3 times: the design's test set is held out
+    assert ds.attrs["test_design"] == "held-out" and ds.attrs["n_outer_folds"] == 0
+    assert n_clusters >= 1 and ds.attrs["peak_significant"]
+    # the interval over resamplings of the 9 test images holds the planted latency
+    lower, upper = ds["peak_latency_ci"].values
+    assert lower <= 0.1 <= upper
     assert ds["latency"].attrs["units"] == "s"
     np.testing.assert_allclose(ds["latency"].values, np.arange(-0.1, 0.5 + 1e-9, 1 / SFREQ))
     assert list(ds["channel"].values) == [f"E{i}" for i in range(7)]

@@ -14,6 +14,7 @@ from neuroflow.encoding.trials import (
     parse_trial_cv,
     presentation_index,
     select_trial_test_stimuli,
+    split_note,
     stimulus_splits,
 )
 from neuroflow.evaluation import evaluate_model
@@ -240,6 +241,70 @@ def test_every_stimulus_repeated_holds_out_a_fifth(caplog) -> None:
     assert select_trial_test_stimuli(ids * 2, "repeated") == test
     # a few images shown more often than the others: those, as for EEG test images
     assert select_trial_test_stimuli(ids * 2 + ids[:7], "repeated") == ids[:7]
+
+
+def test_auto_split_trains_on_most_stimuli_and_notes_a_lopsided_split(
+    tmp_path: Path, rng, caplog
+) -> None:
+    # 13 stimuli shown once, 179 twice: `repeated` would train on 13 and test on 179
+    ids = [f"img{i:03d}" for i in range(192)]
+    trials = ids + ids[13:]
+    test = select_trial_test_stimuli(trials, "auto", fraction=0.2, seed=3)
+    assert len(test) == round(0.2 * 179) and set(test) <= set(ids[13:])
+    assert select_trial_test_stimuli(trials, "auto", fraction=0.2, seed=3) == test
+    assert select_trial_test_stimuli(trials, "auto", fraction=0.2, seed=4) != test
+    assert split_note(192 - len(test), len(test), "auto") is None
+    assert split_note(13, 179, "repeated") == (
+        "trains on 13 stimuli and tests on 179 (trial_split.test: repeated); "
+        "trial_split.test: auto holds out a fraction (trial_split.test_fraction) of the "
+        "repeated stimuli instead"
+    )
+    with pytest.raises(ValueError, match=r"`trial_split\.test_fraction` must be a number in"):
+        select_trial_test_stimuli(trials, "auto", fraction=1.5)
+    with pytest.raises(ValueError, match=r"`trial_split\.test` must be 'auto', 'repeated'"):
+        select_trial_test_stimuli(trials, "all")
+
+    # the stage: 30 training stimuli shown twice, 9 test stimuli three times, 11 once
+    world = _world(rng, noise=0.1, bands=("low",), train_repeats=30)
+    betas, feats = _inputs(tmp_path, world, ("low",))
+    with caplog.at_level("WARNING"):
+        lopsided = _fit(betas, feats, tmp_path / "rep.zarr")
+    assert lopsided.attrs["n_test_stimuli"] == 39 and lopsided.attrs["n_train_stimuli"] == 11
+    assert lopsided.attrs["split_note"].startswith("trains on 11 stimuli and tests on 39")
+    assert "trains on 11 stimuli and tests on 39" in caplog.text
+    # the default (auto) holds out the stimuli shown most often, as THINGS' test images
+    ds = _fit(betas, feats, tmp_path / "auto.zarr", trial_split={"cv": {"grouped_kfold": 4}})
+    assert ds.attrs["test_selection"] == "auto" and ds.attrs["split_note"] == ""
+    assert sorted(ds["stimulus"].values.tolist()) == world["test_ids"]
+    assert ds.attrs["n_train_stimuli"] == N_TRAIN
+    # onset and run of every test presentation, for the noise ceiling
+    assert ds["test_onset"].dims == ds["test_run"].dims == ("repeat", "stimulus")
+    trials = np.asarray(world["trials"])
+    for k, stim in enumerate(ds["stimulus"].values):
+        where = np.flatnonzero(trials == stim)
+        np.testing.assert_array_equal(ds["test_onset"].values[:, k], where * 4.0)
+        assert ds["test_run"].values[:, k].tolist() == [str(1 + t % 3) for t in where]
+    # the evaluation pairs repeats by their onsets: same run and 4 s apart are too close
+    enc = xr.open_zarr(tmp_path / "auto.zarr").load()
+    enc["test_run"][:] = "1"
+    enc["test_onset"][1] = enc["test_onset"][0] + 4.0
+    enc["test_onset"][2] = enc["test_onset"][0] + 400.0
+    write_dataset(enc.drop_encoding(), tmp_path / "close.zarr", provenance=PROV)
+    config = {"permutation": {"n_permutations": 20}}
+    sc = xr.open_zarr(
+        evaluate_model(
+            prediction=tmp_path / "close.zarr",
+            output=tmp_path / "scores.zarr",
+            config=config,
+            provenance=PROV,
+        )
+    )
+    assert sc.attrs["noise_ceiling_min_separation_s"] == 12.0
+    # only the halving {2} | {0, 1} keeps repeats 0 and 1 (4 s apart) on one side
+    assert sc.attrs["noise_ceiling_n_samples"] == 9
+    assert "up to 9 per halving" in sc.attrs["noise_ceiling_notes"][0]
+    assert sc["exceeds_ceiling"].dtype == bool
+    assert {"noise_ceiling_r_low", "noise_ceiling_r_high"} <= set(sc.data_vars)
 
 
 def test_errors(tmp_path: Path, rng) -> None:

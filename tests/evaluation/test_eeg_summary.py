@@ -11,7 +11,12 @@ import xarray as xr
 from figure_helpers import assert_png
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows, r_time_course
+from neuroflow.evaluation.eeg_summary import (
+    eeg_encoding_figures,
+    eeg_encoding_rows,
+    peak_time_course,
+    r_time_course,
+)
 from neuroflow.evaluation.report import summarize_all
 from neuroflow.evaluation.summary import ENCODING_METRICS, TABLE_COLUMNS
 
@@ -111,7 +116,9 @@ def test_eeg_encoding_rows_per_channel_and_peak(stores: list[xr.Dataset]) -> Non
     for i, subject in enumerate(("01", "02", "03")):
         latency = peaks.loc[(subject, "effnet", "peak_latency"), "value"]
         assert latency == pytest.approx(0.1 + 0.02 * i, abs=0.021)
-        course = r_time_course(stores[2 * i])
+        # the peak of the largest r over channels (O1 / O2 here)
+        course = peak_time_course(stores[2 * i])
+        np.testing.assert_array_equal(course.values, stores[2 * i]["r"].values.max(0))
         assert peaks.loc[(subject, "effnet", "peak_r"), "value"] == pytest.approx(
             float(course.max()), rel=1e-6
         )
@@ -138,7 +145,7 @@ def test_eeg_encoding_rows_errors(rng: np.random.Generator) -> None:
     ):
         eeg_encoding_rows([flat], [path])
     with pytest.raises(ValueError, match=r"variable `r_course` is missing from the score store"):
-        eeg_encoding_rows([ds.drop_vars("r_course")], [path])
+        r_time_course(ds.drop_vars("r_course"), path)
     with pytest.raises(ValueError, match=r"`r_course` must have dims \('latency',\), got"):
         r_time_course(ds.assign(r_course=ds["r"]), path)
     with pytest.raises(ValueError, match="`paths` must have one entry per store"):

@@ -31,6 +31,16 @@ def test_scores_to_nifti_places_values():
         scores_to_nifti(np.ones(3), ijk, affine=affine, mask_shape=[7, 8])
 
 
+def test_scores_to_nifti_keeps_undefined_scores_undefined_when_asked():
+    ijk = np.array([[1, 2, 3], [6, 7, 8], [0, 0, 0]])
+    img = scores_to_nifti(
+        np.array([0.5, np.nan, 0.0]), ijk, affine=np.eye(4), mask_shape=[7, 8, 9], undefined=np.nan
+    )
+    data = img.get_fdata()
+    assert np.isnan(data[6, 7, 8]) and np.isnan(data).sum() == 1
+    assert data[0, 0, 0] == 0.0 and data[1, 2, 3] == pytest.approx(0.5)
+
+
 @pytest.mark.parametrize("kind", ["glass_brain", "stat_map"])
 def test_brain_map_all_nan(tmp_path, kind):
     img = scores_to_nifti(

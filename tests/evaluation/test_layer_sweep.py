@@ -11,8 +11,10 @@ import xarray as xr
 from neuroflow.evaluation.layer_sweep import (
     ALIGNMENT_COLUMNS,
     LAYER_SWEEP_COLUMNS,
+    N_SELECTION_BOOTSTRAPS,
     SELECTED_LAYER,
     analysis_sweep_table,
+    best_layer_frequencies,
     choose_best_layers,
     encoding_sweep_table,
     metric_agreement,
@@ -374,3 +376,76 @@ def test_summary_without_sweeps_writes_only_the_headers(tmp_path):
         LAYER_SWEEP_COLUMNS
     )
     assert not list(tmp_path.glob("*.png"))
+
+
+# --- selection uncertainty of the best layer --------------------------------------------
+
+
+def test_a_clear_winner_is_chosen_in_nearly_every_resample():
+    rng = np.random.default_rng(1)
+    depth = np.array([0.0, 0.4, 0.7, 1.0])
+    scores = np.array([0.1, 0.2, 0.6, 0.3]) + 0.05 * rng.standard_normal((7, 4))
+    scores[2, 0] = np.nan  # a missing score is left out of the mean
+    frequency, interval = best_layer_frequencies([scores], depth)
+    assert frequency.sum() == pytest.approx(1.0)
+    assert frequency[2] > 0.98
+    np.testing.assert_array_equal(interval, [0.7, 0.7])
+
+
+def test_a_tie_splits_the_selection():
+    rng = np.random.default_rng(2)
+    depth = np.array([0.0, 0.5, 1.0])
+    # layers 0 and 2 tie (equal means over 11 subjects), layer 1 far behind
+    base = 0.3 + 0.1 * rng.standard_normal(11)
+    noise = 0.05 * rng.standard_normal(11)
+    scores = np.stack([base, base - 0.5, base + noise - noise.mean()], axis=1)
+    frequency, interval = best_layer_frequencies([scores], depth)
+    assert 0.3 < frequency[0] < 0.7 and 0.3 < frequency[2] < 0.7, frequency
+    assert frequency[1] == 0
+    np.testing.assert_array_equal(interval, [0.0, 1.0])
+    # resampling each subject's targets: 2 subjects of 40 and 25 targets
+    blocks = [np.array([0.2, 0.2, 0.1]) + 0.3 * rng.standard_normal((n, 3)) for n in (40, 25)]
+    frequency, _ = best_layer_frequencies(blocks, depth, n_bootstraps=400, seed=3)
+    assert frequency[0] > 0.1 and frequency[1] > 0.1, frequency
+    with pytest.raises(ValueError, match=r"`blocks` must hold arrays of shape \(n_units >= 1, 3\)"):
+        best_layer_frequencies([np.ones((4, 2))], depth)
+
+
+def test_the_sweep_tables_carry_the_selection_uncertainty(stores):
+    # 2 subjects: each subject's targets (voxels) are resampled for the encoding sweep
+    table = encoding_sweep_table(stores, SWEEP)
+    group = table[(table["subject"] == "group") & (table["layer"] != SELECTED_LAYER)]
+    assert set(group["selection_resampled"]) == {"targets"}
+    late = group[group["roi"] == "late"]
+    # training scores 0.0, 0.1, 0.4 in every voxel: the last layer always wins
+    np.testing.assert_allclose(late["selection_frequency"], [0, 0, 1])
+    np.testing.assert_allclose(late[["best_depth_lower", "best_depth_upper"]], [[1, 1]] * 3)
+    sums = group.groupby("roi")["selection_frequency"].sum()
+    np.testing.assert_allclose(sums, 1.0)
+    subjects = table[table["subject"] != "group"]
+    assert subjects["selection_frequency"].isna().all()
+    assert subjects["selection_resampled"].isna().all()
+    # 3 subjects: the analysis sweep resamples them
+    values = {
+        "01": {"a": 0.1, "b": 0.5, "last": 0.2},
+        "02": {"a": 0.2, "b": 0.6, "last": 0.3},
+        "03": {"a": 0.3, "b": 0.4, "last": 0.1},
+    }
+    rsa = analysis_sweep_table(_summary(values), {"cnn": ["a", "b", "last"]})
+    rsa = rsa[(rsa["stage"] == "rsa") & (rsa["subject"] == "group") & (rsa["roi"] == "V1")]
+    per_layer = rsa[rsa["layer"] != SELECTED_LAYER]
+    assert per_layer["selection_frequency"].tolist() == [0.0, 1.0, 0.0]
+    assert set(rsa["selection_resampled"]) == {"subjects"}
+    assert rsa["best_depth_lower"].tolist() == [0.5] * len(rsa)
+    # one subject: nothing to resample
+    one = analysis_sweep_table(_summary({"01": values["01"]}), {"cnn": ["a", "b", "last"]})
+    assert one["selection_frequency"].isna().all() and one["selection_resampled"].isna().all()
+
+
+def test_depth_plot_draws_the_interval_of_the_best_depth(stores):
+    table = encoding_sweep_table(stores, SWEEP)
+    ax = plot_layer_sweep(table, stage="evaluation", sweep="cnn", metric="r").axes[0]
+    assert f"over {N_SELECTION_BOOTSTRAPS} resamples of the targets" in ax.get_title()
+    labels = [t.get_text() for t in ax.texts]
+    assert len(labels) == 3 and all(label.endswith("%") for label in labels)
+    assert "100%" in labels  # `late`: the last layer in every resample

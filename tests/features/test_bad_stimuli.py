@@ -1,5 +1,6 @@
 """Damaged or unsupported stimulus files and captions tables fail feature extraction early,
-with the file (and the events row that names it) in the message."""
+with the file (and the events row that names it) in the message; stim_files that lead
+outside the dataset are refused, never read."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ import pytest
 
 from neuroflow.features.extract import extract_features
 from neuroflow.features.stimuli import (
+    escaping_links,
     first_row_naming,
     infer_modality,
+    linked_outside,
     load_stimulus,
     read_captions,
+    resolve_stimulus_files,
+    stim_file_escape,
+    stimulus_roots,
+    stimulus_texts,
 )
 
 
@@ -105,3 +112,113 @@ def test_captions_table_problems(tmp_path):
         read_captions(path)
     with pytest.raises(FileNotFoundError, match=r"Captions table .*missing.tsv does not exist"):
         read_captions(tmp_path / "missing.tsv")
+
+
+# --------------------------------------------------------------------------- containment
+@pytest.mark.parametrize(
+    ("stim", "reason"),
+    [
+        ("faces/f01.png", None),
+        ("f01.png", None),
+        ("faces\\f01.png", None),
+        ("..hidden/f..01.png", None),  # dots inside names are not components
+        ("/elsewhere/outside.png", "an absolute path"),
+        ("\\\\server\\share\\x.png", "an absolute path"),
+        ("C:\\stimuli\\x.png", "an absolute path"),
+        ("c:x.png", "an absolute path"),
+        ("../../../outside.png", "a path with '..'"),
+        ("faces/../f01.png", "a path with '..'"),
+        ("faces\\..\\..\\x.png", "a path with '..'"),
+    ],
+)
+def test_stim_file_escape(stim, reason):
+    assert stim_file_escape(stim) == reason
+
+
+@pytest.fixture
+def outside(tmp_path_factory) -> Path:
+    """An image outside the dataset (in a folder of its own)."""
+    from PIL import Image
+
+    path = tmp_path_factory.mktemp("elsewhere") / "outside.png"
+    Image.fromarray(np.full((9, 8, 3), 200, np.uint8)).save(path)
+    return path
+
+
+@pytest.mark.parametrize("missing", ["error", "skip"])
+def test_stim_files_leaving_the_folder_are_refused(image_stimuli, outside, tmp_path, missing):
+    folder, ids = image_stimuli
+    (tmp_path / "outside.png").write_bytes(outside.read_bytes())  # in the dataset, not stimuli/
+    for stim, reason in (
+        (str(outside), "an absolute path"),
+        ("../outside.png", "a path with '..'"),
+        (f"faces/../../{outside.parent.name}/outside.png", "a path with '..'"),
+    ):
+        with pytest.raises(
+            ValueError,
+            match=rf"stim_file {re.escape(repr(stim))} must be a path relative to the stimuli "
+            rf"folder {re.escape(str(folder))}, got {reason} instead",
+        ):
+            resolve_stimulus_files([ids[0], stim], folder, missing=missing)
+    with pytest.raises(ValueError, match=r"'\.\./outside\.png' must be a path relative to"):
+        load_stimulus("../outside.png", modality="image", stimuli_dir=folder, transforms={})
+
+
+def test_absolute_stim_file_fails_extraction_with_nothing_written(image_stimuli, outside, tmp_path):
+    folder, ids = image_stimuli
+    table = _events(tmp_path / "sub-01_task-x_events.tsv", [ids[0], str(outside), ids[1]])
+    with pytest.raises(ValueError, match=rf"stim_file {re.escape(repr(str(outside)))} must be"):
+        _extract(folder, [table], tmp_path)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_links_leading_outside_the_dataset_are_refused(image_stimuli, outside, tmp_path):
+    folder, ids = image_stimuli
+    (folder / "linked.png").symlink_to(outside)
+    (folder / "elsewhere").symlink_to(outside.parent, target_is_directory=True)
+    for stim in ("linked.png", "old/linked.png", "elsewhere/outside.png"):
+        with pytest.raises(
+            ValueError,
+            match=rf"Stimulus file .* \(stim_file {re.escape(repr(stim))}\) must lie inside the "
+            rf"dataset \({re.escape(str(tmp_path.resolve()))}\), got a link to "
+            rf"{re.escape(str(outside.resolve()))} instead",
+        ):
+            resolve_stimulus_files([ids[0], stim], folder)
+    with pytest.raises(ValueError, match=r"must lie inside the dataset"):
+        load_stimulus("linked.png", modality="image", stimuli_dir=folder, transforms={})
+    (folder / "story.txt").symlink_to(outside.with_name("story.txt"))
+    outside.with_name("story.txt").write_text("a secret")
+    with pytest.raises(ValueError, match=r"stim_file 'story.txt'\) must lie inside the dataset"):
+        stimulus_texts(["story.txt"], stimuli_dir=folder, captions=None)
+    # what the plan sees without resolving every file: the links and the ids behind them
+    assert escaping_links(folder) == {
+        ("linked.png",): outside.resolve(),
+        ("elsewhere",): outside.parent.resolve(),
+        ("story.txt",): outside.with_name("story.txt").resolve(),
+    }
+    assert linked_outside(
+        [ids[0], "linked.png", "old/linked.png", "elsewhere/outside.png", "gone.png"], folder
+    ) == {
+        "linked.png": outside.resolve(),
+        "old/linked.png": outside.resolve(),
+        "elsewhere/outside.png": outside.resolve(),
+    }
+
+
+def test_links_inside_the_dataset_are_read(image_stimuli, tmp_path, tmp_path_factory):
+    folder, ids = image_stimuli
+    # git-annex keeps the contents under the dataset's .git and links stimuli/ to them
+    store = tmp_path / ".git" / "annex" / "objects" / "key.png"
+    store.parent.mkdir(parents=True)
+    (folder / ids[0]).rename(store)
+    (folder / ids[0]).symlink_to(store)
+    found = resolve_stimulus_files(ids, folder)
+    assert found[ids[0]] == folder / ids[0]
+    assert load_stimulus(ids[0], modality="image", stimuli_dir=folder, transforms={}).ndim == 3
+    assert escaping_links(folder) == {}
+    # a stimuli folder that is itself a link (kept on another disk) holds its files
+    elsewhere = tmp_path_factory.mktemp("disk") / "stimuli"
+    folder.rename(elsewhere)
+    folder.symlink_to(elsewhere, target_is_directory=True)
+    assert stimulus_roots(folder)[0] == elsewhere.resolve()
+    assert set(resolve_stimulus_files(ids[1:], folder)) == set(ids[1:])

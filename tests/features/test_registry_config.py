@@ -135,12 +135,16 @@ def test_schema_matches_python_defaults():
     entry = schema["$defs"]["extractor"]
     _check_object_levels(entry, "extractor")
     assert _schema_defaults(entry) == DEFAULT_ENTRY
-    assert _schema_defaults(schema["properties"]["alignment"]) == DEFAULT_ALIGNMENT
-    assert schema["properties"]["alignment"]["default"] == DEFAULT_ALIGNMENT
+    # the workflow's `auto` values are resolved per dataset by the plan
+    from neuroflow.features.design import AUTO_ALIGNMENT
+
+    alignment = {**DEFAULT_ALIGNMENT, **AUTO_ALIGNMENT}
+    assert _schema_defaults(schema["properties"]["alignment"]) == alignment
+    assert schema["properties"]["alignment"]["default"] == alignment
     for key in ("transforms", "gabor", "audio", "reduction"):
         assert entry["properties"][key]["default"] == _schema_defaults(entry["properties"][key])
     draft = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["features"]
-    assert draft["alignment"] == DEFAULT_ALIGNMENT
+    assert draft["alignment"] == alignment
     assert draft["extractors"] == schema["properties"]["extractors"]["default"]
     for item in draft["extractors"]:
         fill_entry(item)

@@ -1,8 +1,11 @@
-"""Finding stimulus files under the stimuli folder, and identical files under two ids."""
+"""Finding stimulus files under the stimuli folder, identical files under two ids, and
+images read alike whatever their bit depth."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -283,3 +286,170 @@ def test_captions_apply_to_identical_files(tmp_path, rng):
     assert stimulus_texts(["story.txt"], stimuli_dir=root, captions=None) == [
         ("", "once upon a time")
     ]
+
+
+# --------------------------------------------------------------------------- bit depth
+def _png16(path: Path, samples: np.ndarray) -> None:
+    """Write a 16-bit PNG by hand (Pillow writes no 16-bit colour PNG): grey (H, W) or
+    RGB (H, W, 3) samples of dtype uint16."""
+    import struct
+    import zlib
+
+    height, width = samples.shape[:2]
+    color_type = 2 if samples.ndim == 3 else 0
+    raw = b"".join(b"\x00" + samples[y].astype(">u2").tobytes() for y in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    header = struct.pack(">IIBBBBB", width, height, 16, color_type, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _same_picture_deep(folder: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One grey and one colour picture saved at 8 bits and at 16 bits (and the grey one as
+    a float TIFF and a 32-bit integer TIFF); ``{id: 8-bit samples}``."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    grey = rng.integers(0, 256, (13, 17), dtype=np.uint8)
+    grey[0, 0], grey[0, 1] = 0, 255  # both ends of the range
+    colour = rng.integers(0, 256, (11, 19, 3), dtype=np.uint8)
+    Image.fromarray(grey).save(folder / "grey8.png")
+    Image.fromarray(grey.astype(np.uint16) * 257).save(folder / "grey16.png")
+    Image.fromarray(colour).save(folder / "colour8.png")
+    _png16(folder / "colour16.png", colour.astype(np.uint16) * 257)
+    Image.fromarray(grey.astype(np.float32) / 255).save(folder / "grey_float.tif")
+    # Pillow writes mode I as signed 32-bit samples: full scale is 2**31 - 1
+    top = 2**31 - 1
+    Image.fromarray(np.round(grey * (top / 255)).astype(np.int32)).save(folder / "grey_int.tif")
+    return {"grey8.png": grey, "colour8.png": colour}
+
+
+def test_deep_images_read_like_their_8_bit_versions(tmp_path, rng):
+    from PIL import Image
+
+    from neuroflow.features.stimuli import load_image
+    from neuroflow.io.files import read_image
+
+    folder = tmp_path / "stimuli"
+    eight = _same_picture_deep(folder, rng)
+    assert Image.open(folder / "grey16.png").mode == "I;16"  # the mode that was misread
+    assert Image.open(folder / "grey_float.tif").mode == "F"
+    assert Image.open(folder / "grey_int.tif").mode in ("I", "I;16")
+    expected_grey = np.repeat(eight["grey8.png"][..., None], 3, axis=-1)
+    for name in ("grey8.png", "grey16.png", "grey_float.tif", "grey_int.tif"):
+        unit = load_image(folder / name)
+        assert unit.dtype == np.float32 and unit.shape == (13, 17, 3)
+        np.testing.assert_allclose(unit, expected_grey / 255.0, atol=1e-6, err_msg=name)
+        np.testing.assert_array_equal(read_image(folder / name), expected_grey, err_msg=name)
+    for name in ("colour8.png", "colour16.png"):
+        np.testing.assert_allclose(
+            load_image(folder / name), eight["colour8.png"] / 255.0, atol=1e-6, err_msg=name
+        )
+        np.testing.assert_array_equal(read_image(folder / name), eight["colour8.png"])
+
+
+def test_deep_image_values_beyond_their_range_are_refused(tmp_path, rng):
+    from PIL import Image
+
+    from neuroflow.features.stimuli import load_image
+
+    path = tmp_path / "bright.tif"
+    values = rng.uniform(0.6, 250.0, (6, 7)).astype(np.float32)
+    values[2, 3], values[4, 1] = 0.5, 300.0
+    Image.fromarray(values).save(path)
+    with pytest.raises(
+        ValueError,
+        match=rf"Stimulus image {re.escape(str(path))} is a floating-point image and must "
+        r"hold values in \[0, 1\], got range \[0\.5, 300\] instead; scale it to \[0, 1\]",
+    ):
+        load_image(path)
+    nan = tmp_path / "nan.tif"
+    Image.fromarray(np.full((4, 5), np.nan, np.float32)).save(nan)
+    with pytest.raises(ValueError, match=r"got no finite value \(and NaN or infinite values\)"):
+        load_image(nan)
+
+
+def test_16_bit_frame_stacks_scaled_by_their_depth(tmp_path, rng):
+    from neuroflow.features.stimuli import iter_video_frames, load_video
+
+    frames = rng.integers(0, 256, (4, 6, 5, 3), dtype=np.uint8)
+    np.save(tmp_path / "clip8.npy", frames)
+    np.save(tmp_path / "clip16.npy", frames.astype(np.uint16) * 257)
+    eight, deep = load_video(tmp_path / "clip8.npy"), load_video(tmp_path / "clip16.npy")
+    np.testing.assert_allclose(deep.frames, eight.frames, atol=1e-6)
+    streamed = list(iter_video_frames(tmp_path / "clip16.npy", [0, 3], transforms={}))
+    np.testing.assert_allclose(streamed, eight.frames[[0, 3]], atol=1e-6)
+
+
+@register_extractor("test_record_pixels", modalities=("image",))
+class RecordPixels(Extractor):
+    """Hands back nothing but records the pixel arrays it is given, as a model sees them."""
+
+    default_layers = ("output",)
+    seen: ClassVar[list[np.ndarray]] = []
+
+    def layer_names(self):
+        return ["output"]
+
+    def extract(self, batch):
+        type(self).seen.extend(np.array(img) for img in batch)
+        return {"output": np.zeros((len(batch), 1))}
+
+
+def test_8_and_16_bit_pictures_give_the_same_features(tmp_path, rng):
+    """The image-statistics features and the pixels every model is fed agree within 1/255
+    whether a picture is stored at 8 or at 16 bits."""
+    from neuroflow.features.image_statistics import image_statistics
+
+    folder = tmp_path / "stimuli"
+    eight = _same_picture_deep(folder, rng)
+    pairs = [("grey8.png", "grey16.png"), ("colour8.png", "colour16.png")]
+    shallow, deep = [a for a, _ in pairs], [b for _, b in pairs]
+    stores = {}
+    for name, ids in (("shallow", shallow), ("deep", deep)):
+        paths = extract_features(
+            stimuli_dir=folder,
+            stimulus_ids=ids,
+            output=tmp_path / name,
+            config={"extractor": "image_statistics"},
+            provenance={},
+        )
+        stores[name] = open_dataset(paths["output"])["features"].values
+    # the 8-bit reading is the reference: as computed from the 8-bit samples themselves
+    np.testing.assert_allclose(
+        stores["shallow"][1], image_statistics([eight["colour8.png"]])[0], rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(stores["deep"], stores["shallow"], rtol=1e-5, atol=1 / 255)
+    assert abs(stores["deep"][0, 0] - eight["grey8.png"].mean() / 255) < 1 / 255  # luminance
+    # the pixels a torch or Hugging Face model is fed (after the entry's transforms)
+    RecordPixels.seen = []
+    for name, ids in (("shallow_px", shallow), ("deep_px", deep)):
+        extract_features(
+            stimuli_dir=folder,
+            stimulus_ids=ids,
+            output=tmp_path / name,
+            config={"extractor": "test_record_pixels", "transforms": {"resize": 8}},
+            provenance={},
+        )
+    fed_shallow, fed_deep = RecordPixels.seen[:2], RecordPixels.seen[2:]
+    for a, b in zip(fed_shallow, fed_deep, strict=True):
+        assert a.shape == b.shape and b.dtype == np.float32
+        np.testing.assert_allclose(b, a, atol=1 / 255)
+        assert b.min() >= 0.0 and b.max() <= 1.0
+
+
+def test_image_statistics_scale_uint16_arrays_by_their_depth(rng):
+    from neuroflow.features.image_statistics import image_statistics
+
+    images = rng.integers(0, 256, (3, 9, 10, 3), dtype=np.uint8)
+    np.testing.assert_allclose(
+        image_statistics(images.astype(np.uint16) * 257), image_statistics(images), atol=1e-12
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,10 @@ from neuroflow.features.torch_module import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 TINY = "torch_module_helpers:tiny_convnet"
+#: The builders of torch_module_helpers lie in this folder (`features.code_dirs`).
+TRUST = {"code_dirs": [str(HERE)], "trusted_packages": []}
 
 
 def _entry(**kw):
@@ -36,8 +40,16 @@ def _entry(**kw):
         "builder_kwargs": {"width": 3},
         "batch_size": 3,
         "device": "cpu",
+        "trust": TRUST,
         **kw,
     }
+
+
+def _legacy_torchscript(model, path):
+    """Write ``model`` as a TorchScript file (torch deprecates the writer, not our code)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(model), path)
 
 
 def _images(rng, n=4):
@@ -95,6 +107,7 @@ def test_hooked_layers_equal_a_manual_forward(weights_file, rng):
 
 
 def test_glob_index_depth_and_all_selection(rng):
+    """The built model resolves globs, all, index and depth; planning refuses them for builders."""
     entry = fill_entry(_entry(layers=["features.*", {"index": -1}, {"depth": 0.5}]))
     leaves = [n for n, m in TinyConvNet(3).named_modules() if n and not list(m.children())]
     assert leaves == [
@@ -107,35 +120,38 @@ def test_glob_index_depth_and_all_selection(rng):
         "head",
         "head_norm",
     ]
-    planned = layer_names(entry)  # from the module structure, no weights loaded
+    with pytest.raises(ValueError, match=r"entry 'tiny' must name modules exactly .* got "):
+        layer_names(entry)  # planning never builds the model
     extractor = TorchModuleExtractor(entry, "image")
     # 8 leaves: depth 0.5 -> floor(0.5 * 7 + 0.5) = leaf 4 ("proj").
-    assert (
-        planned
-        == extractor.layer_names()
-        == [
-            "features.0",
-            "features.1",
-            "features.2",
-            "features.3",
-            "head-norm",
-            "proj",
-        ]
-    )
+    assert extractor.layer_names() == [
+        "features.0",
+        "features.1",
+        "features.2",
+        "features.3",
+        "head-norm",
+        "proj",
+    ]
     info = extractor.describe()["layers"]
     assert info["head-norm"]["module"] == "head_norm" and info["head-norm"]["index"] == 7
     assert info["proj"]["spec"] == {"depth": 0.5} and info["proj"]["index"] == 4
-    assert layer_names(_entry(layers=[{"depth": 0.0}, {"depth": 1}])) == ["features.0", "head-norm"]
+    depths = TorchModuleExtractor(
+        fill_entry(_entry(layers=[{"depth": 0.0}, {"depth": 1}])), "image"
+    )
+    assert depths.layer_names() == ["features.0", "head-norm"]
     every = fill_entry(_entry(layers=["all"]))
-    assert layer_names(every) == [store_name(n) for n in leaves]
-    feats = TorchModuleExtractor(every, "image").extract(_images(rng, 2))
+    with pytest.raises(ValueError, match=r"got \['all'\] .* Name the modules exactly in `layers`"):
+        layer_names(every)
+    extractor = TorchModuleExtractor(every, "image")
+    assert extractor.layer_names() == [store_name(n) for n in leaves]
+    feats = extractor.extract(_images(rng, 2))
     assert feats["pool"].shape == (2, 7) and feats["features.1"].shape == (2, 3)
     with pytest.raises(ValueError, match=r"must lie in \[-8, 7\] for a model with 8 leaf"):
-        layer_names(_entry(layers=[{"index": 8}]))
+        TorchModuleExtractor(fill_entry(_entry(layers=[{"index": 8}])), "image")
     with pytest.raises(ValueError, match=r"'blocks\.\*' matches no module name"):
-        layer_names(_entry(layers=["blocks.*"]))
+        TorchModuleExtractor(fill_entry(_entry(layers=["blocks.*"])), "image")
     with pytest.raises(ValueError, match="must select each layer once, got module 'proj'"):
-        layer_names(_entry(layers=["proj", {"depth": 0.5}]))
+        TorchModuleExtractor(fill_entry(_entry(layers=["proj", {"depth": 0.5}])), "image")
 
 
 def test_store_names_keep_the_module_name_in_describe():
@@ -198,7 +214,10 @@ def test_images_of_one_size_share_a_forward_pass(weights_file, rng):
 
 
 def test_outputs_of_different_widths_are_refused(rng):
-    entry = fill_entry(_entry(builder="torch.nn:Flatten", builder_kwargs={}, layers=["output"]))
+    trust = {"code_dirs": [], "trusted_packages": ["torch"]}  # an installed distribution
+    entry = fill_entry(
+        _entry(builder="torch.nn:Flatten", builder_kwargs={}, layers=["output"], trust=trust)
+    )
     with pytest.raises(ValueError, match=r"set `input\.center_crop`"):
         TorchModuleExtractor(entry, "image").extract(_images(rng, 2))
 
@@ -233,7 +252,7 @@ def test_torchscript_file(tmp_path, rng):
     model = TinyConvNet(width=3)
     model.load_state_dict(trained_state(width=3))
     path = tmp_path / "tiny_script.pt"
-    torch.jit.save(torch.jit.script(model.eval()), path)
+    _legacy_torchscript(model.eval(), path)
     entry = fill_entry(
         {
             "name": "ts",
@@ -244,7 +263,9 @@ def test_torchscript_file(tmp_path, rng):
         }
     )
     assert entry["layers"] == ["output"] and layer_names(entry) == ["output"]
-    extractor = TorchModuleExtractor(entry, "image")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # reading it warns nothing
+        extractor = TorchModuleExtractor(entry, "image")
     images = _images(rng, 3)
     feats = extractor.extract(images)
     pixels = torch.stack(prepare_images(images, entry["input"]))
@@ -267,11 +288,55 @@ def test_torchscript_file(tmp_path, rng):
         TorchModuleExtractor(
             fill_entry({**entry, "torchscript": str(tmp_path / "junk.pt")}), "image"
         )
+    (tmp_path / "junk.pt2").write_bytes(b"not a program")
+    with pytest.raises(ValueError, match=r"cannot be read as an exported program .*export\.save"):
+        TorchModuleExtractor(
+            fill_entry({**entry, "torchscript": str(tmp_path / "junk.pt2")}), "image"
+        )
 
 
-def test_describe_records_builder_weights_and_hash(weights_file):
+def test_exported_program_file(tmp_path, rng, caplog):
+    """A torch.export program (.pt2) is read with torch.export.load; its SHA-256 is logged."""
+    model = TinyConvNet(width=3)
+    model.load_state_dict(trained_state(width=3))
+    model.eval()
+    example = torch.rand(2, 3, 12, 13, generator=torch.Generator().manual_seed(1))
+    batch = torch.export.Dim("batch")
+    program = torch.export.export(model, (example,), dynamic_shapes={"x": {0: batch}})
+    path = tmp_path / "tiny.pt2"
+    torch.export.save(program, path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    entry = fill_entry(
+        {
+            "name": "exported",
+            "extractor": "torch_module",
+            "torchscript": str(path),
+            "device": "cpu",
+            "input": {"resize": [12, 13]},
+        }
+    )
+    with warnings.catch_warnings(), caplog.at_level("INFO", logger="neuroflow"):
+        warnings.simplefilter("error", DeprecationWarning)
+        extractor = TorchModuleExtractor(entry, "image")
+    assert f"loading {path} (sha256 {digest})" in caplog.text
+    images = _images(rng, 3)
+    feats = extractor.extract(images)
+    pixels = torch.stack(prepare_images(images, entry["input"]))
+    with torch.inference_mode():
+        np.testing.assert_allclose(feats["output"], model(pixels).numpy(), rtol=1e-5, atol=1e-6)
+    info = extractor.describe()
+    assert info["weights_sha256"] == digest and info["weights_source"] == "torchscript"
+    assert info["builder_file"] is None and info["builder_sha256"] is None
+
+
+def test_describe_records_builder_weights_and_hash(weights_file, caplog):
     entry = fill_entry(_entry(weights_file=str(weights_file), layers=["head"]))
-    info = TorchModuleExtractor(entry, "image").describe()
+    with caplog.at_level("INFO", logger="neuroflow"):
+        info = TorchModuleExtractor(entry, "image").describe()
+    module = HERE / "torch_module_helpers.py"
+    digest = hashlib.sha256(module.read_bytes()).hexdigest()
+    assert info["builder_file"] == str(module) and info["builder_sha256"] == digest
+    assert f"calling builder {TINY} from {module} (sha256 {digest}" in caplog.text
     assert info["weights_sha256"] == hashlib.sha256(weights_file.read_bytes()).hexdigest()
     assert info["weights_file"] == str(weights_file.resolve())
     assert info["model_path"] == str(weights_file.resolve())
@@ -316,6 +381,9 @@ def test_stage_writes_one_store_per_module(image_stimuli, weights_file, tmp_path
     assert ds.attrs["weights_sha256"] == hashlib.sha256(weights_file.read_bytes()).hexdigest()
     described = ds.attrs["neuroflow"]["extra"]["features"]["describe"]
     assert described["layers"]["head-norm"]["module"] == "head_norm"
+    helpers = HERE / "torch_module_helpers.py"
+    assert described["builder_file"] == str(helpers)
+    assert described["builder_sha256"] == hashlib.sha256(helpers.read_bytes()).hexdigest()
     extractor = TorchModuleExtractor(fill_entry(config), "image")
     expected = extractor.extract([load_image(folder / i) for i in ids])["head-norm"]
     np.testing.assert_allclose(ds["features"].values, expected, rtol=1e-5, atol=1e-6)
@@ -338,9 +406,7 @@ def test_builder_errors(tmp_path, weights_file):
         ValueError, match=r"`builder` must be 'package.module:function', got 'a:b:c'"
     ):
         import_builder("a:b:c")
-    with pytest.raises(
-        ValueError, match=r"names module 'no_such_pkg\.mod', which cannot be imported"
-    ):
+    with pytest.raises(ValueError, match=r"names module 'no_such_pkg\.mod', which lies in none of"):
         TorchModuleExtractor(fill_entry(_entry(builder="no_such_pkg.mod:build")), "image")
     with pytest.raises(ValueError, match="has no attribute 'missing'"):
         TorchModuleExtractor(fill_entry(_entry(builder="torch_module_helpers:missing")), "image")
@@ -451,7 +517,7 @@ def test_config_with_a_torch_module_entry_validates(tmp_path, weights_file):
             "builder": TINY,
             "builder_kwargs": {"width": 3},
             "weights_file": str(weights_file),
-            "layers": ["features.*", "output"],
+            "layers": ["features.3", "output"],
             "input": {"resize": 32, "center_crop": [28, 30], "mean": [0.5] * 3, "std": [0.25] * 3},
         },
     ]
@@ -460,7 +526,9 @@ def test_config_with_a_torch_module_entry_validates(tmp_path, weights_file):
     filled = [e for e in config["features"]["extractors"] if e["extractor"] == "torch_module"]
     assert [e["name"] for e in filled] == ["efficientnet", "effnet", "tiny"]  # + the default's
     assert [e["builder_kwargs"] for e in filled[1:]] == [{}, {"width": 3}]
-    assert layer_names(filled[2])[-2:] == ["features.3", "output"]
+    assert layer_names(filled[2]) == ["features.3", "output"]  # nothing imported or built
+    with pytest.raises(ValueError, match=r"got \['features\.\*'\] \(globs, 'all', index or"):
+        layer_names({**filled[2], "layers": ["features.*", "output"]})
     typo = {**entries[1], "builder_kwarg": {"width": 3}}
     with pytest.raises(ConfigError, match=r"builder_kwarg'.*Did you mean 'builder_kwargs'"):
         validate_config(deep_update(base, {"features": {"extractors": [typo]}}), schema)

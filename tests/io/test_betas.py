@@ -467,3 +467,97 @@ def test_import_errors(tmp_path, rng):
         r"Betas file .*gone_betas.npy does not exist",
         error=FileNotFoundError,
     )
+
+
+def _int_session(root, rng, ses, *, kind, dtype=np.int16, scale=300, attribute=True):
+    """A session whose betas are stored as integers times ``scale``; returns the record
+    and the betas (trial, voxel) the stored integers stand for."""
+    folder = root / "sub-01" / f"ses-{ses}"
+    stem = f"sub-01_ses-{ses}"
+    stimuli = ["a", "b", "c", "d", "e"][: 3 + int(ses) % 3]
+    betas = rng.normal(1.0, 2.0, (len(stimuli), *SHAPE))
+    if np.dtype(dtype).kind == "u":
+        betas = np.abs(betas)
+    stored = np.rint(betas * scale).astype(dtype)
+    folder.mkdir(parents=True, exist_ok=True)
+    if kind == "h5":
+        path = folder / f"{stem}_betas.h5"
+        with h5py.File(path, "w") as f:
+            f["betas"] = stored.reshape(len(stimuli), -1)
+            if attribute:
+                f["betas"].attrs["scale"] = scale
+    elif kind == "npy":
+        path = folder / f"{stem}_betas.npy"
+        np.save(path, stored.reshape(len(stimuli), -1))
+    else:
+        path = _nifti(folder / f"{stem}_betas.nii.gz", np.moveaxis(stored, 0, -1))
+    mask = _nifti(root / "sub-01" / "sub-01_mask.nii.gz", np.ones(SHAPE, np.uint8))
+    trials = _trials(folder / f"{stem}_trials.tsv", stimuli)
+    record = BetasSession(subject="01", session=ses, betas=path, trials=trials, mask=mask)
+    flat = (stored / np.float32(scale)).astype(np.float32).reshape(len(stimuli), -1)
+    return record, flat
+
+
+def test_integer_betas_without_a_declared_scale_are_refused(tmp_path, rng):
+    root = tmp_path / "nsd"
+    declared, v1 = _int_session(root, rng, "01", kind="h5")
+    bare, v2 = _int_session(root, rng, "02", kind="h5", attribute=False)
+    with pytest.raises(
+        ValueError,
+        match=rf"Dataset 'betas' of {bare.betas} stores int16 values without a declared "
+        r"scale.*Declare it with the HDF5 attribute 'scale' on dataset 'betas' or "
+        r"`dataset.betas_scale` \(e.g. `dataset.betas_scale: 300`\)",
+    ):
+        _import([declared, bare], tmp_path, config={"zscore": False})
+    assert not (tmp_path / "betas.zarr").exists()
+    # declared in the config, both sessions are on one scale (not one 300 times the other)
+    ds = _import([declared, bare], tmp_path, config={"zscore": False}, betas_scale=300)
+    np.testing.assert_allclose(ds["betas"].values, np.concatenate([v1, v2]), rtol=1e-6)
+    ratio = np.abs(ds["betas"].values[len(v1) :]).mean() / np.abs(v1).mean()
+    assert 0.5 < ratio < 2.0
+    # the file's own attribute must agree with the config's
+    with pytest.raises(
+        ValueError,
+        match=r"`dataset.betas_scale` is 100 but the attribute 'scale' of dataset 'betas' "
+        rf"in {declared.betas} is 300; they must agree",
+    ):
+        _import([declared, bare], tmp_path, name="b.zarr", betas_scale=100)
+    with pytest.raises(ValueError, match=r"`dataset.betas_scale` must be a positive number"):
+        _import([declared], tmp_path, name="c.zarr", betas_scale=-3)
+
+
+@pytest.mark.parametrize(
+    ("kind", "dtype"), [("npy", np.uint16), ("npy", np.int32), ("nifti", np.int16)]
+)
+def test_integer_npy_and_nifti_betas_need_betas_scale(tmp_path, rng, kind, dtype):
+    session, values = _int_session(tmp_path / "ds", rng, "01", kind=kind, dtype=dtype)
+    how = "`dataset.betas_scale`" + (" or the NIfTI header's scl_slope" if kind == "nifti" else "")
+    with pytest.raises(
+        ValueError,
+        match=rf"Betas file {session.betas} stores {np.dtype(dtype)} values without a "
+        rf"declared scale.*Declare it with {how}",
+    ):
+        _import([session], tmp_path, config={"zscore": False})
+    ds = _import([session], tmp_path, config={"zscore": False}, betas_scale=300)
+    np.testing.assert_allclose(ds["betas"].values, values, rtol=1e-6)
+
+
+def test_nifti_integer_betas_scaled_by_their_header_and_float_betas_as_they_are(tmp_path, rng):
+    root = tmp_path / "ds"
+    session, _ = _int_session(root, rng, "01", kind="nifti")
+    # float betas saved as int16 with the header's scl_slope (nibabel picks the slope)
+    betas = rng.normal(0.0, 2.0, (*SHAPE, 4)).astype(np.float32)
+    img = nib.Nifti1Image(betas, AFFINE)
+    img.header.set_data_dtype(np.int16)
+    nib.save(img, session.betas)
+    saved = nib.load(session.betas)
+    assert saved.get_data_dtype() == np.int16 and saved.header.get_slope_inter()[0] != 1.0
+    expected = np.asanyarray(saved.dataobj).reshape(-1, 4).T  # (trial, voxel), C order
+    _trials(session.trials, ["a", "b", "c", "a"])
+    ds = _import([session], tmp_path, config={"zscore": False}, betas_scale=300)
+    np.testing.assert_allclose(ds["betas"].values, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ds["betas"].values, betas.reshape(-1, 4).T, atol=1e-3)
+    # float betas are betas: the setting is for integer files only
+    floats, v = _session(root, rng, "02", ["a", "b"], mask=np.ones(SHAPE, bool), kind="npy")
+    ds = _import([floats], tmp_path, name="f.zarr", config={"zscore": False}, betas_scale=300)
+    np.testing.assert_allclose(ds["betas"].values, v, rtol=1e-6)

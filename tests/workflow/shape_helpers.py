@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pickle
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import xarray as xr
-from workflow_helpers import snakemake, write_config
+from workflow_helpers import shared_folder, shared_run, snakemake, write_config
 
 from neuroflow.artifacts import read_provenance
 
@@ -17,6 +21,49 @@ def run_shape(workdir: Path, config: dict, *args: str) -> Path:
     write_config(workdir / "config.yaml", config)
     snakemake(workdir, "--cores", "2", *args)
     return workdir
+
+
+def shared_shape_run(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    make: Callable[[Path], dict],
+    config: Callable[[dict], dict],
+) -> tuple[Path, dict]:
+    """A generated dataset and the whole workflow run on it, built once per pytest session.
+
+    The run is a :func:`workflow_helpers.shared_run` (tests read it only, or copy it):
+    every test module and process that asks for ``name`` gets the same folder.
+
+    Parameters
+    ----------
+    tmp_path_factory : pytest.TempPathFactory
+        The session's factory.
+    name : str
+        Name of the run, unique in the session.
+    make : callable
+        Writes the dataset into the given folder and returns its facts.
+    config : callable
+        The run's configuration, from the facts.
+
+    Returns
+    -------
+    run : Path
+        The finished run's working folder.
+    facts : dict
+        What ``make`` returned.
+    """
+    root = shared_folder(tmp_path_factory)
+    bids, facts_file = root / f"{name}-bids", root / f"{name}-facts.pkl"
+
+    def build(workdir: Path) -> None:
+        if bids.exists():  # left half-written by a process that was killed
+            shutil.rmtree(bids)
+        facts = make(bids)
+        run_shape(workdir, config(facts))
+        facts_file.write_bytes(pickle.dumps(facts))
+
+    run = shared_run(tmp_path_factory, name, build)
+    return run, pickle.loads(facts_file.read_bytes())
 
 
 def summary_dir(workdir: Path) -> Path:

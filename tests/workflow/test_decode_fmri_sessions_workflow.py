@@ -99,6 +99,14 @@ def test_summary_rows_and_rerun_scope(session_run, tmp_path):
         early, other = rows.loc[(subject, "early_visual")], rows.loc[(subject, "other")]
         assert early["value"] < early["chance"] and early["p_value"] < 0.05
         assert other["p_value"] > 0.01 and early["value"] < other["value"]
+    # group rows: the subjects' mean, tested over subjects (one-sided t-test)
+    group = table[(table["analysis"] == "identification_fmri") & (table["subject"] == "group")]
+    group = group[group["metric"] == "mean_rank"].set_index("roi")
+    assert (group["statistic"] == "mean").all() and (group["n_subjects"] == 2).all()
+    means = rows.groupby(level="roi")["value"].mean()
+    np.testing.assert_allclose(group.loc[means.index, "value"], means.values)
+    assert group["p_value"].between(0, 1).all()
+    assert group.loc["early_visual", "p_value"] < group.loc["other", "p_value"]
     plots = {p.name for p in (summary_dir(run) / "plots").glob("*.png")}
     assert "decoding_fmri_identification.png" in plots, plots
     work = tmp_path / "run"

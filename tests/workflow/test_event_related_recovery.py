@@ -1,20 +1,24 @@
 """An event-related study recovers what its planted regressors explain (through ``snakemake``).
 
 The dataset (``dataset_shapes.make_event_related``) is fMRIPrep output of one subject, three
-sessions of four runs with ~1 s image events, a rest block and ``n/a`` cells per run, and
-head motion that leaks into every voxel. Two ROIs respond: one to the images' luminance
-statistics (driven by the ``image_statistics`` feature space), one to the animal images
-(driven by the ``condition`` feature space, the events' ``trial_type``).
+sessions of four runs with ~1 s image events, a rest block and ``n/a`` cells per run (the
+events tables rewritten with CRLF line ends, as ds000117 writes them), and head motion
+that leaks into every voxel. Two ROIs respond: one to the images' luminance statistics
+(driven by the ``image_statistics`` feature space), one to the animal images (driven by
+the ``condition`` feature space, the events' ``trial_type``).
 
-The run uses ``config/presets/event_related.yaml`` as shipped and the default confound
-strategy. The responses are made with SPM's HRF, which the preset is not told: its HRF
-library (Glover's and SPM's) lets the encoder pick the shape per voxel on the training
-runs (with Glover's HRF alone the image statistics reach 0.84-0.87 of the oracle on this
-dataset, with SPM's alone 0.93; with the library 0.93). The oracle is
-ordinary least squares on the exact planted regressors, cleaned with each run's own
-nuisance basis as the pipeline cleans its design, fitted on the same training runs and
-scored on the same held-out runs: in each ROI the pipeline's mean test R² must reach 90 %
-of the oracle's.
+The config names the dataset, the two feature spaces and their models, and nothing about
+the alignment: ``features.alignment.method: auto`` must read the event-related design
+from the events and align as ``config/presets/event_related.yaml`` does (each event's
+boxcar convolved with an HRF library of Glover's and SPM's, an event regressor, no
+encoder delays). The responses are made with SPM's HRF, which nothing tells the
+pipeline: the library lets the encoder pick the shape per voxel on the training runs.
+The oracle is ordinary least squares on the exact planted regressors, cleaned with each
+run's own nuisance basis as the pipeline cleans its design, fitted on the same training
+runs and scored on the same held-out runs: in each ROI the pipeline's mean test R² must
+reach 90 % of the oracle's, and the two feature spaces' ratios must differ by at most
+0.1 (the per-event features are centred before the convolution, so that the encoder's
+standardisation does not shrink continuous features more than a categorical code).
 """
 
 from __future__ import annotations
@@ -23,11 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from dataset_shapes import make_event_related
-from shape_helpers import open_stores, run_shape
-
-from neuroflow.config.validation import deep_update
+from shape_helpers import open_stores, run_shape, summary_notes
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
@@ -36,8 +37,7 @@ PAIRS = {"visual": "visual", "condition": "category"}  # model -> ROI it drives
 
 
 def _config(facts: dict) -> dict:
-    preset = yaml.safe_load((REPO / "config" / "presets" / "event_related.yaml").read_text())
-    mine = {
+    return {
         "dataset": {
             "source": "fmriprep",
             "bids_root": str(facts["root"]),
@@ -65,13 +65,14 @@ def _config(facts: dict) -> dict:
         },
         "evaluation": {"permutation": {"n_permutations": 100}},
     }
-    return deep_update(preset, mine)
 
 
 @pytest.fixture(scope="module")
 def event_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("event_related")
     facts = make_event_related(root / "bids", seed=0)
+    for path in facts["events"].values():
+        path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
     workdir = run_shape(root / "run", _config(facts))
     return facts, workdir
 
@@ -110,12 +111,22 @@ def test_each_feature_space_recovers_nine_tenths_of_the_oracle(event_run):
     # the default confound strategy regressed fMRIPrep's motion, white matter and CSF
     steps = {s["name"]: s for s in next(iter(runs.values())).attrs["steps"]}
     assert steps["confounds"]["details"][0] == {"auto": ["motion", "wm_csf"], "motion": "basic"}
+    # the plan read the event-related design from the events and said so
+    (note,) = [n for n in summary_notes(workdir) if n.startswith("features.alignment.method")]
+    assert "the design is event-related" in note, note
+    assert "method hrf, hrf_model ['glover', 'spm'], event_regressor true" in note, note
+    assert "encoding.delays.method none" in note, note
+    for ds in open_stores(workdir, "align_features").values():
+        assert ds.attrs["alignment"]["method"] == "hrf"
+        assert ds.attrs["alignment"]["event_regressor"] is True
+        assert ds.attrs["neuroflow"]["config"]["method"] == "hrf"
     encoders = open_stores(workdir, "encoding", "sub-01_encoding.zarr")
     scores = open_stores(workdir, "evaluation", "sub-01_scores.zarr")
     ratios = {}
     for model, roi in PAIRS.items():
         (enc,) = [ds for name, ds in encoders.items() if name.startswith(f"{model}-")]
         (score,) = [ds for name, ds in scores.items() if name.startswith(f"{model}-")]
+        assert dict(enc.attrs["delays"])["method"] == "none"
         test = list(enc.attrs["test_runs"])
         assert [k.split("_run-")[1] for k in test] == ["04", "04", "04"]
         inside = facts["rois"][roi][enc["i"].values, enc["j"].values, enc["k"].values]
@@ -131,3 +142,80 @@ def test_each_feature_space_recovers_nine_tenths_of_the_oracle(event_run):
         ratios[model] = pipeline[inside].mean() / oracle[inside].mean()
     print(f"pipeline / oracle test R2 per ROI: {ratios}")
     assert all(ratio >= 0.9 for ratio in ratios.values()), ratios
+    assert max(ratios.values()) - min(ratios.values()) <= 0.1, ratios
+
+
+def _validated(overrides: dict) -> dict:
+    from neuroflow.config import load_schema, validate_config
+
+    return validate_config(
+        overrides, load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    )
+
+
+def test_auto_alignment_keeps_the_movie_path_of_the_demo():
+    """The demo (a movie) resolves to the alignment it had before `auto`: same versions."""
+    from neuroflow.workflow import WorkflowPlan
+
+    auto = WorkflowPlan(_validated({}))
+    before = {"method": "average", "hrf_model": "glover", "event_regressor": False}
+    explicit = WorkflowPlan(_validated({"features": {"alignment": before}}))
+    assert auto.versions == explicit.versions
+    assert {k: auto.config["features"]["alignment"][k] for k in before} == before
+    assert auto.config["encoding"]["delays"]["method"] == "hrf"
+    assert not [n for n in auto.notes if "alignment" in n]
+
+
+def test_auto_alignment_reads_the_design_and_refuses_mixed_designs(tmp_path):
+    from dataset_shapes._common import tile_durations, write_tsv
+
+    from neuroflow.workflow import WorkflowPlan
+
+    facts = make_event_related(tmp_path / "bids", n_sessions=1, n_runs=2, image_size=16)
+    dataset = {
+        "source": "fmriprep",
+        "bids_root": str(facts["root"]),
+        "fmriprep_dir": str(facts["fmriprep_dir"]),
+    }
+    config = {"dataset": dataset, "results_dir": str(tmp_path / "results")}
+    plan = WorkflowPlan(_validated(config))
+    alignment = plan.config["features"]["alignment"]
+    assert (alignment["method"], alignment["hrf_model"], alignment["event_regressor"]) == (
+        "hrf",
+        ["glover", "spm"],
+        True,
+    )
+    assert plan.config["encoding"]["delays"]["method"] == "none"
+    (note,) = [n for n in plan.notes if n.startswith("features.alignment.method auto")]
+    assert "event-related" in note and "config/presets/event_related.yaml" in note
+    # the preset's settings, written out, give the same versions
+    preset = {"features": {"alignment": {k: alignment[k] for k in ("method", "hrf_model")}}}
+    preset["features"]["alignment"]["event_regressor"] = True
+    preset["encoding"] = {"delays": {"method": "none"}}
+    written = WorkflowPlan(_validated({**config, **preset}))
+    assert {k: v for k, v in written.versions.items() if k.startswith("align")} == {
+        k: v for k, v in plan.versions.items() if k.startswith("align")
+    }
+    # one run turned into a movie: auto cannot choose, and says what to do
+    onsets, durations = tile_durations(np.random.default_rng(0), 200.0, (2.0, 6.0))
+    movie = facts["events"][("01", "02")]
+    write_tsv(
+        movie,
+        {
+            "onset": onsets,
+            "duration": durations,
+            "trial_type": ["shot"] * len(onsets),
+            "stim_file": ["img_000.png"] * len(onsets),
+        },
+    )
+    with pytest.raises(ValueError, match=r"show different designs \(event-related: .*run-01; "):
+        WorkflowPlan(_validated(config))
+    with pytest.raises(ValueError, match=r"config/presets/event_related\.yaml"):
+        WorkflowPlan(_validated(config))
+    chosen = {"features": {"alignment": {"method": "average"}}}
+    assert (
+        WorkflowPlan(_validated({**config, **chosen})).config["features"]["alignment"][
+            "event_regressor"
+        ]
+        is False
+    )

@@ -89,6 +89,7 @@ def test_methods_and_config_of_the_run(report, tiny_run):
 #: A phrase of each QC figure's own caption.
 QC_CAPTIONS = {
     "psd": "Power spectral density",
+    "band-power": "Band power of every kept channel",
     "channels": "flagged bad",
     "drop-log": "epochs kept",
     "erp": "mean of all kept epochs",

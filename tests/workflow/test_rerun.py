@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from workflow_helpers import TINY_CONFIG, planned_jobs, snakemake, write_config
+from workflow_helpers import TINY_CONFIG, planned_jobs, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.workflow]
 
@@ -140,24 +140,31 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
     assert jobs["align_features"] == 2 * n_runs  # two extractors with one layer each
 
 
-def test_revert_selects_earlier_versions_without_recomputation(tiny_copy: Path) -> None:
-    """Run a changed config, then revert: the first run's outputs are selected again."""
-    results = tiny_copy / "results"
-    before = _store_mtimes(results)
-    assert before, f"no zarr stores under {results}"
+def test_revert_selects_earlier_versions_without_recomputation(
+    tiny_run: Path, tiny_changed_copy: Path
+) -> None:
+    """Run a changed config, then revert: the first run's outputs are selected again.
 
-    _write_tiny(tiny_copy, _changed(TINY_CONFIG, "encoding.alphas.num", 4))
-    snakemake(tiny_copy, "--cores", "2")
+    ``tiny_changed_copy`` is a copy of ``tiny_run`` (modification times kept) run again
+    with ``encoding.alphas.num`` 4.
+    """
+    before = _store_mtimes(tiny_run / "results")
+    assert before, f"no zarr stores under {tiny_run / 'results'}"
+
+    assert yaml.safe_load((tiny_changed_copy / "config.yaml").read_text()) == _changed(
+        TINY_CONFIG, "encoding.alphas.num", 4
+    )
+    results = tiny_changed_copy / "results"
     after_change = _store_mtimes(results)
     new = set(after_change) - set(before)
     new_stages = {Path(p).parts[0] for p in new}
     assert new_stages == {"encoding", "evaluation", "predict", "summary", "geometry"}, new
     # The first run's stores are still there, untouched: nothing upstream was recomputed.
     assert {k: after_change[k] for k in before} == before
-    assert planned_jobs(tiny_copy) == {}
+    assert planned_jobs(tiny_changed_copy) == {}
 
-    _write_tiny(tiny_copy, TINY_CONFIG)
-    assert planned_jobs(tiny_copy) == {}
+    _write_tiny(tiny_changed_copy, TINY_CONFIG)
+    assert planned_jobs(tiny_changed_copy) == {}
     # Both versions stay on disk side by side; switching back wrote nothing.
     assert _store_mtimes(results) == after_change
     assert not any(name.startswith(".partial-") for _, dirs, _ in os.walk(results) for name in dirs)

@@ -83,7 +83,21 @@ def test_store_has_channel_groups_bootstrap_and_model_time(run):
     sim = ds["model_time_similarity"]
     assert sim.dims == ("subject", "channel_group", "frame_layer", "model_time", "time")
     assert np.isfinite(sim.values).all()
-    assert np.isfinite(ds["model_time_slope"].values).all()
+    # the peak's max-statistic test (200 permutations by default) and bootstrap (2
+    # subjects: over stimuli); no model-to-brain time line without a significant peak
+    assert ds.attrs["model_time_n_permutations"] == 200
+    assert ds.attrs["model_time_bootstrap_over"] == "stimuli"
+    p = ds["model_time_peak_p"].values
+    assert p.shape == (3, 1) and ((p >= 1 / 201) & (p <= 1)).all()
+    inconclusive = ds["model_time_inconclusive"].values
+    np.testing.assert_array_equal(inconclusive, p > 0.05)
+    for name in ("lag", "slope"):
+        np.testing.assert_array_equal(np.isnan(ds[f"model_time_{name}"].values), inconclusive)
+    assert ds["model_time_null_max"].dims == ("permutation", "channel_group", "frame_layer")
+    ci = ds["model_time_peak_brain_time_ci"]
+    assert ci.dims == ("bound", "channel_group", "frame_layer")
+    assert (ds["model_time_peak_brain_time"] >= 0).all() and (ci >= 0).all()
+    assert (ci.sel(bound="lower") <= ci.sel(bound="upper")).all()
 
 
 def test_summary_rows_and_figures(run):
@@ -98,7 +112,20 @@ def test_summary_rows_and_figures(run):
         value = dict(zip(here["statistic"], here["value"], strict=True))
         assert value["bootstrap_ci_lower"] <= value["mean"] <= value["bootstrap_ci_upper"]
     model_time = group[group["metric"].str.startswith("spearman_model_time_")]
-    assert len(model_time) == 3 * 5  # channel groups x (peak, its 2 times, slope, lag)
+    # channel groups x (peak, its 2 times, slope, lag) x (mean, 2 bootstrap limits)
+    assert len(model_time) == 3 * 5 * 3
+    peaks = model_time[
+        (model_time["metric"] == "spearman_model_time_peak") & (model_time["statistic"] == "mean")
+    ]
+    assert len(peaks) == 3 and peaks["p_value"].between(1 / 201, 1).all()
+    flagged = peaks.set_index("roi")["inconclusive"].astype(str) == "True"
+    for roi, inconclusive in flagged.items():
+        lines = model_time[
+            (model_time["roi"] == roi)
+            & model_time["metric"].isin(["spearman_model_time_lag", "spearman_model_time_slope"])
+        ]
+        assert lines["value"].isna().all() == inconclusive
+    assert (rows["metric"].str.endswith("_peak_latency") & (rows["value"] < 0)).sum() == 0
     plots = summary_dir(run) / "plots"
     assert (plots / "rsa_eeg_cross_temporal.png").exists()
     assert (plots / "rsa_eeg_model_time.png").exists()

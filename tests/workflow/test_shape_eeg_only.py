@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import mne
@@ -18,8 +19,14 @@ import pandas as pd
 import pytest
 import xarray as xr
 from dataset_shapes import make_eeg_only
-from shape_helpers import run_shape, store_mtimes, summary_notes, summary_table
-from workflow_helpers import planned_jobs, snakemake, write_config
+from shape_helpers import (
+    run_shape,
+    shared_shape_run,
+    store_mtimes,
+    summary_notes,
+    summary_table,
+)
+from workflow_helpers import assert_run_unchanged, planned_jobs, snakemake, write_config
 
 from neuroflow.qc.eeg import EEG_QC_FIGURES
 
@@ -29,13 +36,19 @@ pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 SPEED = {"decoding": {"classification": {"n_permutations": 10}}}
 
 
-@pytest.fixture(scope="module")
-def eeg_only(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    root = tmp_path_factory.mktemp("eeg_only")
-    facts = make_eeg_only(root / "bids", seed=0)
-    config = {"dataset": {"source": "bids", "bids_root": str(root / "bids")}, **SPEED}
-    run_shape(root / "run", config)
-    return root / "run", facts
+def _config(facts: dict) -> dict:
+    return {"dataset": {"source": "bids", "bids_root": str(facts["root"])}, **SPEED}
+
+
+@pytest.fixture(scope="session")
+def eeg_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict]]:
+    """The default configuration run on an EEG-only dataset, and its facts (read only;
+    also checked by ``test_default_configs``)."""
+    run, facts = shared_shape_run(
+        tmp_path_factory, "shape_eeg_only", lambda bids: make_eeg_only(bids, seed=0), _config
+    )
+    yield run, facts
+    assert_run_unchanged(tmp_path_factory, run)
 
 
 def _decoding(run: Path) -> xr.Dataset:

@@ -15,6 +15,9 @@ parcel time series.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import nibabel as nib
 import numpy as np
 import pandas as pd
@@ -22,8 +25,14 @@ import pytest
 import xarray as xr
 from dataset_shapes import make_algonauts_like, make_fmri_movie, make_nsd_like
 from dataset_shapes.fmri_movie import PLANTED_CONCEPTS, UNRELATED_CONCEPT
-from shape_helpers import open_stores, run_shape, summary_notes, summary_table
-from workflow_helpers import DEFAULT_SWEEP_MODELS
+from shape_helpers import (
+    open_stores,
+    run_shape,
+    shared_shape_run,
+    summary_notes,
+    summary_table,
+)
+from workflow_helpers import DEFAULT_SWEEP_MODELS, assert_run_unchanged
 
 from neuroflow.workflow.report_layout import QC_FIGURES
 
@@ -38,13 +47,23 @@ IMAGE_STATISTICS = {"name": "image_statistics", "extractor": "image_statistics"}
 VISUAL = {"visual": {"feature_spaces": ["image_statistics"]}}
 
 
-@pytest.fixture(scope="module")
-def movie(tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    root = tmp_path_factory.mktemp("movie")
-    facts = make_fmri_movie(root / "bids", seed=0)
-    config = {"dataset": {"source": "bids", "bids_root": str(root / "bids")}, **SPEED}
-    run_shape(root / "run", config)
-    return root / "run", facts
+def _movie_config(facts: dict) -> dict:
+    return {"dataset": {"source": "bids", "bids_root": str(facts["root"])}, **SPEED}
+
+
+@pytest.fixture(scope="session")
+def movie(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict]]:
+    """The default configuration run on an fMRI movie shown once, and its facts (read
+    only; also checked by ``test_default_configs``)."""
+    run, facts = shared_shape_run(
+        tmp_path_factory,
+        "shape_fmri_movie",
+        # one subject: its recordings do not depend on how many others there are
+        lambda bids: make_fmri_movie(bids, seed=0, n_subjects=1),
+        _movie_config,
+    )
+    yield run, facts
+    assert_run_unchanged(tmp_path_factory, run)
 
 
 def test_movie_without_repeats_runs_with_defaults(movie):

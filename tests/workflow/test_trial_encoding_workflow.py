@@ -58,11 +58,24 @@ def test_trial_versions_and_paths() -> None:
     assert plan.trial_scores_store("visual", "01").name == "sub-01_scores.zarr"
     assert plan.trial_scores_store("joint", "02") in plan.all_scores_stores()
     assert plan.trial_encoding_config("joint")["trial_split"] == {
-        "test": "repeated",
+        "test": "auto",
+        "test_fraction": 0.2,
+        "seed": 0,
         "cv": {"grouped_kfold": 5},
     }
     assert "delays" not in plan.trial_encoding_config("joint")
     assert "trial_split" not in plan.encoding_config("joint")
+    # the default split trains on most stimuli; a split that tests on more gets a note
+    assert not [n for n in plan.notes if "tests on" in n]
+    stimuli = sorted({s for ids in plan.design.run_stimuli.values() for s in ids if s})
+    lopsided = copy.deepcopy(on)
+    lopsided["encoding"]["trial_split"]["test"] = stimuli[: len(stimuli) * 3 // 4]
+    notes = [n for n in WorkflowPlan(lopsided).notes if "tests on" in n]
+    n_test = len(stimuli) * 3 // 4
+    assert len(notes) == 1 and notes[0].startswith(
+        f"trial_encoding: sub-01 trains on {len(stimuli) - n_test} stimuli and tests on {n_test} "
+        "(trial_split.test (a list)); trial_split.test: auto holds out"
+    ), notes
 
 
 @pytest.mark.workflow
@@ -87,10 +100,20 @@ def test_trial_encoding_runs_end_to_end(tmp_path: Path) -> None:
         record = read_provenance(path)
         assert record["stage"].startswith("trial_encoding/")
         assert any("single_trial" in str(i.get("stage")) for i in record["inputs"])
+        # the tiny demo's 21 repeated shots are tested, its 41 others trained on
+        assert ds.attrs["split_note"] == "" and ds.attrs["n_train_stimuli"] == 41
+        assert np.isfinite(ds["test_onset"].values).all()
     for path in scored:
         ds = xr.open_zarr(path)
         assert np.isfinite(ds["r"].values).mean() > 0.9
         assert ds.attrs["permutation_block_samples"] == 1
+        assert ds.attrs["noise_ceiling_min_separation_s"] == 12.0
+        # pure-noise voxels: for most of them the ceiling's interval holds 0
+        noise = (ds["roi"] == "noise").values
+        assert noise.sum() >= 10
+        low = ds["noise_ceiling_r_low"].values[noise]
+        assert np.median(low) == 0.0 and (low <= ds["noise_ceiling_r"].values[noise]).all()
+        assert ds["exceeds_ceiling"].dtype == bool
 
     table = next(results.glob("summary/*/scores.tsv"))
     scores = pd.read_csv(table, sep="\t", na_values=["n/a"], keep_default_na=False)

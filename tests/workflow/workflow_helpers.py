@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -122,3 +127,111 @@ def trial_config(base: dict | None = None) -> dict:
     config["single_trial"] = {"enabled": True}
     config["encoding"]["trial_split"] = {"test": "repeated", "cv": {"grouped_kfold": 4}}
     return config
+
+
+#: What a finished run is made of, for :func:`run_snapshot`: results, job logs, config.
+SNAPSHOT_PARTS = ("results", "logs", "config.yaml")
+
+
+def run_snapshot(workdir: Path) -> dict[str, list[int]]:
+    """Size and modification time (ns) of every file of a finished run.
+
+    Parameters
+    ----------
+    workdir : Path
+        The run's working folder; its :data:`SNAPSHOT_PARTS` are listed (Snakemake's own
+        ``.snakemake`` folder is not, as dry runs and reports write there).
+
+    Returns
+    -------
+    snapshot : dict of str to [int, int]
+        ``[size, mtime_ns]`` by path relative to ``workdir``.
+    """
+    snapshot = {}
+    for part in SNAPSHOT_PARTS:
+        top = workdir / part
+        for path in [top, *top.rglob("*")] if top.is_dir() else [top]:
+            if path.is_file() and not path.is_symlink():
+                stat = path.stat()
+                snapshot[str(path.relative_to(workdir))] = [stat.st_size, stat.st_mtime_ns]
+    return snapshot
+
+
+def changed_files(before: dict[str, list[int]], after: dict[str, list[int]]) -> list[str]:
+    """Paths added, removed or rewritten between two :func:`run_snapshot` results."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder that every test process of this pytest session shares.
+
+    Under pytest-xdist each worker's base temporary folder lies in one folder of the
+    session; without workers it is the session's own base folder (never its parent,
+    which other pytest sessions of the same user share).
+    """
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def shared_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]
+) -> Path:
+    """A run built once per pytest session, whichever test process asks first.
+
+    The first process to take ``<name>.lock`` calls ``build(workdir)`` on an empty
+    ``workdir``; the others wait on the lock and then reuse the finished folder. Users
+    read it only (dry runs and reports are fine); a test that writes into a run takes
+    a copy first (:func:`copy_run`). A failed build is recorded, so that the other
+    processes fail at once with its message instead of building it again.
+
+    Parameters
+    ----------
+    tmp_path_factory : pytest.TempPathFactory
+        The session's factory (see :func:`shared_folder`).
+    name : str
+        Folder name of the run, unique in the session.
+    build : callable
+        Fills the given (absent) working folder; raises when the run fails.
+
+    Returns
+    -------
+    workdir : Path
+        The finished run.
+    """
+    root = shared_folder(tmp_path_factory)
+    workdir, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with FileLock(root / f"{name}.lock"):
+        if failed.exists():
+            pytest.fail(
+                f"the shared run {name!r} failed in another test process:\n{failed.read_text()}"
+            )
+        if not done.exists():
+            if workdir.exists():  # left half-built by a process that was killed
+                shutil.rmtree(workdir)
+            try:
+                build(workdir)
+            except BaseException as exc:
+                failed.write_text(f"{type(exc).__name__}: {exc}"[-10000:])
+                raise
+            done.write_text(json.dumps(run_snapshot(workdir)))
+    return workdir
+
+
+def assert_run_unchanged(tmp_path_factory: pytest.TempPathFactory, workdir: Path) -> None:
+    """Fail when a file of a :func:`shared_run` was written after the run finished."""
+    done = shared_folder(tmp_path_factory) / f"{workdir.name}.done"
+    changed = changed_files(json.loads(done.read_text()), run_snapshot(workdir))
+    assert not changed, (
+        f"a test wrote into the shared run {workdir} (copy it with copy_run first): {changed[:20]}"
+    )
+
+
+def copy_run(workdir: Path, dest: Path) -> Path:
+    """A private copy of a finished run (results, logs and Snakemake's metadata).
+
+    Modification times are kept, so Snakemake finds nothing to do in the copy either.
+    """
+    shutil.copytree(workdir, dest, symlinks=True)
+    return dest

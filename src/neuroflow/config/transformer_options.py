@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["DEFAULT_OPTIONS", "resolve_options"]
+__all__ = ["DEFAULT_OPTIONS", "check_window", "resolve_options", "validation_note"]
 
 #: Options of a transformer encoding model (``encoding.models.<name>.transformer``).
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -85,3 +85,82 @@ def resolve_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
         )
     out["seeds"] = [int(s) for s in seeds]
     return out
+
+
+def check_window(model: str, options: Mapping[str, Any], run_lengths: Mapping[str, int]) -> None:
+    """Refuse a window longer than every run the model is trained and tested on.
+
+    Parameters
+    ----------
+    model : str
+        The model's name (``encoding.models.<model>``).
+    options : dict
+        Its resolved options (:func:`resolve_options`).
+    run_lengths : dict of str to int
+        Run key -> number of volumes, for every run of the model's subjects.
+
+    Raises
+    ------
+    ValueError
+        Naming the value, the longest run and its length.
+    """
+    if not run_lengths:
+        return
+    key, longest = max(run_lengths.items(), key=lambda item: (item[1], item[0]))
+    window = int(options["window_trs"])
+    if window > longest:
+        raise ValueError(
+            f"`encoding.models.{model}.transformer.window_trs` must be at most the length of "
+            f"the longest run, {longest} volumes ({key}), got {window} instead: no window "
+            "would fit in any run, so the model would learn positions that never hold data. "
+            f"Set a window of at most {longest} TRs."
+        )
+
+
+def validation_note(
+    model: str, options: Mapping[str, Any], training_runs: Mapping[str, int]
+) -> str | None:
+    """A plan note when ``validation_runs`` leaves subjects without a validation run.
+
+    A subject is validated (its last ``validation_runs`` training runs stop training
+    early) only when it has more training runs than that.
+
+    Parameters
+    ----------
+    model : str
+        The model's name.
+    options : dict
+        Its resolved options (:func:`resolve_options`).
+    training_runs : dict of str to int
+        Subject -> number of training runs (held-out test runs excluded).
+
+    Returns
+    -------
+    note : str | None
+        One line for the plan's notes, or ``None`` when every subject is validated.
+    """
+    n_val = int(options["validation_runs"])
+    without = sorted(s for s, n in training_runs.items() if not (n_val and n > n_val))
+    if not without:
+        return None
+    key = f"`encoding.models.{model}.transformer.validation_runs`"
+    if len(without) < len(training_runs):
+        subjects = ", ".join(f"sub-{s} ({training_runs[s]})" for s in without)
+        return (
+            f"encoding/{model}: {key} is {n_val}, which leaves {subjects} without a "
+            "validation run (a subject needs more training runs than that): their "
+            "validation scores are NaN and only the other subjects stop training early."
+        )
+    most = max(training_runs.values(), default=0)
+    why = (
+        f"{key} is 0"
+        if not n_val
+        else f"{key} is {n_val} but every subject has at most {most} training run(s) (a "
+        f"subject needs more than {n_val})"
+    )
+    refit = " and is not refitted" if options.get("refit") else ""
+    return (
+        f"encoding/{model}: no validation run: {why}, so the model trains all "
+        f"{options['epochs']} epochs without early stopping{refit}, and its validation "
+        "scores are NaN."
+    )

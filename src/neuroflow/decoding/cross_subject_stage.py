@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ __all__ = [
     "load_units",
     "resolve_cross_subject_config",
     "shared_channels",
+    "shared_classes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -296,6 +297,30 @@ def _groups(units: Sequence[HeldOutUnit], cv: str) -> tuple[list[list[int]], dic
     return groups, skipped
 
 
+def shared_classes(labels: Sequence[Iterable[str]]) -> tuple[list[str], list[str]]:
+    """The classes every held-out unit has, and those some unit lacks.
+
+    A decoder is tested only on classes it was trained on: the stage decodes the shared
+    classes and needs at least 2 of them; the workflow plan checks the same on the
+    epochs the events tables describe.
+
+    Parameters
+    ----------
+    labels : sequence of iterable of str
+        The labels (``decoding.cross_subject.target``) of each held-out unit's epochs.
+
+    Returns
+    -------
+    classes, dropped : list of str
+        Sorted shared classes, and sorted classes not in every unit.
+    """
+    per_unit = [set(map(str, u)) for u in labels]
+    if not per_unit:
+        return [], []
+    classes = sorted(set.intersection(*per_unit))
+    return classes, sorted(set.union(*per_unit) - set(classes))
+
+
 def cross_subject_dataset(units: Sequence[HeldOutUnit], config: Mapping[str, Any]) -> xr.Dataset:
     """Decode every held-out unit with classifiers trained on the others.
 
@@ -333,8 +358,7 @@ def cross_subject_dataset(units: Sequence[HeldOutUnit], config: Mapping[str, Any
         )
     target = cs["target"]
     per_unit = [set(np.unique(_labels(u, target)).tolist()) for u in units]
-    classes = sorted(set.intersection(*per_unit))
-    dropped_classes = sorted(set.union(*per_unit) - set(classes))
+    classes, dropped_classes = shared_classes(per_unit)
     if len(classes) < 2:
         found = {u.label: sorted(c) for u, c in zip(units, per_unit, strict=True)}
         raise ValueError(

@@ -18,7 +18,10 @@ Identification (per feature space)
        stimuli's statistics;
     3. the test patterns are decoded and averaged per stimulus, and each is identified
        among all test stimuli by correlation (top-k accuracy, mean rank), with a null
-       from shuffling the test labels: the retrieval step of brain-to-image decoding.
+       from rotating and reflecting the test labels along the stimuli's order of
+       presentation (neighbours in time keep their shared slow noise and alike
+       features, which free shuffles break): the retrieval step of brain-to-image
+       decoding.
 
 Across subjects or sessions (``decoding.fmri.cv``)
     ``leave-one-subject-out`` trains each subject's decoders on the other subjects'
@@ -29,13 +32,15 @@ Across subjects or sessions (``decoding.fmri.cv``)
 
 Concept decoding (with an annotation table)
     Each stimulus's pattern (repeats averaged) is decoded into its concept labels by
-    one-vs-rest logistic regressions, held out by folds grouped by run (stimuli shown
-    in the same runs stay together, so slow signal shared within a run cannot carry
-    labels across folds; seeded stimulus folds for trials), and scored by per-concept
-    ROC AUC and average precision, their means, and a label-shuffled null
+    one-vs-rest ridge classifiers (``decoder: logistic``: logistic regressions), held
+    out by folds grouped by run (stimuli shown in the same runs stay together, so slow
+    signal shared within a run cannot carry labels across folds; seeded stimulus folds
+    for trials), and scored by per-concept ROC AUC and average precision, their means,
+    and a null that rotates and reflects the label sequence along the stimuli's order
+    of presentation and cross-validates the decoders anew on every relabelling
     (:mod:`neuroflow.decoding.concepts`).
 
-The decoders, metrics and null are those of the EEG identification
+The decoders and metrics are those of the EEG identification
 (:mod:`neuroflow.decoding.identification`), so the two modalities are scored alike.
 """
 
@@ -57,16 +62,29 @@ from neuroflow.io.events import is_missing
 from neuroflow.rois import labelled_rois
 from neuroflow.variables import describe_variables
 
-from .concepts import concept_matrix, decode_concepts, read_concept_annotations
+from .concepts import concept_matrix, decode_concepts, read_concept_annotations, run_sets
 from .features import fit_feature_decoder, zscore_features
-from .identification import average_by_stimulus, identification_metrics, identification_null
+from .identification import (
+    average_by_stimulus,
+    identification_metrics,
+    identification_null,
+    presentation_order,
+)
 from .inputs import feature_info, stimulus_features
-from .stage import _metric_names, _obj, resolve_config
+from .stage import (
+    _metric_names,
+    _obj,
+    held_out_mask,
+    identification_unavailable,
+    resolve_config,
+)
 
 __all__ = [
     "FORMAT_VERSION",
     "concept_folds",
+    "concepts_unavailable",
     "decode_fmri",
+    "fmri_identification_unavailable",
     "fmri_patterns",
     "identify_stimuli",
     "permutation_p",
@@ -76,7 +94,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 #: Label of the "every voxel" region.
 ALL_VOXELS = "all"
@@ -121,8 +139,9 @@ def identify_stimuli(
         ``decoders`` (``["ridge"]`` or ``["ridge", "contrastive"]``); ``metrics``
         (n_decoders, n_metrics) and ``chance`` (n_metrics), one value per
         :func:`_metric_names` entry (top-k with k at or above the number of test
-        stimuli is NaN); ``null`` (n_decoders, n_permutations, n_metrics) and ``p``
-        (n_decoders, n_metrics); ``n_test`` (test stimuli).
+        stimuli is NaN); ``null`` (n_decoders, n_permutations, n_metrics), NaN past the
+        ``2 n_test - 1`` relabellings a short test sequence has, and ``p`` (n_decoders,
+        n_metrics); ``n_test`` (test stimuli).
     """
     keys = _metric_names(list(top_k))
     train = ~test
@@ -155,9 +174,11 @@ def identify_stimuli(
         chance = np.array([m.get(f"chance_{k}", nan) for k in keys])
         if n_permutations:
             nl = identification_null(
-                pred, F_test_items, n_permutations=n_permutations, top_k=ks, seed=seed
-            )
-            null[d] = np.stack([nl.get(k, np.full(n_permutations, nan)) for k in keys], axis=1)
+                pred, F_test_items, n_permutations=n_permutations, top_k=ks, seed=seed,
+                order=np.argsort(first_test, kind="stable"),
+            )  # fmt: skip
+            n_null = len(nl["mean_rank"])
+            null[d, :n_null] = np.stack([nl.get(k, np.full(n_null, nan)) for k in keys], axis=1)
     return {
         "decoders": list(preds),
         "metrics": metrics,
@@ -183,7 +204,9 @@ def permutation_p(metrics: np.ndarray, null: np.ndarray, keys: Sequence[str]) ->
     Returns
     -------
     p : ndarray, shape (n_decoders, n_metrics)
-        ``(1 + #null at least as good) / (1 + n_permutations)``; NaN where the metric is.
+        ``(1 + #null at least as good) / (1 + n_null)`` over the finite null values
+        (``n_null`` may be less than ``n_permutations``: a short test sequence has fewer
+        relabellings); NaN where the metric is.
     """
     with np.errstate(invalid="ignore"):
         better = np.where(
@@ -191,7 +214,7 @@ def permutation_p(metrics: np.ndarray, null: np.ndarray, keys: Sequence[str]) ->
             null <= metrics[:, None] + 1e-12,
             null >= metrics[:, None] - 1e-12,
         )
-    p = (1.0 + better.sum(axis=1)) / (1.0 + null.shape[1])
+    p = (1.0 + better.sum(axis=1)) / (1.0 + np.isfinite(null).sum(axis=1))
     p[~np.isfinite(metrics)] = np.nan
     return p
 
@@ -324,16 +347,66 @@ def concept_folds(
     """
     from sklearn.model_selection import GroupKFold, KFold
 
-    runs_of: dict[str, set[str]] = {}
-    for s, part in zip(stimuli, partitions, strict=True):
-        runs_of.setdefault(str(s), set()).add(str(part))
-    groups = np.array(["+".join(sorted(runs_of[str(s)])) for s in ids])
+    groups = run_sets(stimuli, partitions, ids)
     by_run = not any(str(p).startswith("repeat-") for p in partitions)
     if by_run and np.unique(groups).size >= 2:
         k = min(int(n_splits), int(np.unique(groups).size))
         return list(GroupKFold(n_splits=k).split(ids, groups=groups)), "run"
     k = min(int(n_splits), len(ids))
     return list(KFold(n_splits=k, shuffle=True, random_state=seed).split(ids)), "stimulus"
+
+
+def fmri_identification_unavailable(stimuli: Sequence[str]) -> str | None:
+    """Why one subject's fMRI presentations cannot be identified (None when they can).
+
+    The test stimuli are those ``test: auto`` chooses among the presentations
+    (:func:`~neuroflow.decoding.stage.held_out_mask` without conditions), as
+    ``decode_fmri`` chooses them within a subject.
+
+    Parameters
+    ----------
+    stimuli : sequence of str, shape (n_presentations,)
+        Stimulus of every presentation (trial or stimulus event) of the subject.
+
+    Returns
+    -------
+    reason : str | None
+        E.g. ``"1 test and 40 training stimuli (2 of each are needed)"``.
+    """
+    stim = np.asarray(stimuli, dtype=str)
+    return identification_unavailable(stim, held_out_mask(stim, None, None))
+
+
+def concepts_unavailable(ids: Sequence[str], annotations: Any, *, min_count: int) -> str | None:
+    """Why one subject's stimuli give no concept to decode (None when they do).
+
+    Parameters
+    ----------
+    ids : sequence of str, shape (n_stimuli,)
+        The subject's distinct decoded stimuli.
+    annotations : pandas.DataFrame
+        The concept annotation table
+        (:func:`~neuroflow.decoding.concepts.read_concept_annotations`).
+    min_count : int
+        ``decoding.fmri.concepts.min_count``: fewest positive (and negative) stimuli of a
+        decoded concept.
+
+    Returns
+    -------
+    reason : str | None
+        E.g. ``"no concept has 5+ positive and negative stimuli among 12"``.
+    """
+    ids = np.asarray(ids, dtype=str)
+    annotated = annotations["stimulus"].to_numpy(dtype=str)
+    if not np.isin(ids, annotated).any():
+        return (
+            f"none of its {len(ids)} decoded stimuli (e.g. {ids[:3].tolist()}) is in the "
+            f"annotation table (e.g. {annotated[:3].tolist()})"
+        )
+    _, names = concept_matrix(ids, annotations, min_count=min_count)
+    if not len(names):
+        return f"no concept has {min_count}+ positive and negative stimuli among {len(ids)}"
+    return None
 
 
 def _subject_of(path: Path, attrs: Mapping[str, Any]) -> str:
@@ -351,9 +424,7 @@ def _identification(
     the same targets: the decoders then train on their presentations of every stimulus
     but this subject's test stimuli, and are tested on this subject's presentations.
     """
-    from neuroflow.encoding.eeg import select_test_stimuli
-
-    test = np.isin(stim, select_test_stimuli(stim, "auto"))
+    test = held_out_mask(stim, None, None)
     if others:
         test_ids = np.unique(stim[test])
         pool = [(x[~np.isin(st, test_ids)], st[~np.isin(st, test_ids)]) for x, st in others]
@@ -369,13 +440,9 @@ def _identify_regions(
     """:func:`identify_stimuli` in every region the unit has and every feature space."""
     ic = cfg["identification"]
     n_test = int(np.unique(stim[test]).size)
-    if n_test < 2 or np.unique(stim[~test]).size < 2:
-        logger.info(
-            "%s: identification skipped, %d test and %d training stimuli.",
-            label,
-            n_test,
-            np.unique(stim[~test]).size,
-        )
+    why = identification_unavailable(stim, test)
+    if why is not None:
+        logger.info("%s: identification skipped, %s.", label, why)
         return {}, n_test
     feats = {n: stimulus_features(p, stim) for n, p in features.items()}
     contrastive = cfg["contrastive"] if cfg["contrastive"]["enabled"] else None
@@ -484,26 +551,12 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
     """Concept decoding of one subject: {region index: ConceptDecoding}, grouping."""
     cc = cfg["fmri"]["concepts"]
     ids, _ = average_by_stimulus(data[:, :1], stim)
-    if not np.isin(ids, annotations["stimulus"].to_numpy(dtype=str)).any():
-        logger.warning(
-            "sub-%s: concept decoding skipped, none of its %d decoded stimuli (e.g. %s) is "
-            "in the annotation table (e.g. %s).",
-            subject,
-            len(ids),
-            list(ids[:3]),
-            list(annotations["stimulus"].head(3)),
-        )
+    why = concepts_unavailable(ids, annotations, min_count=cc["min_count"])
+    if why is not None:
+        log = logger.warning if "annotation table" in why else logger.info
+        log("sub-%s: concept decoding skipped, %s.", subject, why)
         return {}, ""
     labels, names = concept_matrix(ids, annotations, min_count=cc["min_count"])
-    if not len(names):
-        logger.info(
-            "sub-%s: concept decoding skipped, no concept has %d+ positive and negative "
-            "stimuli among %d.",
-            subject,
-            cc["min_count"],
-            len(ids),
-        )
-        return {}, ""
     splits, grouping = concept_folds(
         stim, parts, ids, n_splits=cfg["n_splits"], seed=int(cfg["seed"])
     )
@@ -517,9 +570,13 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
             labels,
             names,
             splits,
+            decoder=cc["decoder"],
+            alphas=cc["alphas"],
             C=cc["C"],
             n_permutations=cc["n_permutations"],
             seed=int(cfg["seed"]),
+            order=presentation_order(stim),
+            blocks=run_sets(stim, parts, ids) if grouping == "run" else None,
         )
     return out, grouping
 
@@ -745,6 +802,7 @@ def decode_fmri(
                 "concept_annotations": str(concepts),
                 "concept_folds": {s: grouping[s] for s in subjects if grouping.get(s)},
                 "concept_min_count": int(fc["concepts"]["min_count"]),
+                "concept_decoder": str(fc["concepts"]["decoder"]),
             }
         )
     out = xr.Dataset(data_vars, coords=coords, attrs=attrs)

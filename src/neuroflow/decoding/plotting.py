@@ -282,54 +282,85 @@ def plot_model_time(
     *,
     lag: np.ndarray | None = None,
     slope: np.ndarray | None = None,
+    groups: Sequence[str] | None = None,
+    p_values: np.ndarray | None = None,
+    peaks: np.ndarray | None = None,
 ) -> Path:
-    """Model time × brain time RSA maps, one panel per frame-level layer.
+    """Model time × brain time RSA maps: one row of panels per channel group, one per layer.
 
     Parameters
     ----------
-    similarity : array-like, shape (n_layers, n_model_times, n_brain_times)
+    similarity : array-like, shape (n_groups, n_layers, n_model_times, n_brain_times)
         Similarity of each layer's RDM at each model time with the EEG RDM at each brain
-        time (NaN rows: model times a layer lacks).
+        time (NaN rows: model times a layer lacks); shape (n_layers, n_model_times,
+        n_brain_times) for one group.
     model_times : array-like, shape (n_model_times,)
         Seconds from the stimulus onset, within the stimulus.
     brain_times : array-like, shape (n_brain_times,)
         Seconds from the stimulus onset, in the EEG epochs.
     layers : sequence of str, shape (n_layers,)
     path : path-like
-    lag, slope : array-like, shape (n_layers,) | None
-        The line ``brain time = lag + slope * model time`` of each layer, drawn over it.
+    lag, slope : array-like, shape (n_groups, n_layers) | None
+        The line ``brain time = lag + slope * model time`` of each map, drawn over it;
+        NaN (an inconclusive peak): no line.
+    groups : sequence of str, shape (n_groups,) | None
+        Channel group names (row titles).
+    p_values : array-like, shape (n_groups, n_layers) | None
+        The peak's permutation p-value, in each panel's title.
+    peaks : array-like, shape (n_groups, n_layers, 2) | None
+        (model time, brain time) of each map's peak (s), marked.
 
     Returns
     -------
     path : Path
-        At most :data:`MAX_MODEL_TIME_LAYERS` panels (the first layers).
+        Every group, at most :data:`MAX_MODEL_TIME_LAYERS` layers (the first ones).
     """
-    sim = np.asarray(similarity, float)[:MAX_MODEL_TIME_LAYERS]
+    sim = np.asarray(similarity, float)
+    if sim.ndim == 3:
+        sim = sim[None]
+    n_groups = sim.shape[0]
+    sim = sim[:, :MAX_MODEL_TIME_LAYERS]
+    n = sim.shape[1]
+
+    def per_map(values: np.ndarray | None, tail: tuple[int, ...] = ()) -> np.ndarray:
+        if values is None:
+            return np.full((n_groups, n, *tail), np.nan)
+        return np.asarray(values, float).reshape(n_groups, -1, *tail)[:, :n]
+
+    lag, slope, p = per_map(lag), per_map(slope), per_map(p_values)
+    peak = per_map(peaks, (2,))
+    groups = list(groups) if groups is not None else [""] * n_groups
     mt = np.asarray(model_times, float)
     bt = np.asarray(brain_times, float)
-    n = sim.shape[0]
-    fig = Figure(figsize=(3.2 * min(n, 3), 3.0 * int(np.ceil(n / 3))), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(int(np.ceil(n / 3)), min(n, 3), squeeze=False)).ravel()
+    fig = Figure(figsize=(3.2 * n + 1.2, 2.9 * n_groups + 0.3), layout="constrained")
+    axes = fig.subplots(n_groups, n, squeeze=False)
     span = np.nanmax(np.abs(sim)) if np.isfinite(sim).any() else 1.0
     step = (mt[1] - mt[0]) / 2 if mt.size > 1 else 0.5
-    for k, ax in enumerate(axes):
-        if k >= n:
-            ax.set_axis_off()
-            continue
-        im = ax.imshow(
-            sim[k],
-            aspect="auto",
-            origin="lower",
-            cmap="RdBu_r",
-            vmin=-span,
-            vmax=span,
-            extent=[bt[0], bt[-1], mt[0] - step, mt[-1] + step],
-        )
-        if lag is not None and slope is not None and np.isfinite([lag[k], slope[k]]).all():
-            ax.plot(lag[k] + slope[k] * mt, mt, color="k", lw=1.0, ls="--")
-        ax.set_xlim(bt[0], bt[-1])
-        ax.set(xlabel="brain time (s)", ylabel="model time (s)", title=str(layers[k]))
-    fig.colorbar(im, ax=list(axes[:n]), shrink=0.8, label="RDM similarity")
+    for g in range(n_groups):
+        for k in range(n):
+            ax = axes[g, k]
+            im = ax.imshow(
+                sim[g, k],
+                aspect="auto",
+                origin="lower",
+                cmap="RdBu_r",
+                vmin=-span,
+                vmax=span,
+                extent=[bt[0], bt[-1], mt[0] - step, mt[-1] + step],
+            )
+            if np.isfinite([lag[g, k], slope[g, k]]).all():
+                ax.plot(lag[g, k] + slope[g, k] * mt, mt, color="k", lw=1.0, ls="--")
+            if np.isfinite(peak[g, k]).all():
+                ax.plot(peak[g, k, 1], peak[g, k, 0], "k+", ms=8)
+            ax.axvline(0, color="0.4", lw=0.5)
+            ax.set_xlim(bt[0], bt[-1])
+            title = str(layers[k]) if not groups[g] else f"{layers[k]} ({groups[g]})"
+            if np.isfinite(p[g, k]):
+                line = "line drawn" if np.isfinite(lag[g, k]) else "inconclusive"
+                title += f"\npeak p = {p[g, k]:.3g}, {line}"
+            ax.set_title(title, fontsize="small")
+            ax.set(xlabel="brain time (s)", ylabel="model time (s)")
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="RDM similarity")
     return _save(fig, path)
 
 

@@ -44,8 +44,10 @@ from sklearn.decomposition import PCA
 
 from neuroflow.artifacts import write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.peaks import peak_index
 from neuroflow.variables import describe_variables
 
+from .classification import labels_constant_within_groups
 from .contrastive import contrastive_options, fit_contrastive
 from .features import bin_window, fit_feature_decoder, zscore_features
 from .identification import average_by_stimulus, identification_metrics, identification_null
@@ -65,10 +67,13 @@ __all__ = [
     "DEFAULT_CONFIG",
     "FORMAT_VERSION",
     "STAGE",
+    "applicable_parts",
     "combine_eeg_decoding",
     "combine_subjects",
     "decode_eeg",
     "decode_eeg_subject",
+    "held_out_mask",
+    "identification_unavailable",
     "inconclusive_tests",
     "resolve_config",
 ]
@@ -76,7 +81,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 STAGE = "decode_eeg"
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
@@ -137,6 +142,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
             "enabled": True,
             "annotations": "auto",
             "min_count": 5,
+            "decoder": "ridge",
+            "alphas": [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0, 1000000.0],
             "C": 1.0,
             "n_permutations": 1000,
         },
@@ -315,7 +322,13 @@ def permutation_units(sub: SubjectEpochs, y: np.ndarray, groups: np.ndarray) -> 
     and some stimulus is repeated: the repeats of an image then keep sharing a label
     under the null whatever the folds (session folds, or stratified folds that split
     an image's repeats), as they share it in the design. Otherwise the CV groups (see
-    :func:`~neuroflow.decoding.temporal.shuffle_labels`).
+    :func:`~neuroflow.decoding.temporal.shuffle_labels`); where labels vary within
+    them (stratified epoch folds) and the epochs come from several recordings, each
+    group's part of each recording: labels then move only between epochs of one fold
+    and one recording, so every recording keeps its count of each class. Designs
+    balance the classes within each run, and shuffles across runs would pair a run's
+    slow offset with a share of a class it never had (a too-wide null; with a class
+    shown in its own runs, a run effect that the null would credit to the class).
 
     Parameters
     ----------
@@ -336,6 +349,11 @@ def permutation_units(sub: SubjectEpochs, y: np.ndarray, groups: np.ndarray) -> 
     repeated = np.unique(stim).size < stim.size
     if one_class_each and min(per_class) >= 2 and repeated:
         return stim
+    if np.unique(sub.session).size > 1 and not labels_constant_within_groups(y, groups):
+        cells = np.char.add(np.char.add(np.asarray(groups).astype(str), "|"), sub.session)
+        # (were every cell of one class, shuffle_labels would exchange whole cells)
+        if not labels_constant_within_groups(y, cells):
+            return cells
     return groups
 
 
@@ -433,6 +451,7 @@ def _untestable(
         "cannot be tested by permutation"
         if constant
         else "labels are shuffled within CV groups"
+        + (" and recordings" if np.unique(sub.session).size > 1 else "")
     )
     return (
         f"sub-{sub.subject}: the {target!r} labels (`decoding.classification.target`) "
@@ -480,29 +499,71 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def _test_mask(sub: SubjectEpochs, test_condition: str | None) -> np.ndarray:
-    """Epochs of the held-out test stimuli.
+def held_out_mask(
+    stimulus: np.ndarray, condition: np.ndarray | None, test_condition: str | None
+) -> np.ndarray:
+    """Presentations of the held-out test stimuli of one subject's identification.
 
-    ``test_condition`` names the test epochs' condition; when no epoch has it (a dataset
-    without a THINGS-style test block), or when it is ``None``, the test stimuli are
-    chosen as EEG encoding chooses them (``test: auto``: the most-presented stimuli, or
-    a fifth of them), with a logged line.
+    Parameters
+    ----------
+    stimulus : ndarray of str, shape (n_presentations,)
+        Stimulus of every epoch (or fMRI presentation).
+    condition : ndarray of str, shape (n_presentations,) | None
+        Condition of every epoch; None where there is none (fMRI).
+    test_condition : str | None
+        ``decoding.identification.test_condition``: the test epochs' condition. When no
+        epoch has it, or when it is None, the test stimuli are those EEG encoding's
+        ``test: auto`` chooses (the most-presented stimuli, or a seeded fifth).
+
+    Returns
+    -------
+    test : ndarray of bool, shape (n_presentations,)
+        Every presentation of a test stimulus (a stimulus is either a test or a
+        training stimulus, never both).
     """
     from neuroflow.encoding.eeg import select_test_stimuli
 
-    if test_condition is not None:
-        mask = sub.condition == test_condition
-        if mask.any():
-            test_stimuli = np.unique(sub.stimulus[mask])
-            # a stimulus is either a test or a training stimulus, never both
-            return np.isin(sub.stimulus, test_stimuli)
+    stimulus = np.asarray(stimulus, dtype=str)
+    if condition is not None and test_condition is not None:
+        chosen = np.asarray(condition, dtype=str) == str(test_condition)
+        if chosen.any():
+            return np.isin(stimulus, np.unique(stimulus[chosen]))
+    return np.isin(stimulus, select_test_stimuli(stimulus, "auto"))
+
+
+def identification_unavailable(stimulus: np.ndarray, test: np.ndarray) -> str | None:
+    """Why one subject's stimuli cannot be identified (None when they can).
+
+    Parameters
+    ----------
+    stimulus : ndarray of str, shape (n_presentations,)
+        Stimulus of every presentation.
+    test : ndarray of bool, shape (n_presentations,)
+        Presentations of the test stimuli (:func:`held_out_mask`).
+
+    Returns
+    -------
+    reason : str | None
+        E.g. ``"1 test and 40 training stimuli (2 of each are needed)"``.
+    """
+    stimulus, test = np.asarray(stimulus, dtype=str), np.asarray(test, dtype=bool)
+    n_test, n_train = np.unique(stimulus[test]).size, np.unique(stimulus[~test]).size
+    if n_test < 2 or n_train < 2:
+        return f"{n_test} test and {n_train} training stimuli (2 of each are needed)"
+    return None
+
+
+def _test_mask(sub: SubjectEpochs, test_condition: str | None) -> np.ndarray:
+    """Epochs of the held-out test stimuli (:func:`held_out_mask`), with a logged line
+    when no epoch has ``test_condition``."""
+    if test_condition is not None and not (sub.condition == test_condition).any():
         logger.info(
             "sub-%s: no epoch has condition %r (`identification.test_condition`); test "
             "stimuli chosen as `eeg_encoding.test: auto` does.",
             sub.subject,
             test_condition,
         )
-    return np.isin(sub.stimulus, select_test_stimuli(sub.stimulus, "auto"))
+    return held_out_mask(sub.stimulus, sub.condition, test_condition)
 
 
 def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray]:
@@ -569,7 +630,8 @@ def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray
 
 
 def _latencies(times: np.ndarray, score: np.ndarray, cluster_p: np.ndarray, alpha: float):
-    peak = times[np.nanargmax(score, axis=-1)]
+    index = peak_index(score, times)  # the largest score at or after the onset
+    peak = np.where(index >= 0, times[np.maximum(index, 0)], np.nan)
     sig = cluster_p <= alpha
     onset = np.where(sig.any(axis=-1), times[np.argmax(sig, axis=-1)], np.nan)
     return peak, onset
@@ -910,18 +972,54 @@ def _add_group_tests(ds: xr.Dataset, cfg: Mapping[str, Any]) -> None:
 def _applicable_parts(
     subjects: Sequence[SubjectEpochs], features: Mapping[str, Any], cfg: Mapping[str, Any]
 ) -> dict[str, str | None]:
-    """Why each decoding analysis cannot run (None when it runs; "off" when disabled)."""
-    from neuroflow.encoding.eeg import select_test_stimuli
+    """Why each decoding analysis cannot run (:func:`applicable_parts` of the epochs)."""
+    labels = {s.subject: (s.condition, s.stimulus) for s in subjects}
+    return applicable_parts(labels, has_features=bool(features), config=cfg)
 
+
+def applicable_parts(
+    labels: Mapping[str, tuple[Sequence[str], Sequence[str]]],
+    *,
+    has_features: bool,
+    config: Mapping[str, Any],
+) -> dict[str, str | None]:
+    """Why each EEG decoding analysis cannot run on some subjects' epochs.
+
+    The ``decode_eeg`` jobs check their epochs with it, and the workflow plan checks
+    the epochs the events tables describe, so that an analysis the plan keeps does
+    not refuse in its job.
+
+    Parameters
+    ----------
+    labels : dict of str to (sequence of str, sequence of str)
+        Subject -> the condition and the stimulus of each of its epochs, each of shape
+        (n_epochs,).
+    has_features : bool
+        Whether feature spaces are decoded (``decoding.feature_spaces`` that run).
+    config : dict
+        The ``decoding`` section (see :func:`resolve_config`).
+
+    Returns
+    -------
+    reasons : dict of str to str | None
+        ``"classification"``, ``"features"``, ``"identification"`` -> why it cannot run
+        for every subject (None when it runs; ``"off"`` when disabled).
+    """
+    cfg = resolve_config(config)
+    arrays = {
+        s: (np.asarray(cond, dtype=str), np.asarray(stim, dtype=str))
+        for s, (cond, stim) in labels.items()
+    }
     out: dict[str, str | None] = {}
     c = cfg["classification"]
     if not c["enabled"]:
         out["classification"] = "off"
     else:
-        labels = [
-            np.unique(s.condition if c["target"] == "condition" else s.stimulus) for s in subjects
+        few = [
+            s
+            for s, (cond, stim) in arrays.items()
+            if np.unique(cond if c["target"] == "condition" else stim).size < 2
         ]
-        few = [s.subject for s, lab in zip(subjects, labels, strict=True) if lab.size < 2]
         out["classification"] = (
             f"sub-{', sub-'.join(few)} have fewer than 2 classes of `{c['target']}`"
             if few
@@ -930,29 +1028,21 @@ def _applicable_parts(
     for part in ("features", "identification"):
         if not cfg[part]["enabled"]:
             out[part] = "off"
-        elif not features:
+        elif not has_features:
             out[part] = "no feature space to decode (`decoding.feature_spaces`)"
         else:
             out[part] = None
     if out["identification"] is None:
-        for sub in subjects:
-            cond = cfg["identification"]["test_condition"]
-            if cond is not None and (sub.condition == cond).any():
-                test = np.unique(sub.stimulus[sub.condition == cond])
-            else:
-                test = np.asarray(select_test_stimuli(sub.stimulus, "auto"))
-            n_train = np.setdiff1d(np.unique(sub.stimulus), test).size
-            if test.size < 2 or n_train < 2:
-                out["identification"] = (
-                    f"sub-{sub.subject} has {test.size} test and {n_train} training stimuli "
-                    "(2 of each are needed)"
-                )
+        cond_name = cfg["identification"]["test_condition"]
+        for s, (cond, stim) in arrays.items():
+            why = identification_unavailable(stim, held_out_mask(stim, cond, cond_name))
+            if why is not None:
+                out["identification"] = f"sub-{s} has {why}"
                 break
-    for part in ("features",):
-        if out[part] is None:
-            few = [s.subject for s in subjects if np.unique(s.stimulus).size < 3]
-            if few:
-                out[part] = f"sub-{', sub-'.join(few)} show fewer than 3 distinct stimuli"
+    if out["features"] is None:
+        few = [s for s, (_, stim) in arrays.items() if np.unique(stim).size < 3]
+        if few:
+            out["features"] = f"sub-{', sub-'.join(few)} show fewer than 3 distinct stimuli"
     return out
 
 

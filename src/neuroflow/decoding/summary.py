@@ -24,12 +24,14 @@ import pandas as pd
 import xarray as xr
 
 from neuroflow.evaluation.summary import TABLE_COLUMNS, space_names
+from neuroflow.peaks import peak_index
 
 __all__ = [
     "append_rows",
     "cross_subject_rows",
     "decoding_rows",
     "fmri_decoding_rows",
+    "group_t_test",
     "rsa_eeg_rows",
     "rsa_rows",
 ]
@@ -85,6 +87,13 @@ _RSA_EEG_ROW_VARIABLES = (
     "model_time_peak_brain_time",
     "model_time_slope",
     "model_time_lag",
+    "model_time_peak_p",
+    "model_time_inconclusive",
+    "model_time_peak_similarity_ci",
+    "model_time_peak_model_time_ci",
+    "model_time_peak_brain_time_ci",
+    "model_time_slope_ci",
+    "model_time_lag_ci",
 )
 
 
@@ -292,9 +301,13 @@ def fmri_decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.Dat
         others; ``metric`` top-k / mean rank) with chance and permutation p; concept
         decoding rows per subject and ROI (``analysis = "concept_decoding_fmri"``,
         ``metric`` ``mean_auc`` (chance 0.5) or ``mean_average_precision`` (chance the
-        mean prevalence of the concepts)) with their label-shuffle p. Undefined values
-        (a region a subject lacks, top-k with k at or above the number of test stimuli)
-        are left out.
+        mean prevalence of the concepts)) with their permutation p. Group rows
+        (``subject = "group"``, ``statistic = "mean"``) hold the subjects' mean and
+        chance per ROI (and space, decoder and metric), with a one-sided t-test over
+        subjects of their scores beyond chance (:func:`group_t_test`; lower mean rank
+        is better) as ``p_value``, except for the mean average precision. Undefined
+        values (a region a subject lacks, top-k with k at or above the number of test
+        stimuli) are left out.
     """
     ds = _in_memory(ds, _FMRI_DECODING_ROW_VARIABLES)
     rows = []
@@ -323,6 +336,7 @@ def fmri_decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.Dat
                         p_value=float(ds["identification_p"].sel(full)),
                     )
                 )
+        rows += _identification_group_rows(ds, decoders, layer_order)
     if "concept_map" in ds:
         for sel in _cells(ds, ("subject", "roi")):
             chance = {
@@ -350,7 +364,61 @@ def fmri_decoding_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.Dat
                         p_value=float(ds[f"{var}_p"].sel(sel)),
                     )
                 )
+        rows += _concept_group_rows(ds)
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _identification_group_rows(ds: xr.Dataset, decoders, layer_order: LayerOrder) -> list[dict]:
+    """Group means of the fMRI identification scores, with a t-test over subjects."""
+    rows = []
+    for sel in _cells(ds, ("roi", "feature_space", "metric")):
+        for dec in decoders:
+            full = sel if dec is None else {**sel, "decoder": dec}
+            values = ds["identification"].sel(full).values
+            if not np.isfinite(values).any():
+                continue
+            chance = np.broadcast_to(ds["identification_chance"].sel(sel).values, values.shape)
+            name = "identification_fmri" if dec in (None, "ridge") else f"identification_fmri_{dec}"
+            group = _group_row(values, chance, lower_is_better=sel["metric"] == "mean_rank")
+            rows.append(
+                _row(
+                    **group,
+                    **_space(sel["feature_space"], layer_order),
+                    roi=str(sel["roi"]),
+                    analysis=name,
+                    metric=str(sel["metric"]),
+                )
+            )
+    return rows
+
+
+def _concept_group_rows(ds: xr.Dataset) -> list[dict]:
+    """Group means of the concept decoding scores; mean AUC with a t-test over subjects.
+
+    The mean average precision has no group test: the prevalence it is compared with
+    per subject falls short of an uninformed decoder's expected average precision.
+    """
+    rows = []
+    prevalence = ds["concept_map_chance"].values
+    for roi in ds["roi"].values:
+        for metric, var, chance in (
+            ("mean_auc", "concept_mean_auc", np.full(prevalence.shape, 0.5)),
+            ("mean_average_precision", "concept_map", prevalence),
+        ):
+            values = ds[var].sel(roi=roi).values
+            if not np.isfinite(values).any():
+                continue
+            group = _group_row(values, chance, test=metric == "mean_auc")
+            rows.append(
+                _row(
+                    **group,
+                    **_NO_SPACE,
+                    roi=str(roi),
+                    analysis="concept_decoding_fmri",
+                    metric=metric,
+                )
+            )
+    return rows
 
 
 def _cells(ds: xr.Dataset, dims: Sequence[str]) -> list[dict[str, object]]:
@@ -359,6 +427,46 @@ def _cells(ds: xr.Dataset, dims: Sequence[str]) -> list[dict[str, object]]:
 
     values = [ds[d].values for d in dims]
     return [dict(zip(dims, combo, strict=True)) for combo in product(*values)]
+
+
+def group_t_test(effects: np.ndarray) -> float:
+    """One-sided one-sample t-test over subjects that their effects exceed 0.
+
+    Parameters
+    ----------
+    effects : array-like, shape (n_subjects,)
+        Each subject's chance-corrected score (higher is better); NaN for a subject
+        without one.
+
+    Returns
+    -------
+    p : float
+        :func:`scipy.stats.ttest_1samp` ``alternative="greater"`` over the finite
+        effects; NaN with fewer than 2 of them or when they are all equal.
+    """
+    from scipy.stats import ttest_1samp
+
+    d = np.asarray(effects, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    if d.size < 2 or np.ptp(d) == 0:
+        return float("nan")
+    return float(ttest_1samp(d, 0.0, alternative="greater").pvalue)
+
+
+def _group_row(values, chances, lower_is_better: bool = False, test: bool = True) -> dict:
+    """``value``, ``chance``, ``n_subjects`` and ``p_value`` of a group-mean row."""
+    values = np.asarray(values, dtype=np.float64)
+    chances = np.asarray(chances, dtype=np.float64)
+    ok = np.isfinite(values)
+    effects = (chances - values) if lower_is_better else (values - chances)
+    return {
+        "subject": "group",
+        "statistic": "mean",
+        "n_subjects": int(ok.sum()),
+        "value": float(values[ok].mean()),
+        "chance": float(np.nanmean(chances[ok])) if np.isfinite(chances[ok]).any() else np.nan,
+        "p_value": group_t_test(effects) if test else np.nan,
+    }
 
 
 def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
@@ -376,7 +484,8 @@ def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
     -------
     table : pandas.DataFrame
         One row per subject × comparison × layer × ROI (``metric`` is the comparison)
-        and group rows with the noise ceiling's lower and upper bounds.
+        and group rows: the subjects' mean (``statistic = "mean"``) and the noise
+        ceiling's lower and upper bounds.
     """
     ds = _in_memory(ds, _RSA_ROW_VARIABLES)
     rows = []
@@ -394,6 +503,20 @@ def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
                             analysis="rsa",
                             metric=str(comp),
                             value=float(ds["model_similarity"].sel(sel)),
+                        )
+                    )
+                values = ds["model_similarity"].sel(comparison=comp, layer=layer, roi=roi).values
+                if np.isfinite(values).any():
+                    rows.append(
+                        _row(
+                            subject="group",
+                            statistic="mean",
+                            n_subjects=int(np.isfinite(values).sum()),
+                            **names,
+                            roi=str(roi),
+                            analysis="rsa",
+                            metric=str(comp),
+                            value=float(np.nanmean(values)),
                         )
                     )
                 if "noise_ceiling" in ds:
@@ -480,7 +603,10 @@ def rsa_eeg_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame
         standard error at its peak (``bootstrap_ci_lower``, ``bootstrap_ci_upper``,
         ``bootstrap_se``), and for frame-level layers ``"<comparison>_model_time_peak"``
         (similarity), ``_peak_model_time`` and ``_peak_brain_time`` (s), ``_slope`` and
-        ``_lag`` (s) of the model time x brain time map.
+        ``_lag`` (s) of the model time x brain time map, with their bootstrap intervals
+        (``bootstrap_ci_lower``, ``bootstrap_ci_upper``), the peak's max-statistic
+        permutation ``p_value`` on its row and ``inconclusive`` on every model-time row
+        (True: the peak is not significant, and slope and lag are NaN).
     """
     ds = _in_memory(ds, _RSA_EEG_ROW_VARIABLES)
     da = ds["cross_temporal"]
@@ -494,9 +620,9 @@ def rsa_eeg_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame
                 for layer in ds["layer"].values:
                     sel = {"subject": sub, "channel_group": group, "comparison": comp}
                     course = np.asarray(da.sel(layer=layer, **sel).values)
-                    if not np.isfinite(course).any():
+                    peak = int(peak_index(course, times))  # at or after the onset
+                    if peak < 0:
                         continue
-                    peak = int(np.nanargmax(course))
                     base = _row(
                         subject=str(sub),
                         **_space(layer, layer_order),
@@ -558,9 +684,23 @@ def _rsa_eeg_group_rows(ds: xr.Dataset, layer_order: LayerOrder) -> list[dict]:
             for layer in ds["frame_layer"].values:
                 base = {**common, **_space(layer, layer_order), "roi": _eeg_roi(group)}
                 sel = {"channel_group": group, "frame_layer": layer}
+                test, p = {}, {}
+                if "model_time_peak_p" in ds:
+                    test["inconclusive"] = bool(ds["model_time_inconclusive"].sel(sel))
+                    p["p_value"] = float(ds["model_time_peak_p"].sel(sel))
                 for metric, var in names.items():
                     value = float(ds[var].sel(sel))
-                    rows.append(_row(**base, metric=f"{comp}_{metric}", value=value))
+                    extra = {**test, **(p if metric == "model_time_peak" else {})}
+                    rows.append(_row(**base, metric=f"{comp}_{metric}", value=value, **extra))
+                    for bound in ("lower", "upper") if f"{var}_ci" in ds else ():
+                        rows.append(
+                            _row(
+                                **{**base, "statistic": f"bootstrap_ci_{bound}"},
+                                metric=f"{comp}_{metric}",
+                                value=float(ds[f"{var}_ci"].sel(bound=bound, **sel)),
+                                **test,
+                            )
+                        )
     return rows
 
 
@@ -606,7 +746,7 @@ def cross_subject_rows(ds: xr.Dataset) -> pd.DataFrame:
             if "cross_subject_score" in ds:
                 course = ds["cross_subject_score"].sel(alignment=alignment).values[pick]
                 course = course.mean(axis=0)
-                peak = int(np.nanargmax(course))
+                peak = int(peak_index(course, times))  # at or after the onset
                 model = {"model": "time_resolved"}
                 rows += [
                     _row(

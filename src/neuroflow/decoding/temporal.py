@@ -16,20 +16,21 @@ Inference
 With a handful of subjects a test across subjects has little power (2 subjects allow 4
 sign flips, so no p-value below 0.25), and fold scores of one subject are not
 independent (training sets overlap), so a t-test over folds is anti-conservative.
-Within a subject we therefore build a label-permutation null: the whole
-cross-validation is rerun, on the same folds, with labels shuffled in the units the
-design randomised (whole stimuli when the label is a stimulus property; see
-:mod:`neuroflow.decoding.classification`). The observed map and the ``n`` permuted maps
-are then treated alike, which is what makes the test exact (Maris & Oostenveld, 2007):
-a point of any map is supra-threshold when at most ``cluster_alpha * (n + 1)`` of the
-``n + 1`` maps reach its value there (its per-point permutation p-value is at most
-``cluster_alpha``); a cluster's mass is the sum of ``score - mean(all maps)`` over its
-points; and a cluster's p-value is ``(1 + #{permuted maps whose largest cluster mass
->= its mass}) / (n + 1)``, which controls the family-wise error over time (or time ×
-time). Thresholding the permuted maps at quantiles of a null that includes themselves
-but not the observed map would give the observed map more supra-threshold points than
-any permuted map, and false positives well above ``cluster_alpha`` with few
-permutations.
+Within a subject we therefore build a label-permutation null: the whole cross-validation
+is rerun, on the same folds, with labels shuffled in the units the design randomised
+(whole stimuli when the label is a stimulus property; see
+:mod:`neuroflow.decoding.classification`; epochs of one fold and one recording for
+events named by their type, see :func:`neuroflow.decoding.stage.permutation_units`). The
+observed map and the ``n`` permuted maps are then treated alike, which is what makes the
+test exact (Maris & Oostenveld, 2007): a point of any map is supra-threshold when at
+most ``cluster_alpha * (n + 1)`` of the ``n + 1`` maps reach its value there (its
+per-point permutation p-value is at most ``cluster_alpha``); a cluster's mass is the sum
+of ``score - mean(all maps)`` over its points; and a cluster's p-value is ``(1 +
+#{permuted maps whose largest cluster mass >= its mass}) / (n + 1)``, which controls the
+family-wise error over time (or time × time). Thresholding the permuted maps at
+quantiles of a null that includes themselves but not the observed map would give the
+observed map more supra-threshold points than any permuted map, and false positives well
+above ``cluster_alpha`` with few permutations.
 
 The smallest p-value of ``n`` random permutations is ``1 / (n + 1)``; a test is only
 *conclusive* at level ``alpha`` when that is at most ``alpha / 5`` (at least

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,19 @@ from .stimuli import (
     rng_for,
 )
 
-__all__ = ["FORMAT_VERSION", "generate_demo_dataset", "load_ground_truth"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MARKER",
+    "foreign_files",
+    "generate_demo_dataset",
+    "load_ground_truth",
+]
 
 #: Bumped when the dataset's content changes meaning.
 FORMAT_VERSION = 5
+#: The demo's provenance record at the dataset root; its ``files`` lists every file
+#: the generator wrote (relative POSIX paths, the marker included).
+MARKER = ".neuroflow.json"
 BIDS_VERSION = "1.9.0"
 SEMANTIC_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _GENERATED_BY = [{"Name": "neuroflow", "Description": "neuroflow.demo simulation"}]
@@ -516,11 +526,68 @@ def generate_demo_dataset(
     output = Path(output)
     with atomic_directory(output) as tmp:
         _generate(tmp, cfg)
-        (tmp / ".neuroflow.json").write_text(
-            json.dumps(dict(provenance), indent=2, sort_keys=True, default=str) + "\n",
+        files = [*_relative_entries(tmp), MARKER]
+        record = {**dict(provenance), "files": sorted(set(files))}
+        (tmp / MARKER).write_text(
+            json.dumps(record, indent=2, sort_keys=True, default=str) + "\n",
             encoding="utf-8",
         )
     return output
+
+
+def _relative_entries(root: Path) -> list[str]:
+    """Files, links and empty folders under ``root``, as relative POSIX paths."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        links = [d for d in dirs if (here / d).is_symlink()]
+        out += [(here / name).relative_to(root).as_posix() for name in [*files, *links]]
+        if not dirs and not files and here != root:
+            out.append(here.relative_to(root).as_posix() + "/")
+    return out
+
+
+def _demo_files(root: Path) -> set[str] | None:
+    """What the demo marker of ``root`` says the generator wrote (None: no demo marker).
+
+    A marker without a ``files`` list (older demos) is answered with the files of the
+    layout of the config it records.
+    """
+    try:
+        record = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or str(record.get("stage")) != "demo":
+        return None
+    if isinstance(record.get("files"), list):
+        return {str(name) for name in record["files"]}
+    try:
+        layout = demo_layout(record.get("config") or {}, root)
+    except (KeyError, TypeError, ValueError):
+        return {MARKER}
+    return {path.relative_to(root).as_posix() for path in layout.files} | {MARKER}
+
+
+def foreign_files(folder: str | os.PathLike) -> list[Path]:
+    """What lies in ``folder`` that the demo generator did not write there.
+
+    Parameters
+    ----------
+    folder : path-like
+        A folder the demo is about to be generated into (replacing all it holds).
+
+    Returns
+    -------
+    paths : list of Path
+        Files, links and empty folders not listed by the demo marker of ``folder``
+        (:data:`MARKER`), sorted; every entry when ``folder`` holds no demo marker (or
+        the marker of another stage); empty when ``folder`` is missing or empty.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    written = _demo_files(root) or set()
+    return [root / name for name in sorted(_relative_entries(root)) if name not in written]
 
 
 def _generate(root: Path, cfg: dict[str, Any]) -> None:

@@ -7,10 +7,17 @@ Two designs share one solver (:func:`neuroflow.models.ridge_cv`, one penalty per
   solved in a single call on the flattened ``(epoch, latency × channel)`` responses,
   which is equivalent to a loop over time points but shares one eigendecomposition per
   fold. Cross-validation groups epochs by stimulus, so repeated presentations of an
-  image never straddle training and validation. Held-out test stimuli (by default the
-  repeated ones) are predicted once each and their presentations kept as repeats, in the
-  layout :func:`neuroflow.evaluation.evaluate_model` scores (sample = test stimulus,
-  targets on the (channel, latency) dims).
+  image never straddle training and validation. Unless the design sets test images
+  apart (THINGS-EEG's test images, shown more often than the training images), every
+  stimulus is predicted once by a model fitted on the other outer folds of stimuli
+  (penalties chosen by an inner cross-validation on those training folds only), so the
+  r per channel × latency is computed over all stimuli, not over a fifth of them.
+  Scores are taken against each stimulus's mean response over its repeats, in the
+  layout :func:`neuroflow.evaluation.evaluate_model` scores (sample = scored stimulus,
+  targets on the (channel, latency) dims), and tested with a cluster permutation test
+  over channel adjacency × latency whose null keeps each prediction within its fold;
+  the peak latency of the channel-mean r gets a bootstrap interval over stimuli
+  (:mod:`neuroflow.encoding.eeg_inference`).
 * :func:`fit_trf` fits temporal response functions on continuous EEG: the features of
   each stimulus are placed as impulses at its onset, lagged over a window of latencies
   and regressed onto every channel, with cross-validation over contiguous blocks.
@@ -19,6 +26,8 @@ Two designs share one solver (:func:`neuroflow.models.ridge_cv`, one penalty per
 from __future__ import annotations
 
 import logging
+import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,24 +38,42 @@ from threadpoolctl import threadpool_limits
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.encoding.eeg_inference import (
+    ADJACENCY_MODES,
+    ClusterTest,
+    FoldRefit,
+    bootstrap_peak_latency,
+    channel_adjacency,
+    cluster_permutation_test,
+    peak_course,
+    target_adjacency,
+)
 from neuroflow.encoding.stage import make_alphas
 from neuroflow.encoding.stored import NO_DELAYS, encoder_dataset
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import RidgeCVResult, parse_cv, resolve_device, ridge_cv, run_splits
+from neuroflow.peaks import peak_latency as _post_stimulus_peak
 from neuroflow.workflow.design import MIN_TEST_STIMULI, select_test_stimuli
 
 __all__ = [
+    "CROSS_VALIDATED",
     "DEFAULT_CONFIG",
+    "HELD_OUT",
     "MIN_TEST_STIMULI",
     "block_groups",
+    "cross_validated_predictions",
+    "designated_test_stimuli",
     "fit_eeg_encoding",
     "fit_epochs_ridge",
     "fit_trf",
+    "fold_refit",
     "lag_samples",
     "lagged_impulse_design",
     "peak_latency",
+    "scoring_design",
     "select_test_stimuli",
+    "stimulus_folds",
     "with_defaults",
 ]
 
@@ -60,7 +87,16 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "cv": {"grouped_kfold": 5},
     "scoring": "r2",
     "test": "auto",
-    "test_fraction": 0.2,
+    "outer_folds": 5,
+    "seed": 0,
+    "inference": {
+        "n_permutations": 200,
+        "cluster_threshold": 0.01,
+        "alpha": 0.05,
+        "adjacency": "auto",
+        "n_bootstraps": 1000,
+        "ci_level": 0.95,
+    },
     "standardize": True,
     "tmin": None,
     "tmax": None,
@@ -78,6 +114,16 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "dtype": "float32",
 }
 _VOLT_TO_UV = 1e6
+#: Permutations of cross-validated fits choose their penalties again (exact null) up to
+#: this many features and inner folds; beyond, each fold keeps its observed penalties.
+RESELECT_MAX_FEATURES = 16
+RESELECT_MAX_FOLDS = 10
+#: Fewest scored stimuli of a cluster test and a bootstrap (a correlation's t needs 3).
+MIN_INFERENCE_STIMULI = 3
+#: ``test_design`` of a store whose scored stimuli were held out of the fit.
+HELD_OUT = "held-out"
+#: ``test`` value (and ``test_design``): every stimulus predicted once across outer folds.
+CROSS_VALIDATED = "cross-validated"
 
 
 def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -168,24 +214,22 @@ def fit_epochs_ridge(
 
 
 def peak_latency(course: np.ndarray, latencies: np.ndarray) -> float:
-    """Latency of the largest value of a score course (NaNs ignored).
+    """Latency of the largest value of a score course at or after the onset (NaNs ignored).
 
     Parameters
     ----------
     course : ndarray, shape (n_latencies,)
         Score per latency.
     latencies : ndarray, shape (n_latencies,)
-        Latencies in seconds.
+        Latencies in seconds; negative ones (before the stimulus) are never the peak
+        (:func:`neuroflow.peaks.peak_latency`).
 
     Returns
     -------
     latency : float
-        NaN when the course is all NaN.
+        NaN when the course has no finite value at a latency ``>= 0``.
     """
-    course = np.asarray(course, dtype=float)
-    if np.all(np.isnan(course)):
-        return float("nan")
-    return float(np.asarray(latencies)[int(np.nanargmax(course))])
+    return _post_stimulus_peak(course, latencies)
 
 
 def _strings(values: Any) -> np.ndarray:
@@ -256,18 +300,481 @@ def _time_window(times: np.ndarray, cfg: Mapping[str, Any]) -> np.ndarray:
 
 
 def _test_repeats(stimuli: np.ndarray, test_ids: Sequence[str]) -> np.ndarray:
-    """Epoch indices of each test stimulus's presentations, shape (n_repeats, n_test)."""
+    """Epoch indices of each scored stimulus's presentations, shape (n_repeats, n_test)."""
     where = [np.flatnonzero(stimuli == s) for s in test_ids]
     counts = [len(w) for w in where]
     n_rep = min(counts)
     if len(set(counts)) > 1:
         logger.warning(
-            "Test stimuli are shown %s to %s times; keeping the first %s presentations of each.",
+            "Scored stimuli are shown %s to %s times; keeping the first %s presentations of each.",
             n_rep,
             max(counts),
             n_rep,
         )
     return np.stack([w[:n_rep] for w in where], axis=1)
+
+
+def designated_test_stimuli(stimuli: Sequence[str]) -> list[str]:
+    """The stimuli a design sets apart for testing, in order of first presentation.
+
+    Parameters
+    ----------
+    stimuli : sequence of str, shape (n_epochs,)
+        Stimulus id of every epoch.
+
+    Returns
+    -------
+    test_ids : list of str
+        The most-presented stimuli when they are shown more often than the others and
+        are at most half of all (THINGS-EEG's test images, shown 10 times among training
+        images shown once); empty otherwise (every stimulus shown equally often, or
+        immediate and delayed repeats of most images as in ds000117).
+    """
+    ids = [str(s) for s in stimuli]
+    counts = Counter(ids)
+    if not counts:
+        return []
+    order = list(dict.fromkeys(ids))
+    top = max(counts.values())
+    most = [s for s in order if counts[s] == top]
+    if top > min(counts.values()) and len(most) <= len(order) / 2:
+        return most
+    return []
+
+
+def scoring_design(stimuli: Sequence[str], test: str | Sequence[str]) -> tuple[str, list[str]]:
+    """How a subject's model is scored: on held-out test stimuli or by cross-validation.
+
+    Parameters
+    ----------
+    stimuli : sequence of str, shape (n_epochs,)
+        Stimulus id of every epoch.
+    test : "auto" | "cross-validated" | "repeated" | sequence of str
+        ``"auto"``: the design's test stimuli (:func:`designated_test_stimuli`) when it
+        has some, else cross-validation; ``"cross-validated"``: every stimulus predicted
+        once by models fitted on the other folds; ``"repeated"`` (every stimulus shown
+        more than once) or explicit ids: held out.
+
+    Returns
+    -------
+    design : {"held-out", "cross-validated"}
+    test_ids : list of str
+        The held-out stimuli (empty for cross-validation).
+    """
+    if isinstance(test, str) and test in ("auto", CROSS_VALIDATED):
+        held = designated_test_stimuli(stimuli) if test == "auto" else []
+        return (HELD_OUT, held) if held else (CROSS_VALIDATED, [])
+    return HELD_OUT, select_test_stimuli(stimuli, test)
+
+
+def stimulus_folds(n_stimuli: int, n_folds: int, seed: int) -> np.ndarray:
+    """Seeded outer fold of every stimulus, fold sizes differing by at most one.
+
+    Parameters
+    ----------
+    n_stimuli : int
+        Stimuli to split (at least 3).
+    n_folds : int
+        Folds (at least 2); more than ``n_stimuli`` gives one stimulus per fold.
+    seed : int
+        Seed of the assignment.
+
+    Returns
+    -------
+    folds : ndarray of int64, shape (n_stimuli,)
+        Fold of every stimulus, ``0 .. min(n_folds, n_stimuli) - 1``.
+    """
+    _check_int(n_folds, "outer_folds", 2)
+    if n_stimuli < 3:
+        raise ValueError(
+            f"Cross-validated predictions need at least 3 stimuli, got {n_stimuli} instead."
+        )
+    k = min(n_folds, n_stimuli)
+    if k < n_folds:
+        logger.warning(
+            "`outer_folds` is %d but there are %d stimuli: using %d folds (one per stimulus).",
+            n_folds,
+            n_stimuli,
+            k,
+        )
+    folds = np.empty(n_stimuli, dtype=np.int64)
+    folds[np.random.default_rng(seed).permutation(n_stimuli)] = np.arange(n_stimuli) % k
+    return folds
+
+
+def cross_validated_predictions(
+    X: np.ndarray,
+    Y: np.ndarray,
+    *,
+    stimuli: np.ndarray,
+    ids: Sequence[str],
+    folds: np.ndarray,
+    standardize: bool,
+    alphas: np.ndarray,
+    n_splits: int | None,
+    scoring: str = "r2",
+    target_batch_size: int = 10000,
+    device: Any = None,
+    dtype: str | None = None,
+) -> np.ndarray:
+    """Predict every stimulus once, from a model fitted on the other folds' epochs.
+
+    Each outer fold's model sees only the epochs of the other folds' stimuli: feature
+    standardisation, centring and the inner cross-validation of the penalties
+    (:func:`fit_epochs_ridge`, grouped by stimulus) use those epochs alone. The
+    predictions of all folds share one intercept, the mean response over all epochs:
+    with each fold's own training mean, a fold whose held-out stimuli respond more
+    would get lower predictions, and r over all stimuli would be negative (about -0.1
+    with 5 folds) wherever the features predict nothing. A constant common to all
+    predictions changes no r.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_epochs, n_features)
+        Raw features of the stimulus of every epoch.
+    Y : ndarray, shape (n_epochs, n_times, n_channels)
+        Epochs.
+    stimuli : ndarray of str, shape (n_epochs,)
+        Stimulus id of every epoch.
+    ids : sequence of str, shape (n_stimuli,)
+        The stimuli to predict (each shown on at least one epoch).
+    folds : ndarray of int, shape (n_stimuli,)
+        Outer fold of each of them (:func:`stimulus_folds`).
+    standardize : bool
+        Scale the features to unit SD (they are always centred).
+    alphas, n_splits, scoring, target_batch_size, device, dtype
+        See :func:`fit_epochs_ridge`.
+
+    Returns
+    -------
+    y_pred : ndarray of float32, shape (n_stimuli, n_times * n_channels)
+        Predictions, targets ordered (time, channel).
+    alphas : ndarray, shape (n_folds, n_times * n_channels)
+        The penalty each fold's model chose for each target, folds in increasing order.
+    """
+    ids = np.asarray([str(s) for s in ids])
+    folds = np.asarray(folds)
+    if folds.shape != ids.shape:
+        raise ValueError(f"`folds` must have shape {ids.shape}, got {folds.shape} instead.")
+    first = {}
+    for i, s in enumerate(np.asarray(stimuli)):
+        first.setdefault(str(s), i)
+    missing = [s for s in ids if s not in first]
+    if missing:
+        raise ValueError(f"`ids` names stimuli no epoch shows: {missing[:5]}.")
+    rows = np.array([first[s] for s in ids])
+    y_pred = np.empty((ids.size, int(np.prod(Y.shape[1:]))), dtype=np.float32)
+    chosen = []
+    for k in np.unique(folds):
+        held = folds == k
+        train = np.flatnonzero(~np.isin(stimuli, ids[held]))
+        if np.unique(stimuli[train]).size < 2:
+            raise ValueError(
+                f"Outer fold {k} leaves {np.unique(stimuli[train]).size} training stimuli; "
+                "at least 2 are needed (use fewer `outer_folds`)."
+            )
+        Xs, _, _ = _standardize(X, train, standardize)
+        Xs = (Xs - Xs[train].mean(0)).astype(np.float32)
+        result, _ = fit_epochs_ridge(
+            Xs[train],
+            Y[train],
+            groups=stimuli[train],
+            alphas=alphas,
+            n_splits=n_splits,
+            scoring=scoring,
+            target_batch_size=target_batch_size,
+            device=device,
+            dtype=dtype,
+        )
+        y_pred[held] = result.predict(Xs[rows[held]])
+        chosen.append(result.best_alpha)
+    # One intercept for every fold: each fold's training mean is lower where its held-out
+    # stimuli's mean is higher, which would make r over all stimuli negative on targets
+    # the features do not predict (a common constant changes no r).
+    intercept = np.asarray(Y, dtype=np.float64).reshape(len(Y), -1).mean(0)
+    return y_pred + intercept.astype(np.float32), np.stack(chosen)
+
+
+def _inference_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The checked ``inference`` subsection."""
+    inf = dict(cfg["inference"])
+    _check_int(inf["n_permutations"], "inference.n_permutations", 0)
+    _check_int(inf["n_bootstraps"], "inference.n_bootstraps", 0)
+    for name in ("cluster_threshold", "alpha", "ci_level"):
+        value = inf[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise ValueError(
+                f"`inference.{name}` must be a number in (0, 1), got {value!r} instead."
+            )
+    if inf["adjacency"] not in ADJACENCY_MODES:
+        raise ValueError(
+            f"`inference.adjacency` must be one of {list(ADJACENCY_MODES)}, got "
+            f"{inf['adjacency']!r} instead."
+        )
+    return inf
+
+
+def _channel_positions(path: Path, channels: np.ndarray) -> np.ndarray | None:
+    """Positions (m) of ``channels`` from an epochs store's ``ch_x/y/z``; None if unknown."""
+    ds = open_dataset(path)
+    if not all(c in ds.coords for c in ("ch_x", "ch_y", "ch_z")):
+        return None
+    names = [str(c) for c in ds["channel"].values]
+    index = [names.index(str(c)) for c in channels]
+    xyz = np.stack([np.asarray(ds[c].values, dtype=np.float64) for c in ("ch_x", "ch_y", "ch_z")])
+    positions = xyz.T[index]
+    return positions if np.isfinite(positions).all() else None
+
+
+def fold_refit(
+    X: np.ndarray,
+    data: np.ndarray,
+    stimuli: np.ndarray,
+    scored: Sequence[str],
+    folds: np.ndarray,
+    alphas: np.ndarray,
+    cfg: Mapping[str, Any],
+) -> FoldRefit:
+    """The cross-validated fits of :func:`cross_validated_predictions`, for permutations.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_epochs, n_features)
+        Raw features of every epoch's stimulus.
+    data : ndarray, shape (n_epochs, n_latencies, n_channels)
+        Epochs.
+    stimuli : ndarray of str, shape (n_epochs,)
+        Stimulus of every epoch.
+    scored : sequence of str, shape (n_stimuli,)
+        Every stimulus, in the order of ``folds``.
+    folds : ndarray of int, shape (n_stimuli,)
+        Outer fold of each.
+    alphas : ndarray, shape (n_folds, n_targets)
+        Each fold's penalties.
+    cfg : dict
+        The section (``standardize``).
+
+    Returns
+    -------
+    refit : FoldRefit
+    """
+    import scipy.sparse
+
+    index = {s: i for i, s in enumerate(scored)}
+    which = np.array([index[str(s)] for s in stimuli])
+    n_epochs = which.size
+    indicator = scipy.sparse.csr_array(
+        (np.ones(n_epochs), (which, np.arange(n_epochs))), shape=(len(scored), n_epochs)
+    )
+    sums = indicator @ np.asarray(data, dtype=np.float64).reshape(n_epochs, -1)
+    first = np.array([np.flatnonzero(which == i)[0] for i in range(len(scored))])
+    grid = make_alphas(cfg["alphas"])
+    n_splits = parse_cv(cfg["cv"])
+    inner = []
+    for k in np.unique(folds):
+        train = np.flatnonzero(folds[which] != k)  # epochs
+        # the splits cross_validated_predictions' inner cross-validation used
+        splits = run_splits(np.asarray(stimuli)[train], n_splits, unit="stimulus")
+        inner.append([np.unique(which[train][val]) for _, val in splits])
+    reselect = (
+        cfg["scoring"] == "r2"
+        and X.shape[1] <= RESELECT_MAX_FEATURES
+        and max(len(v) for v in inner) <= RESELECT_MAX_FOLDS
+    )
+    squares = indicator @ (np.asarray(data, dtype=np.float64).reshape(n_epochs, -1) ** 2)
+    return FoldRefit(
+        X[first],
+        sums,
+        np.bincount(which, minlength=len(scored)),
+        folds,
+        alphas,
+        bool(cfg["standardize"]),
+        alpha_grid=grid if reselect else None,
+        inner=inner if reselect else None,
+        squares=squares if reselect else None,
+    )
+
+
+def _nan_to_none(value: float) -> float | None:
+    """A float for store attributes (JSON has no NaN)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def _infer(
+    y_pred: np.ndarray,
+    observed: np.ndarray,
+    folds: np.ndarray,
+    latencies: np.ndarray,
+    channels: np.ndarray,
+    positions: np.ndarray | None,
+    inf: Mapping[str, Any],
+    seed: int,
+    peak: float,
+    refit: FoldRefit | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Cluster test, bootstrap peak interval and peak p-value of one subject's r map.
+
+    Parameters
+    ----------
+    y_pred, observed : ndarray, shape (n_stimuli, n_latencies * n_channels)
+        Predictions and repeat-averaged responses of the scored stimuli, targets ordered
+        (latency, channel).
+    folds : ndarray of int, shape (n_stimuli,)
+        Fold whose model predicted each stimulus.
+    latencies, channels : ndarray
+        The grid.
+    positions : ndarray, shape (n_channels, 3) | None
+        Channel positions.
+    inf : dict
+        The checked ``inference`` subsection.
+    seed : int
+        Seed of the permutations and the bootstrap.
+    peak : float
+        Peak latency (s) of the largest r over channels.
+    refit : FoldRefit | None
+        The cross-validated fits, refitted by the permutations (None: a held-out set,
+        whose predictions are permuted).
+
+    Returns
+    -------
+    variables : dict
+        Store variables (name -> (dims, values, attrs)).
+    attrs : dict
+        Store attributes (the peak, its interval and p-value, the test settings).
+    """
+    n, n_lat, n_ch = y_pred.shape[0], latencies.size, channels.size
+    pred = y_pred.reshape(n, n_lat, n_ch)
+    obs = observed.reshape(n, n_lat, n_ch)
+    ch_adj = channel_adjacency(positions, channels) if inf["adjacency"] == "auto" else None
+    if ch_adj is None and inf["adjacency"] == "auto":
+        logger.info("Channel positions are unknown: clusters run along latency only.")
+    adjacency = target_adjacency(n_lat, ch_adj, n_ch)
+    name = "channel x latency" if ch_adj is not None else "latency"
+    n_perm = int(inf["n_permutations"]) if n >= MIN_INFERENCE_STIMULI else 0
+    n_boot = int(inf["n_bootstraps"]) if n >= MIN_INFERENCE_STIMULI else 0
+    if n < MIN_INFERENCE_STIMULI:
+        logger.warning(
+            "%d scored stimuli: no cluster test and no peak interval (at least %d are needed).",
+            n,
+            MIN_INFERENCE_STIMULI,
+        )
+        test = ClusterTest(
+            t_obs=np.zeros((n_lat, n_ch)),
+            labels=np.zeros((n_lat, n_ch), dtype=np.int64),
+            masses=np.zeros(0),
+            p_values=np.zeros(0),
+            null_max_mass=np.zeros(0),
+            threshold=np.nan,
+            adjacency=name,
+        )
+    else:
+        test = cluster_permutation_test(
+            pred,
+            obs,
+            adjacency,
+            refit=refit,
+            n_permutations=n_perm,
+            threshold=float(inf["cluster_threshold"]),
+            seed=seed,
+            adjacency_name=name,
+        )
+    boot, interval = (
+        bootstrap_peak_latency(
+            pred,
+            obs,
+            latencies,
+            n_bootstraps=n_boot,
+            level=float(inf["ci_level"]),
+            seed=seed + 1,
+        )
+        if n_boot
+        else (np.zeros(0), np.full(2, np.nan))
+    )
+    alpha = float(inf["alpha"])
+    target_p = test.target_p()  # (latency, channel)
+    if not np.isfinite(peak) or not n_perm:
+        peak_p = np.nan
+    else:
+        at_peak = target_p[int(np.argmin(np.abs(latencies - peak)))]
+        peak_p = float(np.nanmin(at_peak)) if np.isfinite(at_peak).any() else 1.0
+    significant = np.nan_to_num(target_p, nan=1.0) <= alpha
+    inconclusive = 1.0 / (n_perm + 1) > alpha
+    one = {"units": "1"}
+    variables = {
+        "cluster_t": (
+            ("channel", "latency"),
+            test.t_obs.T.astype(np.float32),
+            {**one, "long_name": "t statistic of the test r, r sqrt((n - 2) / (1 - r^2))"},
+        ),
+        "cluster_id": (
+            ("channel", "latency"),
+            test.labels.T.astype(np.int32),
+            {**one, "long_name": "cluster (1: largest mass), 0 outside clusters"},
+        ),
+        "cluster_p": (
+            ("channel", "latency"),
+            target_p.T.astype(np.float32),
+            {**one, "long_name": "family-wise p-value of the target's cluster, NaN outside"},
+        ),
+        "significant_cluster": (
+            ("channel", "latency"),
+            significant.T,
+            {**one, "alpha": alpha, "long_name": "in a cluster with p <= alpha"},
+        ),
+        "cluster_mass": (("cluster",), test.masses, {**one, "long_name": "sum of t"}),
+        "cluster_p_value": (
+            ("cluster",),
+            test.p_values,
+            {**one, "long_name": "(1 + #{null max mass >= mass}) / (1 + n_permutations)"},
+        ),
+        "null_max_mass": (
+            ("permutation",),
+            test.null_max_mass,
+            {**one, "long_name": "largest cluster mass of each permuted map"},
+        ),
+        "peak_latency_bootstrap": (
+            ("bootstrap",),
+            boot.astype(np.float32),
+            {"units": "s", "long_name": "peak latency of each resampling of the stimuli"},
+        ),
+        "peak_latency_ci": (
+            ("bound",),
+            interval.astype(np.float32),
+            {"units": "s", "level": float(inf["ci_level"]), "long_name": "percentile interval"},
+        ),
+        "peak_p": (
+            (),
+            np.float32(peak_p),
+            {**one, "long_name": "smallest cluster p-value at the peak latency (1: none)"},
+        ),
+        "fold": (
+            ("stimulus",),
+            np.asarray(folds, dtype=np.int32),
+            {**one, "long_name": "outer fold whose model predicted the stimulus"},
+        ),
+    }
+    attrs = {
+        "n_permutations": n_perm,
+        "cluster_threshold": float(inf["cluster_threshold"]),
+        "cluster_threshold_t": float(test.threshold),
+        "cluster_alpha": alpha,
+        "cluster_adjacency": name,
+        "permutation_penalties": (
+            "none (held-out predictions permuted)"
+            if refit is None
+            else ("chosen again" if refit.reselects else "kept from the observed fit")
+        ),
+        "n_clusters": int(test.masses.size),
+        "n_significant_clusters": int((np.nan_to_num(test.p_values, nan=1.0) <= alpha).sum()),
+        "n_bootstraps": n_boot,
+        "ci_level": float(inf["ci_level"]),
+        "peak_latency": _nan_to_none(peak),
+        "peak_latency_ci": [_nan_to_none(v) for v in interval],
+        "peak_p": _nan_to_none(peak_p),
+        "peak_significant": bool(np.isfinite(peak_p) and peak_p <= alpha),
+        "inference_inconclusive": bool(inconclusive),
+    }
+    return variables, attrs
 
 
 # --------------------------------------------------------------------------- epochs
@@ -279,15 +786,16 @@ def fit_eeg_encoding(
     config: dict,
     provenance: dict,
 ) -> Path:
-    """Fit per time point encoding models on one subject's epochs; predict held-out stimuli.
+    """Fit per time point encoding models on one subject's epochs; score and test them.
 
     Parameters
     ----------
     epochs : Path | list of Path
         Epochs stores of ONE subject's recordings (from ``preprocess_eeg``), pooled:
         ``epochs`` (epoch, channel, time) in V with coordinate ``stimulus`` on
-        ``epoch``; recordings share their time grid, and are pooled on the channels
-        they all have.
+        ``epoch`` (and ``ch_x/y/z`` channel positions, used for cluster adjacency when
+        every channel has one); recordings share their time grid, and are pooled on the
+        channels they all have.
     features : dict of str to Path
         Feature stores (``features`` (stimulus, feature), coordinate ``stimulus``) by
         feature-space name; the spaces in ``config["feature_spaces"]`` (default: all)
@@ -296,27 +804,56 @@ def fit_eeg_encoding(
     output : Path
         Output store.
     config : dict
-        The ``eeg_encoding`` section (see :data:`DEFAULT_CONFIG`).
+        The ``eeg_encoding`` section (see :data:`DEFAULT_CONFIG`). ``test`` chooses the
+        scored stimuli (:func:`scoring_design`): with cross-validation every stimulus is
+        predicted once by a model fitted on the other ``outer_folds`` (seeded folds of
+        stimuli, so the repeats of an image share a fold; :func:`stimulus_folds`),
+        the penalties chosen by the inner ``cv`` on those training epochs only;
+        held-out stimuli are predicted by the model fitted on all other stimuli.
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
 
     Returns
     -------
     output : Path
-        The store, with dims ``stimulus`` (held-out test stimuli), ``repeat``,
-        ``channel`` and ``latency`` (dimension coordinates; ``latency`` in s) and
-        coordinate ``roi`` (= ``channel``) on ``channel``:
+        The store, with dims ``stimulus`` (the scored stimuli: all of them with
+        cross-validation, else the held-out ones), ``repeat``, ``channel`` and
+        ``latency`` (dimension coordinates; ``latency`` in s) and coordinate ``roi``
+        (= ``channel``) on ``channel``:
 
-        - ``y_pred``, shape (n_test, n_channels, n_latencies), in µV;
-        - ``y_test``, shape (n_repeats, n_test, n_channels, n_latencies), in µV;
-        - ``best_alpha`` and ``cv_score``, shape (n_channels, n_latencies);
-        - ``r_course`` (test r against the repeat mean, averaged over channels) and
-          ``cv_course``, shape (n_latencies,);
-        - ``peak_latency`` (s, of ``r_course``), a scalar.
+        - ``y_pred``, shape (n_scored, n_channels, n_latencies), in µV;
+        - ``y_test``, shape (n_repeats, n_scored, n_channels, n_latencies), in µV (the
+          scores use their mean over repeats);
+        - ``fold`` (n_scored,): the outer fold that predicted each stimulus (0 for a
+          held-out set);
+        - ``best_alpha`` and ``cv_score``, shape (n_channels, n_latencies), of the
+          model fitted on all training stimuli (all stimuli with cross-validation),
+          whose weights the store keeps (``coef``...);
+        - ``r_course`` (r against the repeat mean, averaged over channels),
+          ``r_course_max`` (its largest value over channels) and ``cv_course``, shape
+          (n_latencies,);
+        - ``peak_latency`` (s, where ``r_course_max`` peaks at latencies >= 0: a
+          focal response stands out there, the channel mean dilutes it), ``peak_r``
+          and ``peak_p`` (the smallest cluster p-value at that latency, 1 outside
+          clusters), scalars; ``peak_latency_ci`` (bound,) and
+          ``peak_latency_bootstrap`` (bootstrap,): its percentile interval over
+          resamplings of the stimuli;
+        - the cluster permutation test (:mod:`neuroflow.encoding.eeg_inference`):
+          ``cluster_t``, ``cluster_id``, ``cluster_p`` and ``significant_cluster``
+          (n_channels, n_latencies), ``cluster_mass`` and ``cluster_p_value``
+          (cluster,), ``null_max_mass`` (permutation,).
+
+        Attributes record the design (``test_design``, ``n_outer_folds``), the test
+        settings, and the peak, its channel, interval and p-value (``peak_latency``,
+        ``peak_r``, ``peak_channel``, ``peak_latency_ci``, ``peak_p``,
+        ``peak_significant``), which the evaluation
+        stage copies into the score store for the summary.
     """
     from neuroflow.decoding.inputs import load_subject_epochs
 
     cfg = with_defaults(config)
+    inf = _inference_settings(cfg)
+    seed = _check_int(cfg["seed"], "seed", 0)
     paths = [Path(epochs)] if isinstance(epochs, str | Path) else [Path(p) for p in epochs]
     spaces = select_feature_spaces(cfg, features)
     for path in paths:
@@ -335,59 +872,118 @@ def fit_eeg_encoding(
     latencies = times[keep_t]
     channels = sub.channels
 
-    test_ids = select_test_stimuli(
-        stimuli, cfg["test"], fraction=float(cfg["test_fraction"]), seed=0
-    )
-    if not test_ids:
+    design, test_ids = scoring_design(stimuli, cfg["test"])
+    if design == HELD_OUT and not test_ids:
         raise ValueError(
             f"{where}: no stimulus is shown more than once, so `test: repeated` selects "
             "no test stimuli; use `test: auto` or list them explicitly."
         )
-    is_test = np.isin(stimuli, test_ids)
-    train = np.flatnonzero(~is_test)
-    if np.unique(stimuli[train]).size < 2:
-        raise ValueError(
-            f"{where}: at least 2 training stimuli are needed, got "
-            f"{np.unique(stimuli[train]).size} instead ({len(test_ids)} of "
-            f"{np.unique(stimuli).size} stimuli are held out by `test` {cfg['test']!r})."
-        )
+    if design == HELD_OUT:
+        scored = list(test_ids)
+        train = np.flatnonzero(~np.isin(stimuli, test_ids))
+        if np.unique(stimuli[train]).size < 2:
+            raise ValueError(
+                f"{where}: at least 2 training stimuli are needed, got "
+                f"{np.unique(stimuli[train]).size} instead ({len(test_ids)} of "
+                f"{np.unique(stimuli).size} stimuli are held out by `test` {cfg['test']!r})."
+            )
+        folds = np.zeros(len(scored), dtype=np.int64)
+    else:
+        scored = list(dict.fromkeys(str(s) for s in stimuli))
+        train = np.arange(stimuli.size)
+        try:
+            folds = stimulus_folds(len(scored), cfg["outer_folds"], seed)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
     data = sub.data[:, :, keep_t] * np.float32(_VOLT_TO_UV)
     if not np.all(np.isfinite(data)):
         raise ValueError(f"{where}: field `epochs` holds non-finite values.")
     data = data.transpose(0, 2, 1)  # (epoch, latency, channel)
 
-    X, space_of = _features(features, spaces, stimuli)
-    X, feature_mean, feature_scale = _standardize(X, train, bool(cfg["standardize"]))
+    X_raw, space_of = _features(features, spaces, stimuli)
+    device = resolve_device(cfg["device"])
+    solver = {
+        "alphas": make_alphas(cfg["alphas"]),
+        "n_splits": parse_cv(cfg["cv"]),
+        "scoring": cfg["scoring"],
+        "target_batch_size": int(cfg["target_batch_size"]),
+        "device": device,
+        "dtype": cfg["dtype"],
+    }
+    X, feature_mean, feature_scale = _standardize(X_raw, train, bool(cfg["standardize"]))
     x_mean = X[train].mean(0)
     X = (X - x_mean).astype(np.float32)
-    device = resolve_device(cfg["device"])
-    result, y_mean = fit_epochs_ridge(
-        X[train],
-        data[train],
-        groups=stimuli[train],
-        alphas=make_alphas(cfg["alphas"]),
-        n_splits=parse_cv(cfg["cv"]),
-        scoring=cfg["scoring"],
-        target_batch_size=int(cfg["target_batch_size"]),
-        device=device,
-        dtype=cfg["dtype"],
-    )
+    result, y_mean = fit_epochs_ridge(X[train], data[train], groups=stimuli[train], **solver)
 
-    reps = _test_repeats(stimuli, test_ids)  # (n_repeats, n_test)
-    X_test = X[reps[0]]
-    y_pred = (result.predict(X_test) + y_mean).astype(np.float32)
+    reps = _test_repeats(stimuli, scored)  # (n_repeats, n_scored)
+    refit = None
+    if design == HELD_OUT:
+        y_pred = (result.predict(X[reps[0]]) + y_mean).astype(np.float32)
+    else:
+        logger.info(
+            "Predicting %d stimuli by %d-fold cross-validation over stimuli.",
+            len(scored),
+            np.unique(folds).size,
+        )
+        y_pred, fold_alphas = cross_validated_predictions(
+            X_raw,
+            data,
+            stimuli=stimuli,
+            ids=scored,
+            folds=folds,
+            standardize=bool(cfg["standardize"]),
+            **solver,
+        )
+        refit = fold_refit(X_raw, data, stimuli, scored, folds, fold_alphas, cfg)
     y_test = data[reps].reshape(reps.shape[0], reps.shape[1], -1)
-    r = pearson_r(y_test.mean(0), y_pred)
+    observed = y_test.astype(np.float64).mean(0)
+    # as the evaluation stage scores the stored (float32) maps
+    r = pearson_r(observed, y_pred).astype(np.float32)
     shape = (latencies.size, channels.size)
-    with np.errstate(all="ignore"):
-        r_course = np.nanmean(r.reshape(shape), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN latencies give NaN
+        r_course = np.nanmean(r.reshape(shape).astype(np.float64), axis=1)
         cv_course = np.nanmean(result.cv_score.reshape(shape), axis=1)
-    peak = peak_latency(r_course, latencies)
-    logger.info("Test r course peaks at %.3f s (%.3f).", peak, np.nanmax(r_course))
+    r_course_max = peak_course(r.reshape(shape))
+    peak = peak_latency(r_course_max, latencies)
+    variables, inference_attrs = _infer(
+        y_pred,
+        observed,
+        folds,
+        latencies,
+        channels,
+        _channel_positions(paths[0], channels),
+        inf,
+        seed,
+        peak,
+        refit,
+    )
+    k = int(np.argmin(np.abs(latencies - peak))) if np.isfinite(peak) else -1
+    peak_r = float(r_course_max[k]) if k >= 0 else np.nan
+    peak_channel = str(channels[int(np.nanargmax(r.reshape(shape)[k]))]) if k >= 0 else ""
+    variables["r_course_max"] = (
+        ("latency",),
+        r_course_max.astype(np.float32),
+        {"units": "1", "long_name": "test r against the repeat mean, max over channels"},
+    )
+    variables["peak_r"] = ((), np.float32(peak_r), {"units": "1", "long_name": "r at the peak"})
+    inference_attrs.update(peak_r=_nan_to_none(peak_r), peak_channel=peak_channel)
+    logger.info(
+        "r peaks at %.3f s on %s (r %.3f, %s interval [%s, %s] s, cluster p %s).",
+        peak,
+        peak_channel,
+        peak_r,
+        inference_attrs["ci_level"],
+        *inference_attrs["peak_latency_ci"],
+        inference_attrs["peak_p"],
+    )
 
     first = open_dataset(paths[0])
     ds_out = _epochs_output(
-        y_pred, y_test, result, test_ids, latencies, channels, r_course, cv_course, peak
+        y_pred, y_test, result, scored, latencies, channels, r_course, cv_course, peak
+    )
+    ds_out = ds_out.merge(
+        xr.Dataset(variables, coords={"bound": ("bound", np.array(["lower", "upper"], object))})
     )
     n_lat, n_ch = latencies.size, channels.size
 
@@ -416,6 +1012,9 @@ def fit_eeg_encoding(
         n_features={s: int((space_of == s).sum()) for s in spaces},
         solver="ridge",
         design="epochs",
+        test_design=design,
+        n_outer_folds=int(np.unique(folds).size) if design == CROSS_VALIDATED else 0,
+        seed=seed,
         scoring=cfg["scoring"],
         tr=1.0,
         sample="test stimulus",
@@ -424,12 +1023,13 @@ def fit_eeg_encoding(
         recordings=[str(p) for p in paths],
         n_train_epochs=int(train.size),
         n_train_stimuli=int(np.unique(stimuli[train]).size),
-        n_test_stimuli=len(test_ids),
+        n_test_stimuli=len(scored),
         n_test_repeats=int(reps.shape[0]),
         device=str(device),
         dtype=cfg["dtype"],
         delays=dict(NO_DELAYS),
         design_filtered=False,
+        **inference_attrs,
     )
     return write_dataset(ds_out, output, provenance=provenance)
 
@@ -464,7 +1064,7 @@ def _epochs_output(
     r_course, cv_course : ndarray, shape (n_latencies,)
         Test r and cross-validated score, averaged over channels.
     peak : float
-        Latency (s) of the peak of ``r_course``.
+        Peak latency (s) (of ``r_course_max``, at latencies >= 0).
 
     Returns
     -------
@@ -518,7 +1118,11 @@ def _epochs_output(
             cv_course.astype(np.float32),
             {**one, "long_name": "cross-validated score, mean over channels"},
         ),
-        "peak_latency": ((), np.float32(peak), {"units": "s", "long_name": "argmax of r_course"}),
+        "peak_latency": (
+            (),
+            np.float32(peak),
+            {"units": "s", "long_name": "argmax of r_course_max at latencies >= 0"},
+        ),
     }
     return xr.Dataset(data, coords=coords)
 

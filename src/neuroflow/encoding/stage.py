@@ -51,7 +51,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "standardize": True,
     "filter_design": True,
     "banded": {"n_iter": 100, "concentration": [0.1, 1.0], "random_state": 0},
-    "trial_split": {"test": "repeated", "cv": {"grouped_kfold": 5}},
+    "trial_split": {"test": "auto", "test_fraction": 0.2, "seed": 0, "cv": {"grouped_kfold": 5}},
     "target_batch_size": 10000,
     "device": "auto",
     "dtype": "float32",

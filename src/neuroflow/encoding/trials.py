@@ -3,22 +3,26 @@
 The trial design of NSD- or Algonauts-style datasets: one response (beta) per trial and
 voxel (from :func:`neuroflow.preprocessing.fmri.single_trial.estimate_single_trials`)
 is predicted from the features of the stimulus shown on that trial. Whole *stimuli* are
-held out, not runs: by default every stimulus shown more than once (NSD's shared images,
-or the repeated test movie of the demo), else an explicit list of stimulus ids. Test
-stimuli are never used for feature standardisation, cross-validation, penalty choice or
-the final fit; cross-validation folds group trials by stimulus, so the repeats of a
-training stimulus never straddle training and validation.
+held out, not runs: by default (``auto``) a seeded fraction of the stimuli shown more
+than once, so that most stimuli stay for training; ``repeated`` holds out every
+stimulus shown more than once (NSD's shared images); else an explicit list of stimulus
+ids. A split that tests on more stimuli than it trains on is logged and recorded in
+the store's ``split_note`` attribute. Test stimuli are never used for feature
+standardisation, cross-validation, penalty choice or the final fit; cross-validation
+folds group trials by stimulus, so the repeats of a training stimulus never straddle
+training and validation.
 
 The output store has the layout that :func:`neuroflow.evaluation.evaluate_model` scores:
 ``y_pred`` (stimulus, voxel), one prediction per test stimulus, and ``y_test`` (repeat,
-stimulus, voxel), its observed presentations; samples are exchangeable (permutation
-tests shuffle single stimuli, not blocks of time).
+stimulus, voxel), its observed presentations, with the onset and run of each
+presentation (``test_onset``, ``test_run``; the noise ceiling pairs only repeats far
+enough apart, as estimates of nearby trials share noise); samples are exchangeable
+(permutation tests shuffle single stimuli, not blocks of time).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,13 +43,22 @@ from neuroflow.models import (
     ridge_cv,
     run_splits,
 )
+from neuroflow.trial_split import (
+    MIN_TEST_STIMULI,
+    TEST_SELECTIONS,
+    select_trial_test_stimuli,
+    split_note,
+)
 
 __all__ = [
+    "MIN_TEST_STIMULI",
+    "TEST_SELECTIONS",
     "TRIAL_MODEL_SUFFIX",
     "fit_trial_encoding",
     "parse_trial_cv",
     "presentation_index",
     "select_trial_test_stimuli",
+    "split_note",
     "stimulus_splits",
 ]
 
@@ -84,71 +97,6 @@ def parse_trial_cv(cv: Any) -> int | None:
     raise ValueError(
         f"`trial_split.cv` must be {_LOSO!r} or {{'grouped_kfold': k}}, got {cv!r} instead."
     )
-
-
-def select_trial_test_stimuli(
-    stimuli: Sequence[str] | np.ndarray, test: str | Sequence[str], where: str = "the trials"
-) -> list[str]:
-    """Stimuli held out for testing, in order of first presentation.
-
-    Parameters
-    ----------
-    stimuli : sequence of str, shape (n_trials,)
-        Stimulus id of every trial.
-    test : "repeated" | sequence of str
-        ``"repeated"``: every stimulus shown more than once; else explicit ids.
-    where : str
-        Names the data in error messages (e.g. the betas store).
-
-    Returns
-    -------
-    test_ids : list of str
-        Held-out stimulus ids, without duplicates.
-    """
-    ids = [str(s) for s in stimuli]
-    counts = Counter(ids)
-    if isinstance(test, str):
-        if test != "repeated":
-            raise ValueError(
-                "`trial_split.test` must be 'repeated' or a list of stimulus ids, "
-                f"got {test!r} instead."
-            )
-        repeated = [s for s in dict.fromkeys(ids) if counts[s] > 1]
-        if not repeated:
-            raise ValueError(
-                f"{where}: no stimulus is shown more than once (field `stimulus`), so "
-                "`trial_split.test: repeated` selects no test stimuli; list them explicitly."
-            )
-        if len(counts) - len(repeated) < 2:
-            # every stimulus repeated (a common RSA design): hold out a seeded fifth of
-            # them, with all their repeats, as EEG and fMRI decoding do
-            from neuroflow.workflow.design import select_test_stimuli
-
-            chosen = select_test_stimuli(ids, "auto")
-            logger.warning(
-                "%s: %d of %d stimuli are shown more than once, which leaves fewer than 2 "
-                "to train on; `trial_split.test: repeated` holds out %d of them instead (a "
-                "seeded fifth; list test stimuli to choose them).",
-                where,
-                len(repeated),
-                len(counts),
-                len(chosen),
-            )
-            return chosen
-        return repeated
-    if not isinstance(test, Sequence) or not test:
-        raise ValueError(
-            "`trial_split.test` must be 'repeated' or a non-empty list of stimulus ids, "
-            f"got {test!r} instead."
-        )
-    wanted = list(dict.fromkeys(str(s) for s in test))
-    missing = [s for s in wanted if s not in counts]
-    if missing:
-        raise ValueError(
-            f"{where}: `trial_split.test` names stimulus id(s) {missing[:5]} that no trial "
-            f"shows (field `stimulus`; {len(counts)} stimuli are shown)."
-        )
-    return wanted
 
 
 def presentation_index(stimuli: np.ndarray, test_ids: Sequence[str]) -> np.ndarray:
@@ -304,8 +252,9 @@ def fit_trial_encoding(
         The ``encoding`` section for one model: ``feature_spaces``, ``model``
         (ridge | banded_ridge | auto), ``alphas``, ``scoring``, ``standardize``,
         ``banded``, ``target_batch_size``, ``device``, ``dtype``, an optional ``name``
-        and ``trial_split``: ``test`` ("repeated" or a list of stimulus ids) and
-        ``cv`` (``{"grouped_kfold": k}`` or "leave-one-stimulus-out").
+        and ``trial_split``: ``test`` ("auto", "repeated" or a list of stimulus ids),
+        ``cv`` (``{"grouped_kfold": k}`` or "leave-one-stimulus-out"), ``test_fraction``
+        and ``seed`` (of ``auto``).
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
     brain : Path | None
@@ -319,10 +268,14 @@ def fit_trial_encoding(
         The store: ``y_pred`` (stimulus, voxel), ``y_test`` (repeat, stimulus, voxel),
         ``best_alpha`` (voxel) or (space, voxel), ``cv_score`` (voxel), for banded
         ridge ``variance_split`` (space, voxel), and ``ncsnr`` / ``noise_ceiling``
-        (voxel) when the betas store has them; the voxel coordinates of the betas;
-        attributes ``subject``, ``model`` (``<name>_trials``), ``feature_spaces``,
-        ``layer``, ``solver``, ``design`` ("trials"), ``tr``, ``affine``,
-        ``mask_shape`` and ``exchangeable_samples`` (True).
+        (voxel) when the betas store has them; ``test_onset`` (repeat, stimulus; s,
+        NaN when unknown) and ``test_run`` (repeat, stimulus) of every test
+        presentation; the voxel coordinates of the betas; attributes ``subject``,
+        ``model`` (``<name>_trials``), ``feature_spaces``, ``layer``, ``solver``,
+        ``design`` ("trials"), ``tr``, ``affine``, ``mask_shape``,
+        ``exchangeable_samples`` (True), ``test_selection``, ``n_train_stimuli``,
+        ``n_test_stimuli`` and ``split_note`` (empty unless the test set is larger than
+        the training set, see :func:`split_note`).
     """
     cfg = with_defaults(config)
     split = _split_config(cfg)
@@ -337,7 +290,14 @@ def fit_trial_encoding(
     if keep.size < stimuli_all.size:
         logger.info("Skipping %d trials without a stimulus.", stimuli_all.size - keep.size)
     stimuli = stimuli_all[keep]
-    test_ids = select_trial_test_stimuli(stimuli, split.get("test", "repeated"), str(betas))
+    test_setting = split.get("test", "auto")
+    test_ids = select_trial_test_stimuli(
+        stimuli,
+        test_setting,
+        str(betas),
+        fraction=float(split.get("test_fraction", 0.2)),
+        seed=int(split.get("seed", 0)),
+    )
     is_test = np.isin(stimuli, test_ids)
     train = np.flatnonzero(~is_test)
     n_train_stimuli = np.unique(stimuli[train]).size
@@ -346,6 +306,9 @@ def fit_trial_encoding(
             f"{betas}: at least 2 training stimuli are needed (field `stimulus`), got "
             f"{n_train_stimuli} instead."
         )
+    note = split_note(n_train_stimuli, len(test_ids), test_setting)
+    if note is not None:
+        logger.warning("%s: %s.", betas, note)
     splits = stimulus_splits(stimuli[train], n_splits)
     Y = np.asarray(ds["betas"].values, dtype=np.float32)[keep]
     if not np.all(np.isfinite(Y)):
@@ -382,6 +345,7 @@ def fit_trial_encoding(
         y_pred = parts.sum(0) + y_mean
 
     out = _output_dataset(ds, y_pred, y_test, test_ids, result, solver, spaces)
+    out = out.merge(_presentations(ds, keep, reps))
     n_design = int(np.asarray(result.coef).shape[0])
     out = out.merge(
         encoder_dataset(
@@ -411,7 +375,8 @@ def fit_trial_encoding(
         exchangeable_samples=True,
         scoring=cfg["scoring"],
         **_grid_attrs(ds, Path(brain) if brain is not None else None),
-        test_selection=split.get("test", "repeated"),
+        test_selection=test_setting,
+        split_note=note or "",
         n_train_trials=int(train.size),
         n_train_stimuli=int(n_train_stimuli),
         n_test_stimuli=len(test_ids),
@@ -482,6 +447,38 @@ def _output_dataset(
             attrs = {**ref[name].attrs, "source": "single-trial store"}
             data[name] = (("voxel",), np.asarray(ref[name].values, dtype=np.float32), attrs)
     return xr.Dataset(data, coords=coords)
+
+
+def _presentations(ds: xr.Dataset, keep: np.ndarray, reps: np.ndarray) -> xr.Dataset:
+    """Onset and run of every test presentation, shape (n_repeats, n_test) each.
+
+    From the betas store's ``onset`` and ``run`` trial coordinates; NaN onsets and
+    empty runs where the store has none (imported betas may not).
+    """
+    n_trials = ds.sizes["trial"]
+    if "onset" in ds.coords and ds["onset"].dims == ("trial",):
+        onset = np.asarray(ds["onset"].values, dtype=np.float64)
+    else:
+        onset = np.full(n_trials, np.nan)
+    if "run" in ds.coords and ds["run"].dims == ("trial",):
+        run = _strings(ds["run"].values)
+    else:
+        run = np.full(n_trials, "", dtype=str)
+    dims = ("repeat", "stimulus")
+    return xr.Dataset(
+        {
+            "test_onset": (
+                dims,
+                onset[keep][reps],
+                {"units": "s", "long_name": "onset of each test presentation"},
+            ),
+            "test_run": (
+                dims,
+                np.asarray(run[keep][reps], dtype=object),
+                {"long_name": "run of each test presentation"},
+            ),
+        }
+    )
 
 
 def _variance_split(y_test: np.ndarray, parts: np.ndarray) -> xr.DataArray:

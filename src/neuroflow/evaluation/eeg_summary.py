@@ -6,9 +6,12 @@ channel-averaged test r per latency, ``r_course`` (latency,). The summary keeps 
 rows as the fMRI encoding models (the ROI metrics per subject × model × channel, plus
 ``roi = "all"``; see :func:`neuroflow.evaluation.summary.roi_summary` and
 :func:`neuroflow.evaluation.summary.long_rows`), with ``analysis = "eeg_encoding"``, and
-adds the peak of ``r_course`` over latency (``metric`` ``peak_r`` and ``peak_latency``),
-the number an EEG encoding study reports. One figure per model draws that time course
-per subject.
+adds the peak over the latencies ``>= 0`` (:mod:`neuroflow.peaks`) of the largest r over
+channels at each latency (``metric`` ``peak_r`` and ``peak_latency``), the number an EEG
+encoding study reports: per subject with the cluster p-value at the peak and the
+bootstrap interval over stimuli that the encoding stage recorded, and for the group mean
+course with a bootstrap interval over subjects. One figure per model draws the
+channel-averaged time course per subject.
 """
 
 from __future__ import annotations
@@ -21,11 +24,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from neuroflow.peaks import peak_index
+
 __all__ = [
     "EEG_ENCODING_ANALYSIS",
     "EEG_MAP_DIMS",
+    "GROUP_BOOTSTRAPS",
     "eeg_encoding_figures",
     "eeg_encoding_rows",
+    "group_peak_interval",
+    "peak_time_course",
     "r_time_course",
 ]
 
@@ -33,6 +41,8 @@ __all__ = [
 EEG_ENCODING_ANALYSIS = "eeg_encoding"
 #: Dims of the per-target variables of an EEG encoding score store.
 EEG_MAP_DIMS = ("channel", "latency")
+#: Resamplings of the subjects for the interval of the group peak latency (seed 0).
+GROUP_BOOTSTRAPS = 1000
 
 
 def _check_store(ds: xr.Dataset, path: str | os.PathLike) -> None:
@@ -82,6 +92,88 @@ def r_time_course(ds: xr.Dataset, path: str | os.PathLike = "score store") -> xr
     return course.reset_coords(drop=True).astype(float).sortby("latency")
 
 
+def peak_time_course(ds: xr.Dataset, path: str | os.PathLike = "score store") -> xr.DataArray:
+    """The largest test-set Pearson r over channels, at each latency, of a score store.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        EEG encoding score store: ``r`` (channel, latency).
+    path : path-like
+        Its path, named in errors.
+
+    Returns
+    -------
+    course : xarray.DataArray, shape (n_latencies,)
+        NaN where no channel has a finite r; dim ``latency`` in ascending order.
+    """
+    _check_store(ds, path)
+    r = ds["r"].reset_coords(drop=True).astype(float)
+    finite = np.isfinite(r.values)
+    best = np.where(finite, r.values, -np.inf).max(axis=0)
+    values = np.where(finite.any(axis=0), best, np.nan)
+    course = xr.DataArray(values, dims=("latency",), coords={"latency": r["latency"].values})
+    return course.sortby("latency")
+
+
+def group_peak_interval(
+    courses: np.ndarray,
+    latencies: np.ndarray,
+    *,
+    n_bootstraps: int = GROUP_BOOTSTRAPS,
+    level: float = 0.95,
+    seed: int = 0,
+) -> np.ndarray:
+    """Percentile interval of the group peak latency over resamplings of the subjects.
+
+    Parameters
+    ----------
+    courses : ndarray, shape (n_subjects, n_latencies)
+        Each subject's course (NaN where it has no value).
+    latencies : ndarray, shape (n_latencies,)
+        Seconds; peaks are searched at latencies ``>= 0`` only.
+    n_bootstraps : int
+        Resamplings of the subjects with replacement.
+    level : float
+        Coverage, in (0, 1).
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    interval : ndarray of float64, shape (2,)
+        Lower and upper limits (s); NaN when no resampled mean course has a peak.
+    """
+    courses = np.asarray(courses, dtype=np.float64)
+    if courses.ndim != 2 or courses.shape[1] != np.asarray(latencies).size:
+        raise ValueError(
+            f"`courses` must have shape (n_subjects, {np.asarray(latencies).size}), got "
+            f"{courses.shape} instead."
+        )
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1), got {level!r} instead.")
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, courses.shape[0], size=(n_bootstraps, courses.shape[0]))
+    finite = np.isfinite(courses)
+    counts = finite[draws].sum(axis=1)
+    sums = np.where(finite, courses, 0.0)[draws].sum(axis=1)
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    index = np.asarray(peak_index(means, latencies))
+    peaks = np.asarray(latencies, dtype=np.float64)[np.maximum(index, 0)][index >= 0]
+    if peaks.size == 0:
+        return np.full(2, np.nan)
+    tail = 100 * (1 - level) / 2
+    return np.percentile(peaks, [tail, 100 - tail])
+
+
+def _attr_float(ds: xr.Dataset, name: str) -> float:
+    """A numeric attribute of the encoding stage, NaN when absent or null."""
+    value = ds.attrs.get(name)
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else np.nan
+    )
+
+
 def _peak_rows(
     stores: Sequence[xr.Dataset], paths: Sequence[str | os.PathLike], keys: pd.DataFrame
 ) -> pd.DataFrame:
@@ -90,28 +182,58 @@ def _peak_rows(
 
     rows = []
     courses: dict[tuple[str, str, str, str], list[xr.DataArray]] = {}
+    levels: dict[tuple[str, str, str, str], float] = {}
     for ds, path, (_, key) in zip(stores, paths, keys.iterrows(), strict=True):
-        course = r_time_course(ds, path)
+        course = peak_time_course(ds, path)
         ident = (key["model"], key["extractor"], key["feature_space"], key["layer"])
         courses.setdefault(ident, []).append(course)
-        rows += _peak(course, key["subject"], ident, "value", 1)
+        level = _attr_float(ds, "ci_level")
+        levels[ident] = level if np.isfinite(level) else 0.95
+        ci = ds.attrs.get("peak_latency_ci") or [None, None]
+        rows += _peak(
+            course,
+            key["subject"],
+            ident,
+            "value",
+            1,
+            p_value=_attr_float(ds, "peak_p"),
+            interval=[np.nan if v is None else float(v) for v in ci],
+            inconclusive=bool(ds.attrs.get("inference_inconclusive", False)),
+        )
     for ident, parts in courses.items():
         joined = xr.concat(parts, dim="subject", join="outer")
         n = int(np.isfinite(joined.values).any(axis=-1).sum())
-        rows += _peak(joined.mean("subject", skipna=True), GROUP_SUBJECT, ident, "mean", n)
+        latencies = joined["latency"].values
+        interval = (
+            group_peak_interval(joined.values, latencies, level=levels[ident])
+            if n > 1
+            else np.full(2, np.nan)
+        )
+        mean = joined.mean("subject", skipna=True)
+        rows += _peak(mean, GROUP_SUBJECT, ident, "mean", n, interval=list(interval))
     out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     out["analysis"] = EEG_ENCODING_ANALYSIS
     return out
 
 
 def _peak(
-    course: xr.DataArray, subject: str, ident: tuple[str, str, str, str], statistic: str, n: int
+    course: xr.DataArray,
+    subject: str,
+    ident: tuple[str, str, str, str],
+    statistic: str,
+    n: int,
+    *,
+    p_value: float = np.nan,
+    interval: Sequence[float] = (np.nan, np.nan),
+    inconclusive: bool = False,
 ) -> list[dict]:
-    """The two peak rows of one time course (none when it has no finite value)."""
+    """The peak rows of one time course (none without a finite value at a latency >= 0):
+    ``peak_r`` and ``peak_latency`` (with ``p_value``), and the bootstrap interval of the
+    latency (``peak_latency_ci_lower`` / ``peak_latency_ci_upper``) where it is finite."""
     values = np.asarray(course.values, dtype=float)
-    if not np.isfinite(values).any():
+    peak = int(peak_index(values, course["latency"].values))
+    if peak < 0:  # no finite value at or after the onset
         return []
-    peak = int(np.nanargmax(values))
     model, extractor, space, layer = ident
     base = {
         "subject": subject,
@@ -122,13 +244,26 @@ def _peak(
         "roi": "all",
         "statistic": statistic,
         "n_subjects": n,
-        "p_value": np.nan,
+        "p_value": p_value,
+        "inconclusive": inconclusive,
     }
     latency = float(course["latency"].values[peak])
-    return [
+    rows = [
         {**base, "metric": "peak_r", "value": float(values[peak]), "chance": 0.0},
         {**base, "metric": "peak_latency", "value": latency, "chance": np.nan},
     ]
+    for bound, value in zip(("lower", "upper"), interval, strict=True):
+        if np.isfinite(value):
+            rows.append(
+                {
+                    **base,
+                    "metric": f"peak_latency_ci_{bound}",
+                    "value": float(value),
+                    "chance": np.nan,
+                    "p_value": np.nan,
+                }
+            )
+    return rows
 
 
 def eeg_encoding_rows(
@@ -163,9 +298,15 @@ def eeg_encoding_rows(
         :data:`~neuroflow.evaluation.summary.ENCODING_METRICS` per subject × model ×
         channel (``roi`` the channel, ``"all"`` over every channel × latency), and
         group rows (``subject = "group"``, ``statistic`` mean, sd, sem); then
-        ``metric`` ``peak_r`` (the largest channel-averaged test r over latency,
-        chance 0) and ``peak_latency`` (s) per subject (``statistic = "value"``)
-        and of the group mean time course (``statistic = "mean"``).
+        ``metric`` ``peak_r`` (chance 0) and ``peak_latency`` (s): the peak at a
+        latency >= 0 of the largest test r over channels (:func:`peak_time_course`),
+        per subject (``statistic = "value"``, ``p_value`` the family-wise cluster
+        p-value at the peak that the encoding stage recorded, ``inconclusive`` when
+        its permutations could not reach its level) and of the group mean course
+        (``statistic = "mean"``); ``metric`` ``peak_latency_ci_lower`` /
+        ``peak_latency_ci_upper`` (s) give its bootstrap interval over stimuli (per
+        subject, from the stage) and over subjects (group,
+        :func:`group_peak_interval`, with 2 or more subjects).
     """
     from neuroflow.evaluation.stage import _store_summary
     from neuroflow.evaluation.summary import TABLE_COLUMNS, group_summary, long_rows

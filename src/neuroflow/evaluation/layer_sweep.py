@@ -20,6 +20,20 @@ subjects of the score at each subject's chosen layer: the figure to quote for "t
 best layer". :func:`plot_layer_sweep` draws the group's score against the relative
 depth of the layer per ROI, the layers chosen for the group marked.
 
+**Selection uncertainty.** A best layer is the argmax of noisy means: neighbouring
+layers often score within noise of each other. Every group row therefore carries how
+often each layer is the best one when the data are resampled
+(:func:`best_layer_frequencies`, :data:`N_SELECTION_BOOTSTRAPS` bootstrap samples): the
+subjects when there are at least :data:`MIN_RESAMPLED_SUBJECTS`, else each subject's
+targets (voxels or parcels of the ROI; encoding sweeps only, the summary table holds
+no per-target or per-stimulus scores of the analyses). The criterion is the one the
+group's choice uses (encoding: the mean training cross-validation score; analyses:
+the group-mean score, what leave-one-subject-out selection picks for a new subject):
+``selection_frequency`` per layer, and ``best_depth_lower`` / ``best_depth_upper``
+the percentile interval (:data:`SELECTION_LEVEL`) of the best layer's relative depth,
+with ``selection_resampled`` saying what was resampled (``subjects`` or ``targets``;
+missing where the data are too few, and on the per-subject rows).
+
 Where an extractor has both an encoding sweep and fMRI RSA, :func:`metric_agreement`
 sets the two side by side per ROI (:data:`ALIGNMENT_COLUMNS`): the Spearman correlation
 across layers of the group's encoding r and RDM similarity, the best layer by each and
@@ -47,8 +61,12 @@ from neuroflow.rois import labelled_rois
 __all__ = [
     "ALIGNMENT_COLUMNS",
     "LAYER_SWEEP_COLUMNS",
+    "MIN_RESAMPLED_SUBJECTS",
+    "N_SELECTION_BOOTSTRAPS",
     "SELECTED_LAYER",
+    "SELECTION_LEVEL",
     "analysis_sweep_table",
+    "best_layer_frequencies",
     "choose_best_layers",
     "encoding_sweep_table",
     "metric_agreement",
@@ -74,7 +92,21 @@ LAYER_SWEEP_COLUMNS = (
     "selection_score",
     "selected_on",
     "best",
+    "selection_frequency",
+    "best_depth_lower",
+    "best_depth_upper",
+    "selection_resampled",
 )
+#: Bootstrap samples of the best layer's selection frequency (a few ms per ROI).
+N_SELECTION_BOOTSTRAPS = 1000
+#: Seed of those samples.
+SELECTION_SEED = 0
+#: Coverage of the interval of the best layer's depth.
+SELECTION_LEVEL = 0.95
+#: Fewest subjects that are resampled; with fewer, each subject's targets are.
+MIN_RESAMPLED_SUBJECTS = 3
+#: Bootstrap samples weighted at once (memory: this many x targets x 8 bytes, at most).
+_WEIGHT_BLOCK = 2**22
 #: ``layer`` of the rows giving the score at each subject's chosen layer.
 SELECTED_LAYER = "selected"
 #: Analyses of the summary table whose scores are compared across layers; metrics
@@ -106,7 +138,10 @@ _MIN_RHO_LAYERS = 3
 
 
 def _roi_means(ds: xr.Dataset, path: str) -> list[dict]:
-    """Mean test r and training cv score per ROI (and over all targets) of one store."""
+    """Mean test r and training cv score per ROI (and over all targets) of one store.
+
+    Each row also holds ``_targets``: the ROI's per-target cv scores, shape (n_targets,).
+    """
     if "r" not in ds or "roi" not in ds.coords:
         raise ValueError(f"{path}: a score store needs variable `r` and coordinate `roi`.")
     if "cv_score" not in ds:
@@ -128,6 +163,7 @@ def _roi_means(ds: xr.Dataset, path: str) -> list[dict]:
                 "selection_score": (
                     float(np.nanmean(cv[sel])) if np.isfinite(cv[sel]).any() else np.nan
                 ),
+                "_targets": cv[sel],
             }
         )
     return rows
@@ -158,6 +194,168 @@ def choose_best_layers(table: pd.DataFrame) -> pd.Series:
         )
         best[order.index[0]] = True
     return best
+
+
+def best_layer_frequencies(
+    blocks: Sequence[np.ndarray],
+    depth: np.ndarray,
+    *,
+    n_bootstraps: int = N_SELECTION_BOOTSTRAPS,
+    seed: int = SELECTION_SEED,
+    level: float = SELECTION_LEVEL,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How often each layer is the best one when the data are resampled.
+
+    Each bootstrap sample draws the rows of every block with replacement, averages each
+    block's rows (NaN left out), then the blocks, and takes the layer of the highest
+    mean (ties: the earlier layer, as :func:`choose_best_layers`).
+
+    Parameters
+    ----------
+    blocks : sequence of ndarray, shape (n_units, n_layers)
+        Scores of the layers (columns, input side first) per unit: one block of
+        subjects, or one block of targets per subject (resampled within the subject).
+    depth : array-like, shape (n_layers,)
+        Relative depth of each layer.
+    n_bootstraps : int
+        Samples.
+    seed : int
+        Seed of the samples.
+    level : float
+        Coverage of the depth interval, in (0, 1).
+
+    Returns
+    -------
+    frequency : ndarray of float64, shape (n_layers,)
+        Share of the samples in which each layer is the best (sums to 1); NaN when no
+        sample has a finite mean.
+    interval : ndarray of float64, shape (2,)
+        Percentile interval of the best layer's depth over the samples (depths of
+        layers, not interpolated).
+    """
+    depth = np.asarray(depth, dtype=np.float64)
+    n_layers = depth.size
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1), got {level!r} instead.")
+    rng = np.random.default_rng(seed)
+    total = np.zeros((n_bootstraps, n_layers))
+    count = np.zeros((n_bootstraps, n_layers))
+    for block in blocks:
+        block = np.asarray(block, dtype=np.float64)
+        if block.ndim != 2 or block.shape[1] != n_layers or block.shape[0] == 0:
+            raise ValueError(
+                f"`blocks` must hold arrays of shape (n_units >= 1, {n_layers}), got "
+                f"{block.shape} instead."
+            )
+        n = block.shape[0]
+        finite = np.isfinite(block)
+        values = np.where(finite, block, 0.0)
+        finite = finite.astype(np.float64)
+        step = max(1, _WEIGHT_BLOCK // n)
+        for start in range(0, n_bootstraps, step):
+            stop = min(start + step, n_bootstraps)
+            # multiplicity of each row in each sample
+            draws = rng.integers(0, n, size=(stop - start, n))
+            draws += (np.arange(stop - start) * n)[:, None]
+            weights = np.bincount(draws.ravel(), minlength=(stop - start) * n)
+            weights = weights.reshape(stop - start, n).astype(np.float64)
+            counts = weights @ finite
+            mean = np.divide(
+                weights @ values, counts, out=np.full(counts.shape, np.nan), where=counts > 0
+            )
+            ok = np.isfinite(mean)
+            total[start:stop] += np.where(ok, mean, 0.0)
+            count[start:stop] += ok
+    means = np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
+    valid = np.isfinite(means).any(axis=1)
+    if not valid.any():
+        return np.full(n_layers, np.nan), np.full(2, np.nan)
+    best = np.nan_to_num(means[valid], nan=-np.inf).argmax(axis=1)
+    frequency = np.bincount(best, minlength=n_layers) / best.size
+    cut = (1 - level) / 2
+    interval = np.quantile(depth[best], [cut, 1 - cut], method="inverted_cdf")
+    return frequency, interval
+
+
+def _selection_uncertainty(
+    subjects: pd.DataFrame,
+    criterion: str,
+    targets: Mapping[tuple, Mapping[str, Mapping[int, np.ndarray]]] | None,
+) -> pd.DataFrame:
+    """Selection frequency per layer and best-depth interval per stage, sweep, metric, ROI.
+
+    ``targets``: (stage, sweep, metric, roi) -> subject -> position -> the per-target
+    selection scores (resampled when there are fewer than
+    :data:`MIN_RESAMPLED_SUBJECTS` subjects).
+    """
+    keys = ["stage", "sweep", "metric", "roi"]
+    out = []
+    for key, part in subjects.groupby(keys, sort=False, dropna=False):
+        scores = part.pivot_table(
+            index="subject", columns="position", values=criterion, aggfunc="mean", dropna=False
+        ).sort_index(axis=1)
+        positions = scores.columns.to_numpy()
+        depth = part.groupby("position")["depth"].first().reindex(positions).to_numpy(float)
+        blocks, how = [], ""
+        if len(scores) >= MIN_RESAMPLED_SUBJECTS:
+            blocks, how = [scores.to_numpy(float)], "subjects"
+        elif targets and key in targets:
+            blocks = _target_blocks(targets[key], positions)
+            how = "targets" if blocks else ""
+        frequency, interval = np.full(positions.size, np.nan), np.full(2, np.nan)
+        if blocks:
+            frequency, interval = best_layer_frequencies(blocks, depth)
+        out += [
+            {
+                **dict(zip(keys, key, strict=True)),
+                "position": position,
+                "selection_frequency": freq,
+                "best_depth_lower": interval[0],
+                "best_depth_upper": interval[1],
+                "selection_resampled": how if np.isfinite(interval).all() else np.nan,
+            }
+            for position, freq in zip(positions, frequency, strict=True)
+        ]
+    return pd.DataFrame(out)
+
+
+def _target_blocks(
+    by_subject: Mapping[str, Mapping[int, np.ndarray]], positions: np.ndarray
+) -> list[np.ndarray]:
+    """Per subject, its targets' scores (n_targets, n_layers); subjects whose layers'
+    stores disagree on the number of targets are left out."""
+    blocks = []
+    for per_layer in by_subject.values():
+        sizes = {len(v) for v in per_layer.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            continue
+        (size,) = sizes
+        empty = np.full(size, np.nan)
+        blocks.append(np.stack([per_layer.get(int(p), empty) for p in positions], axis=1))
+    return blocks
+
+
+def _with_selection_uncertainty(
+    table: pd.DataFrame,
+    subjects: pd.DataFrame,
+    criterion: str,
+    targets: Mapping[tuple, Mapping[str, Mapping[int, np.ndarray]]] | None,
+) -> pd.DataFrame:
+    """``table`` with the selection columns filled on its group rows."""
+    keys = ["stage", "sweep", "metric", "roi"]
+    stats = _selection_uncertainty(subjects, criterion, targets)
+    columns = ["selection_frequency", "best_depth_lower", "best_depth_upper"]
+    table = table.drop(columns=[*columns, "selection_resampled"], errors="ignore")
+    if stats.empty:
+        return table.assign(**dict.fromkeys([*columns, "selection_resampled"], np.nan))
+    per_layer = stats[[*keys, "position", "selection_frequency"]]
+    per_key = stats.drop_duplicates(keys)[[*keys, *columns[1:], "selection_resampled"]]
+    merged = table.merge(per_layer, on=[*keys, "position"], how="left").merge(
+        per_key, on=keys, how="left"
+    )
+    individual = (merged["subject"] != GROUP_SUBJECT).to_numpy()
+    merged.loc[individual, [*columns, "selection_resampled"]] = np.nan
+    return merged
 
 
 def _group_rows(subjects: pd.DataFrame, group_selection: bool) -> pd.DataFrame:
@@ -201,8 +399,13 @@ def _group_rows(subjects: pd.DataFrame, group_selection: bool) -> pd.DataFrame:
     return pd.concat([layers, selected], ignore_index=True)
 
 
-def _finish(subjects: pd.DataFrame, group_selection: bool) -> pd.DataFrame:
-    """Flag per-subject best layers, add the group rows, order the table."""
+def _finish(
+    subjects: pd.DataFrame,
+    group_selection: bool,
+    targets: Mapping[tuple, Mapping[str, Mapping[int, np.ndarray]]] | None = None,
+) -> pd.DataFrame:
+    """Flag per-subject best layers, add the group rows and the selection uncertainty
+    (on the criterion of the group's choice), order the table."""
     if subjects.empty:
         return pd.DataFrame(columns=list(LAYER_SWEEP_COLUMNS))
     subjects = subjects.reset_index(drop=True)
@@ -213,6 +416,8 @@ def _finish(subjects: pd.DataFrame, group_selection: bool) -> pd.DataFrame:
         per_layer = group["layer"] != SELECTED_LAYER
         group.loc[per_layer, "best"] = choose_best_layers(group[per_layer])
     table = pd.concat([subjects, group], ignore_index=True)
+    criterion = "selection_score" if group_selection else "score"
+    table = _with_selection_uncertainty(table, subjects, criterion, targets)
     table["_sel"] = table["layer"] == SELECTED_LAYER
     table = table.sort_values(
         ["stage", "sweep", "metric", "subject", "roi", "_sel", "position"], kind="stable"
@@ -242,16 +447,23 @@ def encoding_sweep_table(
         Columns :data:`LAYER_SWEEP_COLUMNS` (``metric`` is ``"r"``). Per-subject rows,
         then group rows (``subject == "group"``: means over subjects; the group's best
         layer is chosen on the mean training score), and per ROI the
-        :data:`SELECTED_LAYER` row.
+        :data:`SELECTED_LAYER` row. Group rows carry the selection uncertainty of the
+        mean training score's argmax (module docstring): subjects resampled with 3 or
+        more, else each subject's targets in the ROI.
     """
     by_model = {str(s["model"]): dict(s) for s in sweeps}
     rows = []
+    targets: dict[tuple, dict[str, dict[int, np.ndarray]]] = {}
     for stage, path, ds in stores:
         record = by_model.get(_sweep_model(str(ds.attrs.get("model")), stage))
         if record is None:
             continue
         unit = "stimuli" if stage.startswith("trial") else "runs"
+        subject = str(ds.attrs.get("subject"))
         for row in _roi_means(ds, path):
+            key = (stage, record["sweep"], "r", row["roi"])
+            per_layer = targets.setdefault(key, {}).setdefault(subject, {})
+            per_layer[int(record["position"])] = row.pop("_targets")
             rows.append(
                 {
                     "stage": stage,
@@ -263,7 +475,7 @@ def encoding_sweep_table(
                     **row,
                 }
             )
-    return _finish(pd.DataFrame(rows), group_selection=True)
+    return _finish(pd.DataFrame(rows), group_selection=True, targets=targets)
 
 
 def _sweep_model(name: str, stage: str) -> str:
@@ -308,7 +520,10 @@ def analysis_sweep_table(
     table : pandas.DataFrame
         Columns :data:`LAYER_SWEEP_COLUMNS` (``stage`` is the analysis, ``sweep`` the
         extractor). A subject's ``selection_score`` at a layer is the mean score of
-        the other subjects there (NaN with one subject: no layer is chosen).
+        the other subjects there (NaN with one subject: no layer is chosen). Group
+        rows carry the selection uncertainty of the group-mean score's argmax with 3
+        or more subjects (module docstring); with fewer it is missing (the summary
+        table holds no per-stimulus scores to resample).
     """
     needed = {"analysis", "metric", "value", "subject", "feature_space", "layer", "roi"}
     needed.add("statistic")
@@ -389,7 +604,9 @@ def plot_layer_sweep(
     -------
     fig : matplotlib.figure.Figure
         Filled circles mark the group's chosen layer (encoding sweeps); a dashed line
-        per ROI gives the mean score at each subject's chosen layer.
+        per ROI gives the mean score at each subject's chosen layer; a horizontal bar
+        the interval of the best layer's depth under resampling, through the layer
+        chosen most often, labelled with its selection frequency.
     """
     part = table[
         (table["stage"] == stage)
@@ -406,6 +623,7 @@ def plot_layer_sweep(
     shown = _shown_rois(part, rois, max_rois)
     fig = _new_figure((7.0, 3.8))
     ax = fig.add_subplot()
+    resampled = ""
     for roi, rows in part[part["roi"].isin(shown)].groupby("roi", sort=True):
         layers = rows[rows["layer"] != SELECTED_LAYER].sort_values("depth")
         label = str(roi) or "(whole)"
@@ -415,17 +633,58 @@ def plot_layer_sweep(
         selected = rows[rows["layer"] == SELECTED_LAYER]["score"]
         if len(selected) and np.isfinite(selected.iloc[0]):
             ax.axhline(selected.iloc[0], color=line.get_color(), ls="--", lw=0.8)
+        resampled = _draw_selection_interval(ax, layers, line.get_color()) or resampled
     ax.axhline(0, color="0.5", lw=0.8)
     ax.set_xlabel("relative depth of the layer (0: first compared layer, 1: last)")
     ax.set_ylabel(f"{metric} (mean over subjects)")
     selected_on = str(part["selected_on"].iloc[0])
     title = f"{sweep} ({stage}); layers chosen on {selected_on}"
+    if resampled:
+        title += (
+            f"\nbars: {SELECTION_LEVEL:.0%} interval of the best depth over "
+            f"{N_SELECTION_BOOTSTRAPS} resamples of the {resampled};\n%: how often the "
+            "most frequent best layer wins"
+        )
     if len(shown) < len(rois):
         title += f"\n{len(shown)} of {len(rois)} ROIs: the best-scoring ones and 'all'"
     ax.set_title(title, fontsize="small")
     ax.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
+
+
+def _draw_selection_interval(ax: Any, layers: pd.DataFrame, color: Any) -> str:
+    """Bar of the best depth's interval through the most frequent best layer.
+
+    Returns what was resampled (empty when the ROI has no selection frequencies).
+    """
+    if "selection_frequency" not in layers:
+        return ""
+    frequency = pd.to_numeric(layers["selection_frequency"], errors="coerce")
+    if not np.isfinite(frequency).any():
+        return ""
+    modal = layers.loc[frequency.idxmax()]
+    low, high = float(modal["best_depth_lower"]), float(modal["best_depth_upper"])
+    depth, score = float(modal["depth"]), float(modal["score"])
+    ax.errorbar(
+        depth,
+        score,
+        xerr=[[max(depth - low, 0.0)], [max(high - depth, 0.0)]],
+        fmt="none",
+        ecolor=color,
+        capsize=3,
+        lw=1.2,
+    )
+    ax.annotate(
+        f"{frequency.max():.0%}",
+        (depth, score),
+        textcoords="offset points",
+        xytext=(4, 4),
+        fontsize="x-small",
+        color=color,
+    )
+    how = modal["selection_resampled"]
+    return how if isinstance(how, str) else ""
 
 
 def _shown_rois(part: pd.DataFrame, rois: list[str], max_rois: int) -> list[str]:

@@ -15,6 +15,24 @@ the first axis, ``(n_repeats, ..., n_times, n_targets)``:
 - :func:`ncsnr`: the noise-ceiling signal-to-noise ratio of the Natural Scenes
   Dataset (Allen et al., 2022, Nat. Neurosci. 25, 116–126), computed on
   responses z-scored within each repeat, converted with :func:`ncsnr_to_nc`.
+
+Repeats close in time
+---------------------
+Single-trial estimates of events a few seconds apart share noise (their regressors
+overlap), so two repeats of a stimulus shown 3 s apart correlate even in voxels
+without any signal, and a split-half ceiling of pure noise reads 0.6 instead of 0.
+Given the onset (and run) of every presentation, :func:`split_half` correlates the
+halves of a stimulus only when every repeat of one half is at least
+``min_separation`` seconds from every repeat of the other (or in another run); other
+stimuli are left out of that halving.
+
+Uncertainty
+-----------
+:func:`estimate_noise_ceiling` also gives a confidence interval of the split-half
+ceiling: the Fisher interval of the split-half correlation over the samples it was
+computed on, mapped through the Spearman–Brown step and the square root (both monotone). A
+noise-normalised score above 1 whose r stays below the interval's upper end is within
+the ceiling's uncertainty.
 """
 
 from __future__ import annotations
@@ -22,24 +40,35 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 
 from neuroflow.evaluation.metrics import check_time_target, pearson_r, zscore_time
 
 __all__ = [
+    "MIN_SPLIT_SAMPLES",
     "NOISE_CEILING_METHODS",
+    "NoiseCeiling",
+    "SplitHalf",
     "ceiling_r_from_reliability",
+    "estimate_noise_ceiling",
     "ncsnr",
     "ncsnr_to_nc",
     "noise_ceiling_r",
     "normalize_score",
+    "separated_samples",
     "spearman_brown",
+    "split_half",
+    "split_half_interval",
     "split_half_reliability",
 ]
 
 #: Accepted values of the ``noise_ceiling.method`` option.
 NOISE_CEILING_METHODS = ("split_half", "ncsnr", "none")
+#: Fewest samples (test stimuli or time points) a split-half correlation is computed on.
+MIN_SPLIT_SAMPLES = 5
 
 
 def _check_repeats(y_repeats: np.ndarray, *, min_repeats: int) -> np.ndarray:
@@ -108,8 +137,218 @@ def _half_splits(n_repeats: int, n_splits: int, seed: int | None) -> list[np.nda
     return [np.sort(rng.permutation(n_repeats)[:n_first]) for _ in range(n_splits)]
 
 
+def _check_presentations(
+    name: str, values: np.ndarray | None, shape: tuple[int, int]
+) -> np.ndarray | None:
+    if values is None:
+        return None
+    values = np.asarray(values)
+    if values.shape != shape:
+        raise ValueError(
+            f"`{name}` must have shape (n_repeats, n_times) = {shape}, like the first and "
+            f"second to last axes of `y_repeats`, got shape {values.shape} instead."
+        )
+    return values
+
+
+def separated_samples(
+    first: np.ndarray,
+    second: np.ndarray,
+    *,
+    onsets: np.ndarray,
+    groups: np.ndarray | None = None,
+    min_separation: float,
+) -> np.ndarray:
+    """Samples whose two halves of repeats are far enough apart to have independent noise.
+
+    Parameters
+    ----------
+    first, second : ndarray of int
+        Repeats in each half.
+    onsets : array-like of float, shape (n_repeats, n_times)
+        Onset in seconds of every presentation (repeat of a test stimulus).
+    groups : array-like, shape (n_repeats, n_times) | None
+        Run of every presentation; presentations of different runs are always far apart.
+    min_separation : float
+        Seconds; 0 keeps every sample.
+
+    Returns
+    -------
+    keep : ndarray of bool, shape (n_times,)
+        True where every presentation of ``first`` is at least ``min_separation`` from
+        every presentation of ``second``, or in another run (unknown onsets, NaN, count
+        as far apart).
+    """
+    onsets = np.asarray(onsets, dtype=np.float64)
+    keep = np.ones(onsets.shape[1], bool)
+    if min_separation <= 0:
+        return keep
+    for a in first:
+        for b in second:
+            gap = np.abs(onsets[a] - onsets[b])
+            far = ~(gap < min_separation)  # NaN: unknown, kept
+            if groups is not None:
+                far |= np.asarray(groups)[a] != np.asarray(groups)[b]
+            keep &= far
+    return keep
+
+
+@dataclass(frozen=True)
+class SplitHalf:
+    """Split-half correlation of a set of repeats and what it was computed on.
+
+    Attributes
+    ----------
+    r_half : ndarray of float64, shape (..., n_targets)
+        Correlation between the means of the two halves, averaged over the halvings.
+    n_first, n_second : int
+        Repeats averaged in each half.
+    n_total : int
+        Repeats of the mean whose reliability is estimated.
+    n_samples : int
+        Fewest samples any halving used (0 when none had :data:`MIN_SPLIT_SAMPLES`).
+    n_excluded : int
+        Samples left out of the halving that left out most (repeats too close).
+    """
+
+    r_half: np.ndarray
+    n_first: int
+    n_second: int
+    n_total: int
+    n_samples: int
+    n_excluded: int
+
+    @property
+    def reliability(self) -> np.ndarray:
+        """Spearman–Brown reliability of the ``n_total``-repeat mean, shape (..., n_targets)."""
+        return spearman_brown(
+            self.r_half, n_first=self.n_first, n_second=self.n_second, n_total=self.n_total
+        )
+
+
+def split_half(
+    y_repeats: np.ndarray,
+    *,
+    n_splits: int = 20,
+    seed: int | None = 0,
+    onsets: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
+    min_separation: float = 0.0,
+) -> SplitHalf:
+    """Correlation between the means of two halves of the repeats, over random halvings.
+
+    Parameters
+    ----------
+    y_repeats : array-like, shape (n_repeats, ..., n_times, n_targets)
+        Observed responses to each repeated presentation, ``n_repeats >= 2``.
+    n_splits : int
+        Number of random halvings averaged; when the repeats admit fewer
+        distinct halvings, all of them are used (a single one for 2 repeats).
+    seed : int | None
+        Seed of the random halvings.
+    onsets : array-like of float, shape (n_repeats, n_times) | None
+        Onset (s) of every presentation, for single-trial responses: with
+        ``min_separation``, a halving correlates only the samples (stimuli) whose
+        halves are far apart (:func:`separated_samples`).
+    groups : array-like, shape (n_repeats, n_times) | None
+        Run of every presentation (repeats in different runs are far apart).
+    min_separation : float
+        Seconds; 0 (or no ``onsets``) uses every sample.
+
+    Returns
+    -------
+    split : SplitHalf
+        Halvings with fewer than :data:`MIN_SPLIT_SAMPLES` samples are left out; when
+        all are, ``r_half`` is NaN and ``n_samples`` 0.
+    """
+    y_repeats = _check_repeats(y_repeats, min_repeats=2)
+    if not isinstance(n_splits, int | np.integer) or n_splits < 1:
+        raise ValueError(f"`n_splits` must be a positive int, got {n_splits!r} instead.")
+    if isinstance(min_separation, bool) or not min_separation >= 0:
+        raise ValueError(
+            f"`min_separation` must be a number of seconds >= 0, got {min_separation!r} instead."
+        )
+    n_repeats, n_times = y_repeats.shape[0], y_repeats.shape[-2]
+    onsets = _check_presentations("onsets", onsets, (n_repeats, n_times))
+    groups = _check_presentations("groups", groups, (n_repeats, n_times))
+    r_halves, counts, excluded = [], [], 0
+    for first in _half_splits(n_repeats, int(n_splits), seed):
+        second = np.setdiff1d(np.arange(n_repeats), first)
+        keep = np.ones(n_times, bool)
+        if onsets is not None:
+            keep = separated_samples(
+                first, second, onsets=onsets, groups=groups, min_separation=min_separation
+            )
+        excluded = max(excluded, int((~keep).sum()))
+        if keep.sum() < MIN_SPLIT_SAMPLES:
+            continue
+        counts.append(int(keep.sum()))
+        a = y_repeats[first][..., keep, :].mean(0)
+        b = y_repeats[second][..., keep, :].mean(0)
+        r_halves.append(pearson_r(a, b))
+    if r_halves:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN targets stay NaN
+            r_half = np.nanmean(np.stack(r_halves), axis=0)
+    else:
+        r_half = np.full(y_repeats.shape[1:-2] + y_repeats.shape[-1:], np.nan)
+    return SplitHalf(
+        r_half=r_half,
+        n_first=n_repeats // 2,
+        n_second=n_repeats - n_repeats // 2,
+        n_total=n_repeats,
+        n_samples=min(counts, default=0),
+        n_excluded=excluded,
+    )
+
+
+def split_half_interval(split: SplitHalf, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Confidence interval of the split-half ceiling on r.
+
+    The Fisher interval of the split-half correlation (standard error
+    ``1 / sqrt(n_samples - 3)`` in z) is mapped through the Spearman–Brown step and
+    the square root. Averaging halvings makes the correlation less variable than one
+    halving's, so the interval is conservative when there are more than 2 repeats.
+
+    Parameters
+    ----------
+    split : SplitHalf
+        Output of :func:`split_half`.
+    level : float
+        Confidence level, in ``(0, 1)``.
+
+    Returns
+    -------
+    low, high : ndarray of float64, shape (..., n_targets)
+        Bounds of the ceiling on r, in ``[0, 1]``; NaN where the correlation is NaN or
+        with 3 samples or fewer.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be in (0, 1), got {level!r} instead.")
+    r = np.asarray(split.r_half, dtype=np.float64)
+    if split.n_samples <= 3:
+        nan = np.full(r.shape, np.nan)
+        return nan, nan.copy()
+    z = np.arctanh(np.clip(r, -1 + 1e-12, 1 - 1e-12))
+    half_width = norm.ppf(0.5 + level / 2) / math.sqrt(split.n_samples - 3)
+    bounds = []
+    for bound in (np.tanh(z - half_width), np.tanh(z + half_width)):
+        bound = np.where(np.isnan(r), np.nan, bound)
+        rel = spearman_brown(
+            bound, n_first=split.n_first, n_second=split.n_second, n_total=split.n_total
+        )
+        bounds.append(ceiling_r_from_reliability(rel))
+    return bounds[0], bounds[1]
+
+
 def split_half_reliability(
-    y_repeats: np.ndarray, *, n_splits: int = 20, seed: int | None = 0
+    y_repeats: np.ndarray,
+    *,
+    n_splits: int = 20,
+    seed: int | None = 0,
+    onsets: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
+    min_separation: float = 0.0,
 ) -> np.ndarray:
     """Split-half reliability of the repeat mean, Spearman–Brown corrected.
 
@@ -122,6 +361,9 @@ def split_half_reliability(
         distinct halvings, all of them are used (a single one for 2 repeats).
     seed : int | None
         Seed of the random halvings.
+    onsets, groups, min_separation
+        Leave out samples whose halves are closer than ``min_separation`` seconds
+        (see :func:`split_half`).
 
     Returns
     -------
@@ -129,20 +371,14 @@ def split_half_reliability(
         Estimated reliability of the mean of all ``n_repeats`` repeats: the
         ceiling on R² of a model scored against that mean.
     """
-    y_repeats = _check_repeats(y_repeats, min_repeats=2)
-    if not isinstance(n_splits, int | np.integer) or n_splits < 1:
-        raise ValueError(f"`n_splits` must be a positive int, got {n_splits!r} instead.")
-    n_repeats = y_repeats.shape[0]
-    r_halves = []
-    for first in _half_splits(n_repeats, int(n_splits), seed):
-        second = np.setdiff1d(np.arange(n_repeats), first)
-        r_halves.append(pearson_r(y_repeats[first].mean(0), y_repeats[second].mean(0)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN targets stay NaN
-        r_half = np.nanmean(np.stack(r_halves), axis=0)
-    return spearman_brown(
-        r_half, n_first=n_repeats // 2, n_second=n_repeats - n_repeats // 2, n_total=n_repeats
-    )
+    return split_half(
+        y_repeats,
+        n_splits=n_splits,
+        seed=seed,
+        onsets=onsets,
+        groups=groups,
+        min_separation=min_separation,
+    ).reliability
 
 
 def ncsnr(y_repeats: np.ndarray) -> np.ndarray:
@@ -213,12 +449,128 @@ def ceiling_r_from_reliability(reliability: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(np.asarray(reliability, dtype=np.float64), 0.0, 1.0))
 
 
+@dataclass(frozen=True)
+class NoiseCeiling:
+    """A noise ceiling on r with its confidence interval.
+
+    Attributes
+    ----------
+    r : ndarray of float64, shape (..., n_targets)
+        Ceiling on the Pearson r of a prediction scored against the repeat mean.
+    low, high : ndarray of float64, shape (..., n_targets)
+        Bounds of its confidence interval (split-half only; NaN otherwise).
+    n_samples : int
+        Samples the split-half correlation used (0 for other methods).
+    notes : tuple of str
+        What a reader of the ceiling should know (samples left out, too few left).
+    """
+
+    r: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    n_samples: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def estimate_noise_ceiling(
+    y_repeats: np.ndarray,
+    *,
+    method: str = "split_half",
+    n_splits: int = 20,
+    seed: int | None = 0,
+    onsets: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
+    min_separation: float = 0.0,
+    level: float = 0.95,
+) -> NoiseCeiling:
+    """Ceiling on the Pearson r of a prediction scored against the repeat mean.
+
+    Parameters
+    ----------
+    y_repeats : array-like, shape (n_repeats, ..., n_times, n_targets)
+        Observed responses to each repeated presentation.
+    method : ``"split_half"`` | ``"ncsnr"`` | ``"none"``
+        Estimator; ``"none"`` returns NaN.
+    n_splits : int
+        Number of halvings for ``"split_half"``.
+    seed : int | None
+        Seed of the halvings for ``"split_half"``.
+    onsets, groups, min_separation
+        Onset (s) and run of every presentation, shape (n_repeats, n_times): with
+        ``"split_half"``, samples whose halves are closer than ``min_separation``
+        seconds within a run are left out of each halving (see :func:`split_half`).
+    level : float
+        Confidence level of the interval.
+
+    Returns
+    -------
+    ceiling : NoiseCeiling
+        NaN everywhere when ``method="none"``, when there are fewer than two repeats,
+        or when fewer than :data:`MIN_SPLIT_SAMPLES` samples have repeats far enough
+        apart (a warning is emitted in the last two cases, and a note kept).
+    """
+    if method not in NOISE_CEILING_METHODS:
+        raise ValueError(
+            f"`method` must be one of {', '.join(NOISE_CEILING_METHODS)}, got {method!r} instead."
+        )
+    y_repeats = _check_repeats(y_repeats, min_repeats=1)
+    nan = np.full(y_repeats.shape[1:-2] + y_repeats.shape[-1:], np.nan)
+    if method == "none":
+        return NoiseCeiling(nan, nan, nan)
+    n_repeats = y_repeats.shape[0]
+    if n_repeats < 2:
+        note = (
+            f"A {method} noise ceiling needs at least 2 repeats of the test stimuli, "
+            f"got {n_repeats}; the noise ceiling is left undefined (NaN)."
+        )
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
+        return NoiseCeiling(nan, nan, nan, notes=(note,))
+    if method == "ncsnr":
+        reliability = ncsnr_to_nc(ncsnr(y_repeats), n_repeats) / 100.0
+        return NoiseCeiling(ceiling_r_from_reliability(reliability), nan, nan)
+    split = split_half(
+        y_repeats,
+        n_splits=n_splits,
+        seed=seed,
+        onsets=onsets,
+        groups=groups,
+        min_separation=min_separation,
+    )
+    notes = []
+    n_times = y_repeats.shape[-2]
+    if split.n_samples == 0:
+        note = (
+            f"Fewer than {MIN_SPLIT_SAMPLES} of the {n_times} test samples have repeats at "
+            f"least {min_separation:g} s apart (or in different runs); the split-half noise "
+            "ceiling is left undefined (NaN): estimates of nearby trials share noise."
+        )
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
+        notes.append(note)
+    elif split.n_excluded:
+        notes.append(
+            f"split-half noise ceiling on {split.n_samples} of {n_times} test samples: "
+            f"up to {split.n_excluded} per halving have repeats closer than "
+            f"{min_separation:g} s in one run"
+        )
+    low, high = split_half_interval(split, level)
+    return NoiseCeiling(
+        ceiling_r_from_reliability(split.reliability),
+        low,
+        high,
+        n_samples=split.n_samples,
+        notes=tuple(notes),
+    )
+
+
 def noise_ceiling_r(
     y_repeats: np.ndarray,
     *,
     method: str = "split_half",
     n_splits: int = 20,
     seed: int | None = 0,
+    onsets: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
+    min_separation: float = 0.0,
 ) -> np.ndarray:
     """Ceiling on the Pearson r of a prediction scored against the repeat mean.
 
@@ -232,6 +584,8 @@ def noise_ceiling_r(
         Number of halvings for ``"split_half"``.
     seed : int | None
         Seed of the halvings for ``"split_half"``.
+    onsets, groups, min_separation
+        See :func:`estimate_noise_ceiling`.
 
     Returns
     -------
@@ -239,28 +593,15 @@ def noise_ceiling_r(
         NaN everywhere when ``method="none"`` or when there are fewer than two
         repeats (a warning is emitted in the latter case).
     """
-    if method not in NOISE_CEILING_METHODS:
-        raise ValueError(
-            f"`method` must be one of {', '.join(NOISE_CEILING_METHODS)}, got {method!r} instead."
-        )
-    y_repeats = _check_repeats(y_repeats, min_repeats=1)
-    nan = np.full(y_repeats.shape[1:-2] + y_repeats.shape[-1:], np.nan)
-    if method == "none":
-        return nan
-    n_repeats = y_repeats.shape[0]
-    if n_repeats < 2:
-        warnings.warn(
-            f"A {method} noise ceiling needs at least 2 repeats of the test stimuli, "
-            f"got {n_repeats}; the noise ceiling is left undefined (NaN).",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return nan
-    if method == "split_half":
-        reliability = split_half_reliability(y_repeats, n_splits=n_splits, seed=seed)
-    else:
-        reliability = ncsnr_to_nc(ncsnr(y_repeats), n_repeats) / 100.0
-    return ceiling_r_from_reliability(reliability)
+    return estimate_noise_ceiling(
+        y_repeats,
+        method=method,
+        n_splits=n_splits,
+        seed=seed,
+        onsets=onsets,
+        groups=groups,
+        min_separation=min_separation,
+    ).r
 
 
 def normalize_score(score: np.ndarray, ceiling: np.ndarray) -> np.ndarray:

@@ -49,6 +49,7 @@ def scores_to_nifti(
     *,
     affine: np.ndarray,
     mask_shape: Sequence[int],
+    undefined: float = 0.0,
 ) -> nib.Nifti1Image:
     """Place per-voxel scores back on their volume grid.
 
@@ -62,11 +63,14 @@ def scores_to_nifti(
         Voxel-to-world affine of the grid.
     mask_shape : sequence of 3 int
         Grid shape.
+    undefined : float
+        Value written where a score is NaN: 0 for maps that are drawn, NaN for maps
+        that are results (exported), so that an undefined score is not read as 0.
 
     Returns
     -------
     img : nibabel.Nifti1Image, shape mask_shape
-        float32 image, 0 outside the voxels and where a score is NaN.
+        float32 image, 0 outside the voxels and ``undefined`` where a score is NaN.
     """
     values = np.asarray(values, dtype=np.float32)
     ijk = np.asarray(ijk)
@@ -84,7 +88,7 @@ def scores_to_nifti(
     if ijk.size and ((ijk < 0).any() or (ijk >= np.array(shape)).any()):
         raise ValueError(f"`ijk` must index the grid of shape {shape}, got indices outside it.")
     data = np.zeros(shape, dtype=np.float32)
-    data[ijk[:, 0], ijk[:, 1], ijk[:, 2]] = np.nan_to_num(values, nan=0.0)
+    data[ijk[:, 0], ijk[:, 1], ijk[:, 2]] = np.where(np.isnan(values), undefined, values)
     return nib.Nifti1Image(data, affine)
 
 

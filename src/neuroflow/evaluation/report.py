@@ -203,16 +203,26 @@ def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
             )
         )
     if "model_time_similarity" in ds:
-        fit = ds.sel(channel_group="all")
+        # every channel group (rows) x frame-level layer; the time line only where the
+        # peak is significant (lag and slope are NaN otherwise)
+        maps = ds["model_time_similarity"].transpose(
+            "subject", "channel_group", "frame_layer", "model_time", "time"
+        )
+        peaks = np.stack(
+            [ds["model_time_peak_model_time"].values, ds["model_time_peak_brain_time"].values], -1
+        )
         out.append(
             plotting.plot_model_time(
-                _mean_over_subjects(fit["model_time_similarity"]),
-                fit["model_time"].values,
-                fit["time"].values,
-                [str(v) for v in fit["frame_layer"].values],
+                _mean_over_subjects(maps),
+                ds["model_time"].values,
+                ds["time"].values,
+                [str(v) for v in ds["frame_layer"].values],
                 plots_dir / f"{name}_model_time.png",
-                lag=fit["model_time_lag"].values,
-                slope=fit["model_time_slope"].values,
+                lag=ds["model_time_lag"].values,
+                slope=ds["model_time_slope"].values,
+                groups=[str(v) for v in ds["channel_group"].values],
+                p_values=ds["model_time_peak_p"].values if "model_time_peak_p" in ds else None,
+                peaks=peaks,
             )
         )
     if "model_similarity_ci" in ds and "roi" in ds.dims:

@@ -23,7 +23,7 @@ import xarray as xr
 from neuroflow.artifacts import PROVENANCE_KEY, atomic_directory, open_dataset, write_dataset
 from neuroflow.config import merge_defaults
 from neuroflow.evaluation.metrics import pearson_r, r2_score
-from neuroflow.evaluation.noise_ceiling import noise_ceiling_r, normalize_score
+from neuroflow.evaluation.noise_ceiling import estimate_noise_ceiling, normalize_score
 from neuroflow.evaluation.permutation import fdr_correction
 from neuroflow.evaluation.plotting import (
     plot_brain_map,
@@ -55,17 +55,24 @@ __all__ = [
     "FORMAT_VERSION",
     "block_length_samples",
     "evaluate_model",
+    "exceeds_ceiling",
     "flatten_targets",
     "summarize_scores",
     "unflatten_targets",
 ]
 
 #: Bumped when the meaning of the stage's outputs changes.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 #: Defaults of the ``evaluation`` config section (mirrors the JSON Schema).
 DEFAULT_CONFIG: dict[str, Any] = {
     "metrics": ["r_per_repeat"],
-    "noise_ceiling": {"method": "split_half", "n_splits": 20, "seed": 0, "min_ceiling_r": 0.2},
+    "noise_ceiling": {
+        "method": "split_half",
+        "n_splits": 20,
+        "seed": 0,
+        "min_ceiling_r": 0.2,
+        "min_separation_s": 12.0,
+    },
     "permutation": {
         "n_permutations": 1000,
         "method": "block",
@@ -396,23 +403,25 @@ def evaluate_model(
     Returns
     -------
     output : Path
-        The score store, on the input's target dims (``voxel`` for fMRI,
-        (channel, latency) for EEG, with the input's coords on them):
-        ``r``, ``r2`` (against the repeat mean), ``noise_ceiling_r`` (ceiling on
-        r), ``noise_ceiling_r2`` (explainable variance fraction),
-        ``r_normalized`` (r / ceiling), ``r2_normalized`` (R² / explainable
-        fraction), ``cv_score`` (the model's cross-validated score on the
-        training data, when the input has one), ``p_value`` (permutation, +1
-        corrected), ``p_permutation``, ``p_fdr`` and ``significant`` (FDR),
-        ``p_fwer`` and ``significant_fwer`` (when that test runs); optional
-        ``r_per_repeat`` / ``r2_per_repeat`` on (repeat, voxel) or (repeat,
-        channel, latency). EEG stores (a ``latency`` target dim) add ``r_course``
-        (latency,): ``r`` averaged over channels, NaNs ignored. Stores with
-        variants add ``variant_r``, ``variant_r2`` and ``variant_r_normalized``
-        (variant, <target dims>), each variant scored as ``r``, ``r2`` and
-        ``r_normalized`` are (same repeat mean, same noise ceiling, no permutation
-        test), with the ``variant`` coordinate. Attributes are copied from the input
-        and record the test settings.
+        The score store, on the input's target dims (``voxel`` for fMRI, (channel, latency)
+        for EEG, with the input's coords on them): ``r``, ``r2`` (against the repeat mean),
+        ``noise_ceiling_r`` (ceiling on r), ``noise_ceiling_r2`` (explainable variance
+        fraction), ``r_normalized`` (r / ceiling), ``r2_normalized`` (R² / explainable
+        fraction), ``noise_ceiling_r_low`` / ``noise_ceiling_r_high`` (95 % interval of the
+        split-half ceiling; NaN for other methods), ``exceeds_ceiling`` (bool: r above that
+        interval, see :func:`exceeds_ceiling`), ``cv_score`` (the model's cross-validated
+        score on the training data, when the input has one), ``p_value`` (permutation, +1
+        corrected), ``p_permutation``, ``p_fdr`` and ``significant`` (FDR), ``p_fwer`` and
+        ``significant_fwer`` (when that test runs); optional ``r_per_repeat`` /
+        ``r2_per_repeat`` on (repeat, voxel) or (repeat, channel, latency). EEG stores (a
+        ``latency`` target dim) add ``r_course`` (latency,): ``r`` averaged over channels,
+        NaNs ignored. Stores with variants add ``variant_r``, ``variant_r2`` and
+        ``variant_r_normalized`` (variant, <target dims>), each variant scored as ``r``,
+        ``r2`` and ``r_normalized`` are (same repeat mean, same noise ceiling, no
+        permutation test), with the ``variant`` coordinate. Attributes are copied from the
+        input and record the test settings (``noise_ceiling_min_separation_s``: repeats of a
+        test stimulus closer than this in one run are not split against each other, for
+        stores with ``test_onset``; ``noise_ceiling_notes``).
     """
     cfg = _with_defaults(config)
     prediction = Path(prediction)
@@ -427,9 +436,18 @@ def evaluate_model(
     r = pearson_r(y_mean, y_pred)
     r2 = r2_score(y_mean, y_pred)
     nc = cfg["noise_ceiling"]
-    ceiling_r = noise_ceiling_r(
-        y_test, method=nc["method"], n_splits=nc["n_splits"], seed=nc["seed"]
+    onsets, runs = _presentation_times(ds, prediction)
+    separation = float(nc["min_separation_s"]) if onsets is not None else 0.0
+    ceiling = estimate_noise_ceiling(
+        y_test,
+        method=nc["method"],
+        n_splits=nc["n_splits"],
+        seed=nc["seed"],
+        onsets=onsets,
+        groups=runs,
+        min_separation=separation,
     )
+    ceiling_r = ceiling.r
     ceiling_r2 = ceiling_r**2
 
     perm = cfg["permutation"]
@@ -445,6 +463,7 @@ def evaluate_model(
     )
     min_ceiling = float(nc["min_ceiling_r"])
     reliable = np.nan_to_num(ceiling_r, nan=-np.inf) >= min_ceiling
+    exceeds = exceeds_ceiling(r, ceiling_r, ceiling.high, reliable)
 
     one = {"units": "1"}
     normalized_note = {
@@ -456,6 +475,14 @@ def evaluate_model(
         "r": (r, {**one, "long_name": "Pearson r against the repeat mean"}),
         "r2": (r2, {**one, "long_name": "R² against the repeat mean"}),
         "noise_ceiling_r": (ceiling_r, {**one, "method": nc["method"]}),
+        "noise_ceiling_r_low": (
+            ceiling.low,
+            {**one, "long_name": "lower end of the 95 % interval of noise_ceiling_r"},
+        ),
+        "noise_ceiling_r_high": (
+            ceiling.high,
+            {**one, "long_name": "upper end of the 95 % interval of noise_ceiling_r"},
+        ),
         "noise_ceiling_r2": (ceiling_r2, {**one, "long_name": "explainable variance fraction"}),
         "r_normalized": (
             np.where(reliable, normalize_score(r, ceiling_r), np.nan),
@@ -500,6 +527,16 @@ def evaluate_model(
     data_vars["significant"] = xr.Variable(
         (target_dim,), significant, {"alpha": float(cfg["fdr"]["alpha"]), "correction": "fdr"}
     )
+    data_vars["exceeds_ceiling"] = xr.Variable(
+        (target_dim,),
+        exceeds,
+        {
+            "long_name": "r above the noise ceiling beyond its uncertainty",
+            "note": "r > noise_ceiling_r_high (> noise_ceiling_r where the interval is "
+            "undefined) where r_normalized is defined; an r_normalized above 1 without "
+            "this flag is within the ceiling's uncertainty",
+        },
+    )
     if "p_fwer" in variables:
         alpha = float(cfg["fwer"]["alpha"])
         data_vars["significant_fwer"] = xr.Variable(
@@ -542,6 +579,9 @@ def evaluate_model(
         n_repeats=int(n_repeats),
         n_test_times=int(n_times),
         noise_ceiling_method=nc["method"],
+        noise_ceiling_min_separation_s=separation,
+        noise_ceiling_n_samples=int(ceiling.n_samples),
+        noise_ceiling_notes=list(ceiling.notes),
         permutation_method=perm["method"],
         permutation_block_samples=int(block),
         n_permutations=int(perm["n_permutations"]),
@@ -556,6 +596,56 @@ def evaluate_model(
         if COURSE_DIM in target_dims:
             out["r_course"] = _r_course(out["r"], COURSE_DIM)
     return write_dataset(out, output, provenance=provenance)
+
+
+def _presentation_times(ds: xr.Dataset, path: Path) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Onset and run of every test presentation, shape (n_repeats, n_stimuli) each.
+
+    From ``test_onset`` and ``test_run`` (single-trial stores); (None, None) when the
+    store has no ``test_onset``.
+    """
+    if "test_onset" not in ds:
+        return None, None
+    expected = ds["y_test"].dims[:2]
+    for name in ("test_onset", "test_run"):
+        if name in ds and ds[name].dims != expected:
+            raise ValueError(
+                f"{path}: `{name}` must have dims {expected} like the first two of "
+                f"`y_test`, got {ds[name].dims} instead."
+            )
+    onsets = np.asarray(ds["test_onset"].values, dtype=np.float64)
+    runs = None
+    if "test_run" in ds:
+        runs = np.array([str(v) for v in np.asarray(ds["test_run"].values).ravel()])
+        runs = runs.reshape(onsets.shape)
+    return onsets, runs
+
+
+def exceeds_ceiling(
+    r: np.ndarray, ceiling_r: np.ndarray, ceiling_high: np.ndarray, reliable: np.ndarray
+) -> np.ndarray:
+    """Where a score is above its noise ceiling by more than the ceiling's uncertainty.
+
+    Parameters
+    ----------
+    r : ndarray, shape (n_targets,)
+        Pearson r against the repeat mean.
+    ceiling_r : ndarray, shape (n_targets,)
+        Noise ceiling on r.
+    ceiling_high : ndarray, shape (n_targets,)
+        Upper end of its confidence interval (NaN where there is none).
+    reliable : ndarray of bool, shape (n_targets,)
+        Targets whose normalised score is defined.
+
+    Returns
+    -------
+    exceeds : ndarray of bool, shape (n_targets,)
+        ``r > ceiling_high`` (``r > ceiling_r`` where the interval is undefined) on
+        ``reliable`` targets; False elsewhere and where r is NaN.
+    """
+    bound = np.where(np.isfinite(ceiling_high), ceiling_high, ceiling_r)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(reliable, bool) & (np.asarray(r) > bound)
 
 
 def _variant_scores(

@@ -56,6 +56,7 @@ __all__ = [
     "average_weights",
     "canonical_ids",
     "delay_features",
+    "event_rows",
     "features_for_stimuli",
     "hrf_weights",
     "lanczos_weights",
@@ -304,6 +305,38 @@ def hrf_weights(
     )
     weights = np.moveaxis(regressors, (0, 1, 2), (2, 1, 0))
     return weights[0] if n_basis == 1 else weights
+
+
+def event_rows(rows: np.ndarray, centre: np.ndarray, event_regressor: bool) -> np.ndarray:
+    """The per-event rows that are convolved: features, and the event indicator.
+
+    With the event regressor, the features are centred on ``centre`` (their mean over
+    the stored stimuli), as parametric modulators are: the column of ones models the
+    response to any event, and the features how it varies from event to event. The
+    aligned columns then span the same space as with raw features (a constant shift of
+    a feature is a multiple of the event column), but the encoder's standardisation
+    sees each feature's own variation, instead of a copy of the evoked response scaled
+    by the feature's mean, so the penalty shrinks the features as much as the event
+    column and not far more.
+
+    Parameters
+    ----------
+    rows : ndarray, shape (n_events, n_features)
+        Feature row of each placed event (or frame, or word).
+    centre : ndarray, shape (n_features,)
+        Mean feature row over the features store's stimuli.
+    event_regressor : bool
+        Whether to centre the rows and append the column of ones.
+
+    Returns
+    -------
+    rows : ndarray, shape (n_events, n_features + event_regressor)
+        ``rows`` unchanged without the event regressor.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    if not event_regressor:
+        return rows
+    return np.column_stack([rows - np.asarray(centre, float), np.ones(len(rows))])
 
 
 def delay_features(
@@ -637,7 +670,8 @@ def align_features(
         (TR lags, default ``[0]``), ``tr_reference``, ``lanczos_window``,
         ``hrf_model``, ``oversampling`` and ``slice_time_ref`` (hrf only),
         ``event_regressor`` (append a column of ones to every placed row: the
-        response to any event, whatever its features),
+        response to any event, whatever its features; the features are then centred
+        on their mean over the store's stimuli, see :func:`event_rows`),
         ``missing`` (``"error"`` or ``"skip"`` events without features).
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`.
@@ -658,7 +692,9 @@ def align_features(
         ``hrf_variant`` (index into the attribute ``hrf_models``: a list of HRF
         models makes one block of columns per model, alternatives the encoder
         chooses among per voxel). Attributes ``n_events`` (events that contributed
-        rows) and ``n_rows_placed`` (feature rows placed).
+        rows), ``n_rows_placed`` (feature rows placed) and ``feature_centre`` (with
+        ``event_regressor``, the mean feature row subtracted before the convolution;
+        else empty).
     """
     cfg = fill_alignment(config)
     features, brain = Path(features), Path(brain)
@@ -702,8 +738,8 @@ def align_features(
         weights = lanczos_weights(
             times, tr, mid, window=cfg["lanczos_window"], tr_reference=cfg["tr_reference"]
         )
-    if cfg["event_regressor"]:
-        rows = np.column_stack([rows, np.ones(len(rows), dtype=rows.dtype)])
+    centre = np.asarray(fds["features"].mean("stimulus").values, dtype=np.float64)
+    rows = event_rows(rows, centre, cfg["event_regressor"])
     # one block of columns per HRF basis function (canonical, then derivatives), and
     # per HRF model of a library
     per_model = weights if isinstance(weights, list) else [weights]
@@ -733,6 +769,7 @@ def align_features(
             "tr": tr,
             "hrf_models": hrf_models(cfg["hrf_model"]) if cfg["method"] == "hrf" else [],
             "alignment": dict(cfg),
+            "feature_centre": centre.tolist() if cfg["event_regressor"] else [],
             "n_events": placed.n_events,
             "n_rows_placed": int(placed.rows.size),
             "skipped_stim_files": sorted(set(skipped)),

@@ -161,7 +161,11 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     Parameters
     ----------
     config : dict
-        One extractor entry (possibly partial).
+        One extractor entry (possibly partial). It may carry ``trust``, the
+        workflow's ``features.code_dirs`` and ``features.trusted_packages``
+        (see :func:`neuroflow.features.trust.builder_trust`), which the
+        workflow plan adds and a ``torch_module`` builder is checked against
+        when the extraction job imports it; it is kept as given.
 
     Returns
     -------
@@ -170,12 +174,15 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(config, Mapping):
         raise TypeError(f"`config` must be a dict, got {type(config).__name__} instead.")
+    trust = config.get("trust")
     entry = merge_defaults(
         DEFAULT_ENTRY,
-        config,
+        {key: value for key, value in config.items() if key != "trust"},
         "features.extractors[]",
         opaque=("model_config", "levels", "builder_kwargs"),
     )
+    if trust is not None:
+        entry["trust"] = _trust(trust)
     for key, choices in _CHOICES.items():
         if entry[key] not in choices:
             raise ValueError(f"`{key}` must be one of {choices}, got {entry[key]!r} instead.")
@@ -264,6 +271,22 @@ def fill_entry(config: Mapping[str, Any]) -> dict[str, Any]:
             "(a folder with config.json), got neither."
         )
     return entry
+
+
+def _trust(value: Any) -> dict[str, list[str]]:
+    """A copy of an entry's ``trust`` (``code_dirs`` and ``trusted_packages``), checked."""
+    keys = ("code_dirs", "trusted_packages")
+    if not isinstance(value, Mapping) or set(value) - set(keys):
+        raise ValueError(
+            f"`trust` must be a dict with keys {keys} (lists of str), got {value!r} instead."
+        )
+    out = {}
+    for key in keys:
+        items = value.get(key, [])
+        if not isinstance(items, list | tuple) or not all(isinstance(v, str) for v in items):
+            raise ValueError(f"`trust.{key}` must be a list of str, got {items!r} instead.")
+        out[key] = list(items)
+    return out
 
 
 def _check_window(entry: Mapping[str, Any]) -> None:

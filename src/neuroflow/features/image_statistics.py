@@ -76,8 +76,8 @@ def _as_float_rgb(image: np.ndarray, index: int) -> np.ndarray:
         )
     if min(arr.shape[:2]) < 2:
         raise ValueError(f"images[{index}] must be at least 2x2 pixels, got {arr.shape} instead.")
-    if arr.dtype == np.uint8:
-        return arr.astype(np.float64) / 255.0
+    if arr.dtype in (np.uint8, np.uint16):  # 8- or 16-bit samples: scaled by the bit depth
+        return arr.astype(np.float64) / float(np.iinfo(arr.dtype).max)
     if arr.dtype == bool:
         return arr.astype(np.float64)
     if arr.dtype.kind not in "fiu":
@@ -85,7 +85,7 @@ def _as_float_rgb(image: np.ndarray, index: int) -> np.ndarray:
     out = arr.astype(np.float64)
     if not np.all(np.isfinite(out)) or out.min() < 0.0 or out.max() > 1.0:
         raise ValueError(
-            f"images[{index}] must hold values in [0, 1] (or be uint8), got range "
+            f"images[{index}] must hold values in [0, 1] (or be uint8 or uint16), got range "
             f"[{np.nanmin(out):g}, {np.nanmax(out):g}] instead."
         )
     return out
@@ -144,7 +144,8 @@ def image_statistics(images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
     Parameters
     ----------
     images : ndarray, shape (n_images, H, W, 3) or (n_images, H, W) | sequence of ndarray
-        RGB or grey images, either uint8 or floats in [0, 1]. A sequence may mix sizes.
+        RGB or grey images: uint8 (divided by 255), uint16 (divided by 65535) or
+        floats in [0, 1]. A sequence may mix sizes.
 
     Returns
     -------

@@ -13,7 +13,7 @@ result. Nothing is ever downloaded.
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -399,23 +399,41 @@ def _file_record(
     )
 
 
-def _builder_record(entry: Mapping[str, Any]) -> ModelRecord | None:
-    """A missing record when the builder's module cannot be found (None when it can)."""
-    module = str(entry["builder"]).partition(":")[0]
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if found:
+def _builder_record(
+    entry: Mapping[str, Any], trust: Mapping[str, Any] | None
+) -> ModelRecord | None:
+    """A missing record when the builder's module is not on disk (None when it is).
+
+    Nothing is imported: with ``trust`` the module must lie where the plan allows it
+    (see :func:`neuroflow.features.trust.locate_builder`); without, it is looked for on
+    the Python path.
+    """
+    from neuroflow.features.torch_module import _preset_packages
+    from neuroflow.features.trust import find_module_file, locate_builder
+
+    spec = str(entry["builder"])
+    module = spec.partition(":")[0]
+    packages = _preset_packages(entry)
+    if trust is not None or packages:
+        try:
+            locate_builder(spec, trust, entry=str(entry["name"]), extra_packages=packages)
+            return None
+        except ValueError as err:
+            note = str(err)
+    elif find_module_file(module, sys.path) is not None:
         return None
-    note = (
-        f"`builder` {entry['builder']!r} names module {module!r}, which cannot be imported; "
-        "install its package or add its folder to PYTHONPATH"
-    )
-    return _base(entry, needs="builder", model=str(entry["builder"]), status="missing", note=note)
+    else:
+        note = (
+            f"`builder` {spec!r} names module {module!r}, which cannot be imported (no file "
+            "for it on the Python path); install its package or list its folder in "
+            "`features.code_dirs`"
+        )
+    return _base(entry, needs="builder", model=spec, status="missing", note=note)
 
 
-def _torch_records(entry: Mapping[str, Any], *, hashes: bool) -> list[ModelRecord]:
+def _torch_records(
+    entry: Mapping[str, Any], *, hashes: bool, trust: Mapping[str, Any] | None = None
+) -> list[ModelRecord]:
     """Records of a ``torch_module`` entry: its builder when missing, then its weights."""
     from neuroflow.features.config import fill_entry
     from neuroflow.features.torch_module import PRESETS, _preset_weights
@@ -434,7 +452,7 @@ def _torch_records(entry: Mapping[str, Any], *, hashes: bool) -> list[ModelRecor
         return [_file_record(filled, "torchscript", str(filled["torchscript"]), hashes=hashes)]
     label = str(preset) if packages else str(filled["builder"])
     records = []
-    missing_builder = _builder_record(filled)
+    missing_builder = _builder_record(filled, trust)
     if missing_builder is not None:
         fetch, use = _package_steps(packages) if packages else ([], [])
         records.append(replace(missing_builder, fetch=fetch, use=use))
@@ -456,7 +474,9 @@ def _torch_records(entry: Mapping[str, Any], *, hashes: bool) -> list[ModelRecor
     return records
 
 
-def entry_records(entry: Mapping[str, Any], *, hashes: bool = True) -> list[ModelRecord]:
+def entry_records(
+    entry: Mapping[str, Any], *, hashes: bool = True, trust: Mapping[str, Any] | None = None
+) -> list[ModelRecord]:
     """What one extractor entry reads from disk, each looked for offline.
 
     Parameters
@@ -465,6 +485,11 @@ def entry_records(entry: Mapping[str, Any], *, hashes: bool = True) -> list[Mode
         One ``features.extractors`` entry (missing keys take their defaults).
     hashes : bool
         Compute the SHA-256 of the weights found (reads every byte).
+    trust : dict | None
+        ``code_dirs`` and ``trusted_packages`` (see
+        :func:`neuroflow.features.trust.builder_trust`) a ``torch_module``
+        builder must lie in; None (or a ``trust`` key of the entry) looks for
+        its module on the Python path instead. Nothing is imported either way.
 
     Returns
     -------
@@ -478,9 +503,10 @@ def entry_records(entry: Mapping[str, Any], *, hashes: bool = True) -> list[Mode
 
     if not isinstance(entry, Mapping):
         raise TypeError(f"`entry` must be a dict, got {type(entry).__name__} instead.")
+    trust = entry.get("trust", trust)
     entry = merge_defaults(
         DEFAULT_ENTRY,
-        entry,
+        {key: value for key, value in entry.items() if key != "trust"},
         "features.extractors[]",
         opaque=("model_config", "levels", "builder_kwargs"),
     )
@@ -493,14 +519,17 @@ def entry_records(entry: Mapping[str, Any], *, hashes: bool = True) -> list[Mode
     if extractor in HF_EXTRACTORS:
         return _hf_records(fill_entry(entry), hashes=hashes)
     if extractor == "torch_module":
-        return _torch_records(entry, hashes=hashes)
+        return _torch_records(entry, hashes=hashes, trust=trust)
     note = f"extractor {extractor!r} is not built in: neuroflow cannot tell what it reads"
     model = None if entry["model"] is None else str(entry["model"])
     return [_base(entry, needs="nothing", model=model, status="not checked", note=note)]
 
 
 def model_inventory(
-    entries: Sequence[Mapping[str, Any]], *, hashes: bool = True
+    entries: Sequence[Mapping[str, Any]],
+    *,
+    hashes: bool = True,
+    trust: Mapping[str, Any] | None = None,
 ) -> list[ModelRecord]:
     """What every extractor entry of a configuration reads from disk, looked for offline.
 
@@ -511,6 +540,8 @@ def model_inventory(
     hashes : bool
         Compute the SHA-256 of the weights found (reads every byte; slow for
         large models).
+    trust : dict | None
+        See :func:`entry_records`.
 
     Returns
     -------
@@ -518,7 +549,9 @@ def model_inventory(
         In entry order (see :func:`entry_records`).
     """
     _set_offline()
-    return [record for entry in entries for record in entry_records(entry, hashes=hashes)]
+    return [
+        record for entry in entries for record in entry_records(entry, hashes=hashes, trust=trust)
+    ]
 
 
 # --------------------------------------------------------------------------- report

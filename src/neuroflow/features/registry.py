@@ -12,8 +12,9 @@ the layers it can return. The stage code only talks to extractors through the
 
 Class methods check an entry's own settings when the configuration is read
 (:meth:`Extractor.check_entry`) and, for extractors whose layers depend on the
-model's structure, name the layers before any weights load
-(:meth:`Extractor.planned_layer_names`).
+model's structure, name the layers before any model is built
+(:meth:`Extractor.planned_layer_names`). Both run when a configuration is
+checked or planned, so neither may import or call code the configuration names.
 """
 
 from __future__ import annotations

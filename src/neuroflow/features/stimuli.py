@@ -4,7 +4,10 @@ Stimulus ids are the ``stim_file`` strings of BIDS events: paths relative to the
 dataset's ``stimuli/`` folder. A ``stim_file`` that is not there as written is
 looked up under ``stimuli/`` recursively (:func:`resolve_stimulus_files`), and
 files with identical contents under several ids are one stimulus
-(:func:`content_groups`). Loaded stimuli have one type per modality:
+(:func:`content_groups`). Stimuli stay inside the dataset: an absolute
+``stim_file``, one with a ``..`` component (:func:`stim_file_escape`) or one whose
+file is a link to a file outside the dataset (:func:`stimulus_roots`) is refused,
+never read. Loaded stimuli have one type per modality:
 
 - image: ``ndarray, shape (H, W, 3)``, float32 in [0, 1];
 - video: :class:`Video` (frames ``(n_frames, H, W, 3)`` float32 in [0, 1] and fps);
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -40,7 +44,7 @@ import pandas as pd
 from neuroflow.extras import require
 from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.events import stimulus_mask
-from neuroflow.io.files import read_image, read_table
+from neuroflow.io.files import read_image_unit, read_table
 
 __all__ = [
     "Audio",
@@ -48,7 +52,9 @@ __all__ = [
     "apply_transforms",
     "audio_info",
     "content_groups",
+    "escaping_links",
     "evenly_spaced",
+    "file_modality",
     "file_sha256",
     "first_row_naming",
     "frame_id",
@@ -58,6 +64,7 @@ __all__ = [
     "iter_audio_segments",
     "iter_batches",
     "iter_video_frames",
+    "linked_outside",
     "load_audio",
     "load_image",
     "load_video",
@@ -66,6 +73,8 @@ __all__ = [
     "read_transcript",
     "resolve_stimulus_files",
     "soundtrack_files",
+    "stim_file_escape",
+    "stimulus_roots",
     "stimulus_texts",
     "supported_extensions",
     "transcript_texts",
@@ -129,6 +138,23 @@ def supported_extensions() -> str:
     return "; ".join(
         f"{modality} {' '.join(exts)}" for modality, exts in MODALITY_EXTENSIONS.items()
     )
+
+
+def file_modality(stim: str) -> str | None:
+    """The modality a stimulus file's extension belongs to (None for other extensions).
+
+    Parameters
+    ----------
+    stim : str
+        A ``stim_file`` (or any file name).
+
+    Returns
+    -------
+    modality : str | None
+        ``"image"``, ``"video"``, ``"audio"``, ``"text"`` or None.
+    """
+    ext = _suffix(stim)
+    return next((m for m, exts in MODALITY_EXTENSIONS.items() if ext in exts), None)
 
 
 def first_row_naming(tables: Sequence[str | os.PathLike], stim: str) -> str | None:
@@ -253,8 +279,136 @@ def _parts(stim: str) -> tuple[str, ...]:
     return tuple(p for p in parts if p not in ("/", ".", ""))
 
 
+#: A Windows drive (``C:``) at the start of a path.
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def stim_file_escape(stim: str) -> str | None:
+    """Why a ``stim_file`` would name a file outside the stimuli folder.
+
+    Parameters
+    ----------
+    stim : str
+        A ``stim_file`` value, a path relative to the stimuli folder (either slash).
+
+    Returns
+    -------
+    reason : str | None
+        ``"an absolute path"`` (a leading slash or backslash, or a drive letter),
+        ``"a path with '..'"`` (any ``..`` component), or None when the value stays
+        inside the folder.
+    """
+    text = str(stim).strip().replace("\\", "/")
+    if text.startswith("/") or _DRIVE.match(text):
+        return "an absolute path"
+    if ".." in text.split("/"):
+        return "a path with '..'"
+    return None
+
+
+def stimulus_roots(stimuli_dir: str | os.PathLike) -> tuple[Path, ...]:
+    """The folders stimulus files may lie in once links are followed.
+
+    Parameters
+    ----------
+    stimuli_dir : path-like
+        The stimuli folder (``<dataset>/stimuli``).
+
+    Returns
+    -------
+    roots : tuple of Path
+        The stimuli folder and the dataset folder that holds it, links resolved (a
+        ``stimuli`` folder that is itself a link counts as inside; so do links into
+        the dataset, such as git-annex's ``.git/annex/objects``).
+    """
+    root = Path(stimuli_dir).absolute()
+    return tuple(dict.fromkeys((root.resolve(), root.parent.resolve())))
+
+
+def _within(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in roots)
+
+
+def linked_outside(stimulus_ids: Sequence[str], stimuli_dir: str | os.PathLike) -> dict[str, Path]:
+    """The stimulus ids whose file is reached through a link leading outside the dataset.
+
+    Parameters
+    ----------
+    stimulus_ids : sequence of str
+        ``stim_file`` values that stay inside the folder (see :func:`stim_file_escape`).
+    stimuli_dir : path-like
+        The stimuli folder.
+
+    Returns
+    -------
+    targets : dict of str to Path
+        Id to where its file leads, for each id whose path as written passes through
+        such a link (a linked file or folder), or, when not there as written, whose
+        file name is that of a linked file (the recursive lookup of
+        :func:`resolve_stimulus_files` could pick it). Empty when the folder holds no
+        such link: then only the folder's entries are listed, nothing is resolved.
+    """
+    links = escaping_links(stimuli_dir)
+    if not links:
+        return {}
+    root = Path(stimuli_dir)
+    out: dict[str, Path] = {}
+    for stim in dict.fromkeys(stimulus_ids):
+        parts = _parts(stim)
+        hit = next((k for k in range(1, len(parts) + 1) if parts[:k] in links), None)
+        if hit is not None:
+            out[stim] = links[parts[:hit]].joinpath(*parts[hit:])
+        elif parts and not (root / stim).exists():
+            named = [target for link, target in links.items() if link[-1] == parts[-1]]
+            if named:
+                out[stim] = named[0]
+    return out
+
+
+def escaping_links(stimuli_dir: str | os.PathLike) -> dict[tuple[str, ...], Path]:
+    """Links under a stimuli folder that lead outside the dataset.
+
+    The folder is walked without following links (directory entries only, no file
+    is opened); only the links found are resolved.
+
+    Parameters
+    ----------
+    stimuli_dir : path-like
+        The stimuli folder.
+
+    Returns
+    -------
+    links : dict of tuple of str to Path
+        Path components of each such link (file or folder), relative to the stimuli
+        folder, to the path it resolves to; empty when there is none (or no folder).
+    """
+    root = Path(stimuli_dir)
+    roots = stimulus_roots(root)
+    out: dict[tuple[str, ...], Path] = {}
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                target = Path(os.path.realpath(entry.path))
+                if not _within(target, roots):
+                    out[Path(entry.path).relative_to(root).parts] = target
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+    return out
+
+
 class _FileIndex:
     """Finds stim_files under a stimuli folder, listing the folder at most once.
+
+    Every file it returns lies inside the dataset (:func:`stimulus_roots`), links
+    followed; a ``stim_file`` that leaves the folder (:func:`stim_file_escape`) is
+    refused before any lookup.
 
     Parameters
     ----------
@@ -265,6 +419,39 @@ class _FileIndex:
     def __init__(self, stimuli_dir: str | os.PathLike) -> None:
         self.root = Path(stimuli_dir)
         self._by_name: dict[str, list[Path]] | None = None
+        self._roots: tuple[Path, ...] | None = None
+
+    def inside(self, stim: str, path: Path) -> Path:
+        """``path``, checked to lie inside the dataset once links are followed.
+
+        Raises ValueError naming the stim_file, the file and where it leads otherwise.
+        """
+        if self._roots is None:
+            self._roots = stimulus_roots(self.root)
+        target = Path(os.path.realpath(path))
+        if not _within(target, self._roots):
+            raise ValueError(
+                f"Stimulus file {path} (stim_file {stim!r}) must lie inside the dataset "
+                f"({self._roots[-1]}), got a link to {target} instead; copy the file into "
+                f"{self.root} instead of linking it."
+            )
+        return path
+
+    def exact(self, stim: str) -> Path | None:
+        """The file ``root / stim`` when it exists, or None.
+
+        Raises ValueError when the stim_file leaves the folder or its file is a link to
+        a file outside the dataset.
+        """
+        problem = stim_file_escape(stim)
+        if problem is not None:
+            raise ValueError(
+                f"stim_file {stim!r} must be a path relative to the stimuli folder "
+                f"{self.root}, got {problem} instead; stimuli are read from inside the "
+                "dataset only."
+            )
+        path = self.root / stim
+        return self.inside(stim, path) if path.is_file() else None
 
     def _listing(self) -> dict[str, list[Path]]:
         """Files under the folder by name (hidden files and folders left out), sorted."""
@@ -282,10 +469,12 @@ class _FileIndex:
     def find(self, stim: str) -> Path | None:
         """The file of one stim_file, or None when no file matches.
 
-        Raises ValueError when several files with different contents match.
+        Raises ValueError when several files with different contents match, when the
+        stim_file leaves the folder, or when its file is a link leading outside the
+        dataset.
         """
-        exact = self.root / stim
-        if exact.is_file():
+        exact = self.exact(stim)
+        if exact is not None:
             return exact
         parts = _parts(stim)
         if not parts:
@@ -296,7 +485,7 @@ class _FileIndex:
         if not candidates:
             return None
         if len(candidates) == 1:
-            return candidates[0]
+            return self.inside(stim, candidates[0])
         groups = _same_content(candidates)
         if len(groups) > 1:
             listed = [str(p.relative_to(self.root)) for p in candidates]
@@ -306,7 +495,7 @@ class _FileIndex:
                 f"files there {how} with different contents: {listed}; write the stim_file as "
                 "the file's path relative to the stimuli folder."
             )
-        return candidates[0]
+        return self.inside(stim, candidates[0])
 
     def get(self, stim: str) -> Path:
         """The file of one stim_file; FileNotFoundError when none matches."""
@@ -346,6 +535,13 @@ def resolve_stimulus_files(
         ends with the id's path components, or failing that whose name equals
         the id's basename. Several such files with identical contents give the
         first in sorted order; with different contents a ValueError lists them.
+
+    Raises
+    ------
+    ValueError
+        When an id leaves ``stimuli_dir`` (absolute, or with a ``..`` component) or
+        its file is a link to a file outside the dataset (:func:`stimulus_roots`),
+        whatever ``missing``: no file outside the dataset is read.
     """
     if missing not in ("error", "skip"):
         raise ValueError(f"`missing` must be 'error' or 'skip', got {missing!r} instead.")
@@ -806,24 +1002,26 @@ def transcript_texts(words: pd.DataFrame, *, context_words: int = 0) -> list[tup
 
 
 def load_image(path: str | os.PathLike) -> np.ndarray:
-    """Read an image as float32 RGB.
+    """Read an image as float32 RGB, scaled by its bit depth.
 
     Parameters
     ----------
     path : path-like
-        PNG, JPEG or any format Pillow reads.
+        PNG, JPEG or any format Pillow reads, at 8 or 16 bits per sample (or a
+        floating-point TIFF in [0, 1]); see :func:`neuroflow.io.files.read_image_unit`.
 
     Returns
     -------
     image : ndarray, shape (H, W, 3)
-        Float32 in [0, 1].
+        Float32 in [0, 1]: a picture saved at 8 and at 16 bits gives the same values.
 
     Raises
     ------
     ValueError
-        When Pillow cannot identify or decode the file; the message names it.
+        When Pillow cannot identify or decode the file, or its samples exceed its bit
+        depth; the message names it.
     """
-    return read_image(path, "Stimulus image").astype(np.float32) / np.float32(255.0)
+    return read_image_unit(path, "Stimulus image")
 
 
 def load_video(path: str | os.PathLike, *, fps: float = 24.0) -> Video:
@@ -875,7 +1073,10 @@ def _check_frame_shape(shape: tuple[int, ...], path: Path) -> None:
 
 
 def _frame_scale(frames: np.ndarray) -> float:
-    """Divisor mapping a frame stack to [0, 1]: 255 for integers or floats above 1."""
+    """Divisor mapping a frame stack to [0, 1]: its bit depth's maximum for uint8 (255)
+    and uint16 (65535), 255 for other integers or floats above 1."""
+    if frames.dtype == np.uint16:
+        return float(np.iinfo(np.uint16).max)
     if np.issubdtype(frames.dtype, np.integer):
         return 255.0
     return 255.0 if float(np.max(frames, initial=0.0)) > 1.0 else 1.0
@@ -1316,15 +1517,19 @@ def load_stimulus(
     fps : float
         Frame rate of ``.npy`` frame stacks.
     path : path-like | None
-        The stimulus's file when already found (see
-        :func:`resolve_stimulus_files`); ``None``: ``stimuli_dir / stim_id``.
+        The stimulus's file when already found (and checked to lie inside the
+        dataset) by :func:`resolve_stimulus_files`; ``None``: ``stimuli_dir /
+        stim_id``, refused when ``stim_id`` leaves ``stimuli_dir`` or the file is a
+        link to a file outside the dataset.
 
     Returns
     -------
     stimulus : ndarray | Video | Audio
         See the module docstring.
     """
-    path = Path(stimuli_dir) / stim_id if path is None else Path(path)
+    if path is None:
+        path = _FileIndex(stimuli_dir).exact(stim_id) or Path(stimuli_dir) / stim_id
+    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Stimulus file {path} (stim_file {stim_id!r}) does not exist.")
     if modality == "image":

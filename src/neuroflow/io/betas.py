@@ -11,7 +11,8 @@ Layout
   anywhere below the subject folder: a 4-D NIfTI (x, y, z, trial); an HDF5 file whose
   dataset ``betas`` is (trial, voxel) or (trial, x, y, z), stored values divided by its
   optional attribute ``scale`` (NSD stores int16 betas × 300); a ``.npy`` (trial, voxel)
-  matrix.
+  matrix. Integer values must declare their scale (the attribute ``scale``, a NIfTI
+  header's scaling, or ``dataset.betas_scale``); float values are betas as they are.
 * Beside each, ``<same entities>_trials.tsv``: one row per trial, column ``stim_file``
   (the stimulus id), optional ``trial_type``, ``run``, ``onset``, ``duration``.
 * Optional ``<entities>_mask.nii[.gz]`` and ``<entities>_ncsnr.{nii.gz,nii,npy}``, found
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuroflow.io.arrays import repeat_index, string_array
 from neuroflow.io.bids import (
     _as_list,
     _check_filter,
@@ -46,11 +48,11 @@ from neuroflow.io.bids import (
     _report,
     _subdirs,
 )
-from neuroflow.io.files import load_nifti
+from neuroflow.io.files import load_nifti, nifti_voxel_rows
 from neuroflow.io.records import BetasSession
 from neuroflow.rois import UNLABELLED
 
-__all__ = ["import_betas", "index_betas", "read_trials"]
+__all__ = ["import_betas", "index_betas", "read_trials", "stored_scale"]
 
 logger = logging.getLogger(__name__)
 
@@ -285,8 +287,8 @@ def _kind(path: Path) -> str:
     )
 
 
-def _h5_betas(f: Any, path: Path) -> tuple[Any, float]:
-    """The ``betas`` dataset of an open HDF5 file and its ``scale``."""
+def _h5_betas(f: Any, path: Path) -> tuple[Any, float | None]:
+    """The ``betas`` dataset of an open HDF5 file and its ``scale`` attribute (or None)."""
     import h5py
 
     obj = f.get("betas")
@@ -299,11 +301,13 @@ def _h5_betas(f: Any, path: Path) -> tuple[Any, float]:
             f"Dataset 'betas' of {path} must be (trial, voxel) or (trial, x, y, z), got "
             f"shape {obj.shape} instead."
         )
-    scale = np.asarray(obj.attrs.get("scale", 1.0))
+    if "scale" not in obj.attrs:
+        return obj, None
+    scale = np.asarray(obj.attrs["scale"])
     if scale.size != 1 or scale.dtype.kind not in "fiu" or not (float(scale.item()) > 0):
         raise ValueError(
             f"Attribute 'scale' of dataset 'betas' in {path} must be a positive number, got "
-            f"{np.asarray(obj.attrs.get('scale')).tolist()!r} instead."
+            f"{scale.tolist()!r} instead."
         )
     if not np.isfinite(float(scale.item())):
         raise ValueError(
@@ -311,6 +315,81 @@ def _h5_betas(f: Any, path: Path) -> tuple[Any, float]:
             f"{scale.item()!r} instead."
         )
     return obj, float(scale.item())
+
+
+def stored_scale(path: Path, betas_scale: float | None) -> float:
+    """What a betas file's stored values are divided by to give betas.
+
+    Parameters
+    ----------
+    path : Path
+        A betas file (NIfTI, HDF5 or ``.npy``).
+    betas_scale : float | None
+        ``dataset.betas_scale``: the factor integer betas were multiplied by, for files
+        that do not declare one themselves.
+
+    Returns
+    -------
+    scale : float
+        The HDF5 attribute ``scale`` when present; else ``betas_scale`` for integer
+        values; else 1 (float values, or a NIfTI whose header scales its integers).
+
+    Raises
+    ------
+    ValueError
+        For integer values without a declared scale: NSD-style files store betas times
+        a factor (300), and reading them unscaled would put one session on another
+        scale than the others.
+    """
+    import h5py
+
+    if betas_scale is not None and (
+        isinstance(betas_scale, bool)
+        or not isinstance(betas_scale, int | float)
+        or not np.isfinite(betas_scale)
+        or betas_scale <= 0
+    ):
+        raise ValueError(
+            f"`dataset.betas_scale` must be a positive number, got {betas_scale!r} instead."
+        )
+    kind = _kind(path)
+    where = f"Betas file {path}"
+    header_scaled = False
+    if kind == "h5":
+        with h5py.File(path, "r") as f:
+            dset, attribute = _h5_betas(f, path)
+            dtype = dset.dtype
+        if attribute is not None:
+            if betas_scale is not None and not np.isclose(attribute, betas_scale):
+                raise ValueError(
+                    f"`dataset.betas_scale` is {betas_scale:g} but the attribute 'scale' of "
+                    f"dataset 'betas' in {path} is {attribute:g}; they must agree (or leave "
+                    "`dataset.betas_scale` unset)."
+                )
+            return attribute
+        where = f"Dataset 'betas' of {path}"
+        how = "the HDF5 attribute 'scale' on dataset 'betas' or `dataset.betas_scale`"
+    elif kind == "npy":
+        dtype = np.load(path, mmap_mode="r", allow_pickle=False).dtype
+        how = "`dataset.betas_scale`"
+    else:
+        img = load_nifti(path, "Betas image", check_data=False)
+        dtype = img.get_data_dtype()
+        # nibabel moves the header's scl_slope / scl_inter to the array proxy on loading
+        slope = float(getattr(img.dataobj, "slope", 1.0) or 1.0)
+        inter = float(getattr(img.dataobj, "inter", 0.0) or 0.0)
+        header_scaled = bool(np.isfinite(slope)) and (slope != 1.0 or inter != 0.0)
+        how = "`dataset.betas_scale` or the NIfTI header's scl_slope"
+    if dtype.kind not in "iu" or header_scaled:
+        return 1.0
+    if betas_scale is None:
+        raise ValueError(
+            f"{where} stores {dtype} values without a declared scale: integer betas are "
+            "betas times a factor (NSD stores them x 300), which must be declared, got no "
+            f"scale instead. Declare it with {how} (e.g. `dataset.betas_scale: 300`), or "
+            "store the betas as floats."
+        )
+    return float(betas_scale)
 
 
 def _n_trials(path: Path) -> int:
@@ -383,18 +462,20 @@ def _matrix_voxels(path: Path, mask: Path | None, n_columns: int) -> _Grid:
     return _Grid(tuple(int(s) for s in inside.shape), affine, voxels, mask)
 
 
-def _load_nifti(path: Path, mask: Path | None) -> tuple[np.ndarray, _Grid]:
-    """(trial, voxel) float32 betas of a 4-D NIfTI and their grid."""
-    from neuroflow.preprocessing.fmri.inputs import _raw_2d, on_bold_grid
+def _load_nifti(path: Path, mask: Path | None, scale: float) -> tuple[np.ndarray, _Grid]:
+    """(trial, voxel) float32 betas of a 4-D NIfTI (values / ``scale``) and their grid."""
+    from neuroflow.preprocessing.fmri.inputs import on_bold_grid
 
     img = load_nifti(path, "Betas image")
     shape = tuple(int(s) for s in img.shape[:3])
-    flat, slope, inter = _raw_2d(img)  # (n_grid_voxels, n_trials), Fortran voxel order
+    flat, slope, inter = nifti_voxel_rows(img)  # (n_grid_voxels, n_trials), Fortran voxel order
 
     def scaled(rows: np.ndarray | slice) -> np.ndarray:
         values = np.asarray(flat[rows], dtype=np.float32)
         if slope != 1.0 or inter != 0.0:
             values = values * np.float32(slope) + np.float32(inter)
+        if scale != 1.0:
+            values = values / np.float32(scale)
         return values
 
     if mask is not None:
@@ -425,12 +506,12 @@ def _load_nifti(path: Path, mask: Path | None) -> tuple[np.ndarray, _Grid]:
     return betas, _Grid(shape, np.asarray(img.affine, float), voxels, mask)
 
 
-def _load_h5(path: Path, mask: Path | None) -> tuple[np.ndarray, _Grid]:
+def _load_h5(path: Path, mask: Path | None, scale: float) -> tuple[np.ndarray, _Grid]:
     """(trial, voxel) float32 betas of an HDF5 file (values / ``scale``) and their grid."""
     import h5py
 
     with h5py.File(path, "r") as f:
-        dset, scale = _h5_betas(f, path)
+        dset, _ = _h5_betas(f, path)
         n_trials = dset.shape[0]
 
         def block(start: int) -> np.ndarray:
@@ -488,8 +569,8 @@ def _h5_affine(dset: Any, path: Path) -> np.ndarray:
     return np.eye(4)
 
 
-def _load_npy(path: Path, mask: Path | None) -> tuple[np.ndarray, _Grid]:
-    """(trial, voxel) float32 betas of a ``.npy`` matrix and their grid."""
+def _load_npy(path: Path, mask: Path | None, scale: float) -> tuple[np.ndarray, _Grid]:
+    """(trial, voxel) float32 betas of a ``.npy`` matrix (values / ``scale``) and their grid."""
     data = np.load(path, mmap_mode="r", allow_pickle=False)
     if data.ndim != 2:
         raise ValueError(
@@ -499,16 +580,19 @@ def _load_npy(path: Path, mask: Path | None) -> tuple[np.ndarray, _Grid]:
         raise ValueError(f"Betas file {path} must hold numbers, got dtype {data.dtype} instead.")
     grid = _matrix_voxels(path, mask, data.shape[1])
     betas = np.asarray(data, dtype=np.float32)
+    if scale != 1.0:
+        betas = betas / np.float32(scale)
     _check_finite(betas, path, mask)
     return betas, grid
 
 
-def _load_betas(session: BetasSession) -> tuple[np.ndarray, _Grid]:
-    """(trial, voxel) float32 betas of one session and their grid."""
+def _load_betas(session: BetasSession, scale: float) -> tuple[np.ndarray, _Grid]:
+    """(trial, voxel) float32 betas of one session (stored values / ``scale``) and their
+    grid."""
     path = Path(session.betas)
     mask = Path(session.mask) if session.mask is not None else None
     loader = {"nifti": _load_nifti, "h5": _load_h5, "npy": _load_npy}[_kind(path)]
-    return loader(path, mask)
+    return loader(path, mask, scale)
 
 
 def _same_grid(a: _Grid, b: _Grid, first: BetasSession, other: BetasSession) -> None:
@@ -568,6 +652,7 @@ def import_betas(
     provenance: Mapping[str, Any],
     roi_atlas: str | os.PathLike | None = None,
     roi_labels: str | os.PathLike | None = None,
+    betas_scale: float | None = None,
 ) -> Path:
     """Import single-trial betas estimated elsewhere into a ``single_trial`` store.
 
@@ -586,6 +671,10 @@ def import_betas(
     roi_atlas, roi_labels : path-like | None
         Label image (resampled to the betas grid by nearest neighbour when on another
         grid) and its ``index``/``name`` TSV.
+    betas_scale : float | None
+        ``dataset.betas_scale``: the factor that integer betas files without a ``scale``
+        attribute (or NIfTI scaling) were multiplied by (NSD: 300). Integer betas
+        declare their scale one way or the other; float betas are read as they are.
 
     Returns
     -------
@@ -621,8 +710,8 @@ def import_betas(
         typical_repeat_count,
         zscore_within,
     )
-    from neuroflow.preprocessing.fmri.single_trial import _repeat_index, resolve_config
-    from neuroflow.preprocessing.fmri.stage import _roi_coordinate, _strings
+    from neuroflow.preprocessing.fmri.single_trial import resolve_config
+    from neuroflow.preprocessing.fmri.stage import roi_coordinate
 
     cfg = resolve_config(config)
     if isinstance(sessions, BetasSession) or not sessions:
@@ -644,10 +733,11 @@ def import_betas(
         load_roi_labels(roi_labels)
 
     # validate every trials table against its betas before reading any betas
-    tables = []
+    tables, scales = [], []
     for session, label in zip(sessions, labels, strict=True):
         table = read_trials(session.trials)
         n_trials = _n_trials(Path(session.betas))
+        scales.append(stored_scale(Path(session.betas), betas_scale))
         if len(table) != n_trials:
             raise ValueError(
                 f"Trials table {session.trials} has {len(table)} rows but betas file "
@@ -662,8 +752,8 @@ def import_betas(
         tables.append(table.assign(run=run, session=label))
 
     betas, grid = [], None
-    for session in sessions:
-        values, this = _load_betas(session)
+    for session, scale in zip(sessions, scales, strict=True):
+        values, this = _load_betas(session, scale)
         if grid is None:
             grid = this
         else:
@@ -716,10 +806,10 @@ def import_betas(
 
     voxels = grid.voxels
     world = nib.affines.apply_affine(grid.affine, voxels)
-    roi = _strings([UNLABELLED] * n_voxels)
+    roi = string_array([UNLABELLED] * n_voxels)
     if roi_atlas is not None:
         reference = nib.Nifti1Image(np.zeros(grid.shape, np.uint8), grid.affine)
-        _, roi = _roi_coordinate(
+        _, roi = roi_coordinate(
             reference,
             voxels,
             Path(roi_atlas),
@@ -728,12 +818,12 @@ def import_betas(
         )
     coords: dict[str, Any] = {
         "trial": ("trial", np.arange(len(trials))),
-        "stimulus": ("trial", _strings(stimuli)),
-        "trial_type": ("trial", _strings(trials["trial_type"].to_list())),
+        "stimulus": ("trial", string_array(stimuli)),
+        "trial_type": ("trial", string_array(trials["trial_type"].to_list())),
         "onset": ("trial", trials["onset"].to_numpy(float), {"units": "s"}),
         "duration": ("trial", trials["duration"].to_numpy(float), {"units": "s"}),
-        "run": ("trial", _strings(trials["run"].to_list())),
-        "repeat": ("trial", _repeat_index(stimuli)),
+        "run": ("trial", string_array(trials["run"].to_list())),
+        "repeat": ("trial", repeat_index(stimuli)),
         "voxel": ("voxel", np.arange(n_voxels)),
         "i": ("voxel", voxels[:, 0].astype(np.int32)),
         "j": ("voxel", voxels[:, 1].astype(np.int32)),

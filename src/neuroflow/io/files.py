@@ -22,7 +22,9 @@ __all__ = [
     "check_image",
     "check_nifti_data",
     "load_nifti",
+    "nifti_voxel_rows",
     "read_image",
+    "read_image_unit",
     "read_table",
 ]
 
@@ -150,6 +152,48 @@ def check_nifti_data(img: Any, path: str | os.PathLike, role: str) -> None:
         ) from err
 
 
+def nifti_voxel_rows(img: Any) -> tuple[np.ndarray, float, float]:
+    """The stored values of a 4-D image as one row per voxel, and their scaling.
+
+    Parameters
+    ----------
+    img : nibabel.Nifti1Image
+        A 4-D image of shape (x, y, z, n).
+
+    Returns
+    -------
+    rows : ndarray, shape (x * y * z, n)
+        The values as stored (no slope applied), voxels in Fortran order; a view where
+        the file allows one.
+    slope, intercept : float
+        The header's scaling (``value = stored * slope + intercept``); 1 and 0 when the
+        header sets none (or a slope of 0 or NaN).
+
+    Raises
+    ------
+    ValueError
+        When the file ends before the last voxel of its header (naming the file).
+    """
+    proxy = img.dataobj
+    try:
+        if hasattr(proxy, "get_unscaled"):
+            raw = np.asanyarray(proxy.get_unscaled())
+            slope = proxy.slope if proxy.slope is not None else 1.0
+            inter = proxy.inter if proxy.inter is not None else 0.0
+            if not np.isfinite(slope) or slope == 0:
+                slope, inter = 1.0, 0.0
+        else:
+            raw, slope, inter = np.asanyarray(proxy), 1.0, 0.0
+    except (OSError, EOFError, zlib.error) as err:
+        raise ValueError(
+            f"Image {img.get_filename()} must hold every voxel of its header "
+            f"{img.shape}, got a file that cannot be read to its end instead "
+            f"({type(err).__name__}: {err}); it is truncated or damaged."
+        ) from err
+    n_times = raw.shape[3]
+    return raw.reshape(-1, n_times, order="F"), float(slope), float(inter)
+
+
 def load_nifti(path: str | os.PathLike, role: str, *, check_data: bool = True) -> Any:
     """Open a NIfTI image (header only) and check that its file is complete.
 
@@ -232,8 +276,122 @@ def check_image(path: str | os.PathLike, role: str = "Stimulus image") -> None:
         ) from err
 
 
+#: Pillow modes of one-channel images with more than 8 bits per sample (``convert("RGB")``
+#: clips them to 255 instead of scaling them).
+_WIDE_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I", "F"})
+
+
+def _integer_top(img: Any, values: np.ndarray) -> tuple[int, str]:
+    """Largest sample value of a one-channel integer image (mode ``I;16*`` or ``I``), and
+    its depth in words.
+
+    ``I;16*`` modes hold 16 bits. Mode ``I`` (32-bit integers) holds 16-bit PNGs in
+    some Pillow versions and any integer TIFF: a PNG has 16 bits, a TIFF says how many
+    in its BitsPerSample tag (one fewer for signed samples, SampleFormat 2); otherwise
+    16 when the values fit, else 32.
+    """
+    if img.mode.startswith("I;16") or img.format == "PNG":
+        return 2**16 - 1, "16-bit"
+    tags = getattr(img, "tag_v2", None)
+    if tags is not None and 258 in tags:  # BitsPerSample
+        bits = tags[258]
+        bits = int(bits[0] if isinstance(bits, tuple) else bits)
+        fmt = tags.get(339, 1)  # SampleFormat: 1 unsigned, 2 signed
+        signed = (fmt[0] if isinstance(fmt, tuple) else fmt) == 2
+        return 2 ** (bits - signed) - 1, f"{bits}-bit {'signed' if signed else 'unsigned'}"
+    if int(values.max(initial=0)) <= 2**16 - 1:
+        return 2**16 - 1, "16-bit"
+    return 2**32 - 1, "32-bit"
+
+
+def _unit_grey(img: Any, values: np.ndarray, path: Path, role: str) -> np.ndarray:
+    """Float32 grey levels in [0, 1] of a wide one-channel image, shape (H, W)."""
+    if img.mode == "F":
+        finite = values[np.isfinite(values)]
+        if (
+            finite.size < values.size
+            or finite.min(initial=0.0) < 0.0
+            or finite.max(initial=0.0) > 1.0
+        ):
+            shown = (
+                f"range [{finite.min():g}, {finite.max():g}]" if finite.size else "no finite value"
+            )
+            non_finite = "" if finite.size == values.size else " (and NaN or infinite values)"
+            raise ValueError(
+                f"{role} {path} is a floating-point image and must hold values in [0, 1], "
+                f"got {shown}{non_finite} instead; scale it to [0, 1] or save it "
+                "as an 8- or 16-bit integer image."
+            )
+        return values.astype(np.float32)
+    top, depth = _integer_top(img, values)
+    if values.size and (int(values.min()) < 0 or int(values.max()) > top):
+        raise ValueError(
+            f"{role} {path} is a {depth} integer image and must hold values in "
+            f"[0, {top}], got range [{int(values.min())}, {int(values.max())}] instead."
+        )
+    return (values.astype(np.float64) / top).astype(np.float32)
+
+
+def _decode(path: Path, role: str) -> tuple[np.ndarray, Any]:
+    """Pixels of an image file: uint8 RGB, or the raw one-channel samples of a wide mode.
+
+    Returns the array and the image (closed; its ``mode``, ``format`` and tags remain).
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            if img.mode in _WIDE_MODES:
+                return np.asarray(img), img
+            return np.asarray(img.convert("RGB")), img
+    except _image_errors() as err:
+        raise ValueError(
+            f"{role} {path} must be {_image_hint()}, got an unreadable file instead "
+            f"({_describe(err)})."
+        ) from err
+
+
+def read_image_unit(path: str | os.PathLike, role: str = "Stimulus image") -> np.ndarray:
+    """Decode an image as float RGB in [0, 1], whatever its bit depth.
+
+    8-bit images (and palette, 1-bit, grey-alpha, CMYK ... images, which Pillow
+    converts to 8-bit RGB) are divided by 255. Images with more samples per pixel
+    are divided by their own maximum: 16-bit grey (Pillow modes ``I;16``,
+    ``I;16B``, ...) by 65535, integer TIFFs by the maximum of their BitsPerSample
+    and SampleFormat (``2**31 - 1`` for signed 32-bit), floating-point images (mode
+    ``F``) are taken as they are and must lie in [0, 1]. A picture saved at 8 and
+    at 16 bits gives the same values (16-bit RGB is decoded by Pillow to 8 bits per
+    channel). Grey images are repeated over the three channels; an alpha channel is
+    dropped.
+
+    Parameters
+    ----------
+    path : path-like
+        Image file.
+    role : str
+        What the file is, for messages.
+
+    Returns
+    -------
+    rgb : ndarray of float32, shape (H, W, 3)
+        The pixels, in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        When Pillow cannot identify or decode the file, or its samples lie outside
+        the range its bit depth (or, for floats, [0, 1]) allows.
+    """
+    path = Path(path)
+    pixels, img = _decode(path, role)
+    if img.mode not in _WIDE_MODES:
+        return pixels.astype(np.float32) / np.float32(255.0)
+    grey = _unit_grey(img, pixels, path, role)
+    return np.repeat(grey[..., None], 3, axis=-1)
+
+
 def read_image(path: str | os.PathLike, role: str = "Stimulus image") -> np.ndarray:
-    """Decode an image as 8-bit RGB.
+    """Decode an image as 8-bit RGB, scaling deeper images by their bit depth.
 
     Parameters
     ----------
@@ -245,24 +403,20 @@ def read_image(path: str | os.PathLike, role: str = "Stimulus image") -> np.ndar
     Returns
     -------
     rgb : ndarray of uint8, shape (H, W, 3)
-        The pixels.
+        The pixels (16-bit and float images rounded from :func:`read_image_unit`).
 
     Raises
     ------
     ValueError
-        When Pillow cannot identify or decode the file (a truncated JPEG, random bytes).
+        When Pillow cannot identify or decode the file (a truncated JPEG, random bytes),
+        or its samples lie outside the range its bit depth allows.
     """
-    from PIL import Image
-
     path = Path(path)
-    try:
-        with Image.open(path) as img:
-            return np.asarray(img.convert("RGB"))
-    except _image_errors() as err:
-        raise ValueError(
-            f"{role} {path} must be {_image_hint()}, got an unreadable file instead "
-            f"({_describe(err)})."
-        ) from err
+    pixels, img = _decode(path, role)
+    if img.mode not in _WIDE_MODES:
+        return pixels
+    unit = _unit_grey(img, pixels, path, role)
+    return np.repeat(np.round(unit * 255.0).astype(np.uint8)[..., None], 3, axis=-1)
 
 
 def read_table(

@@ -2,14 +2,18 @@
 
 What a reader of an EEG study checks before trusting its results, per recording:
 the power spectrum before and after filtering (line noise, drifts, the filter edges),
-which channels were flagged bad and why, which ICA components were removed, which
-epochs were dropped and why, how many epochs each condition kept, and the evoked
-response per condition. :func:`eeg_qc_dataset` gathers these as one
-(channel, frequency) / (event) / (condition, channel, time) dataset from the recording's
-file and its ``preprocess_eeg`` stores; :func:`eeg_qc_figures` draws them with MNE's
-plotting functions (:class:`mne.time_frequency.SpectrumArray`,
-:func:`mne.viz.plot_sensors`, :meth:`mne.Evoked.plot_joint`,
+the power in the classical frequency bands per channel, which channels were flagged bad
+and why, which ICA components were removed, which epochs were dropped and why, how many
+epochs each condition kept, and the evoked response per condition.
+:func:`eeg_qc_dataset` gathers these as one (channel, frequency) / (channel, band) /
+(event) / (condition, channel, time) dataset from the recording's file and its
+``preprocess_eeg`` stores; :func:`eeg_qc_figures` draws them with MNE's plotting
+functions (:class:`mne.time_frequency.SpectrumArray`, :func:`mne.viz.plot_sensors`,
+:func:`mne.viz.plot_topomap`, :meth:`mne.Evoked.plot_joint`,
 :func:`mne.viz.plot_compare_evokeds`).
+
+Event-free recordings (resting state) have an epochs store without epochs: their QC
+holds the spectra, the band power and the channels, and draws only those figures.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ from neuroflow.qc._variables import described
 
 __all__ = [
     "ALL_CONDITIONS",
+    "BANDS",
     "EEG_QC_FIGURES",
+    "EVENT_FIGURES",
     "MAX_ERP_CONDITIONS",
+    "band_power",
     "eeg_qc_dataset",
     "eeg_qc_figures",
     "psd_welch",
@@ -44,7 +51,17 @@ ALL_CONDITIONS = "all"
 #: Most conditions given their own evoked response (the most frequent ones).
 MAX_ERP_CONDITIONS = 12
 #: Figure kinds of one recording, in report order (file ``<key>_qc-<kind>.png``).
-EEG_QC_FIGURES = ("psd", "channels", "drop-log", "erp", "erp-conditions")
+EEG_QC_FIGURES = ("psd", "band-power", "channels", "drop-log", "erp", "erp-conditions")
+#: Figure kinds drawn only for recordings with events.
+EVENT_FIGURES = ("drop-log", "erp", "erp-conditions")
+#: Frequency bands (Hz) of the band power, each ``[low, high)``.
+BANDS: dict[str, tuple[float, float]] = {
+    "delta": (1.0, 4.0),
+    "theta": (4.0, 8.0),
+    "alpha": (8.0, 13.0),
+    "beta": (13.0, 30.0),
+    "gamma": (30.0, 45.0),
+}
 #: Welch window (s): 0.5 Hz resolution on continuous data.
 _WELCH_SECONDS = 2.0
 
@@ -89,6 +106,76 @@ def psd_welch(
     )
     psd = psd.reshape(-1, *psd.shape[-2:]).mean(axis=0)
     return psd, freqs
+
+
+def band_power(
+    data: np.ndarray,
+    sfreq: float,
+    n_fft: int,
+    bands: Mapping[str, tuple[float, float]] = BANDS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute power per channel in each frequency band, from MNE's Welch spectrum.
+
+    The spectrum is :meth:`mne.io.Raw.compute_psd` (or :meth:`mne.Epochs.compute_psd`,
+    averaged over epochs) with ``method="welch"``, Hamming windows of ``n_fft`` samples
+    without overlap, each segment's mean removed; a band's power is the sum of the
+    spectrum over its frequencies ``low <= f < high`` times the frequency step.
+
+    Parameters
+    ----------
+    data : ndarray, shape (n_channels, n_times) or (n_epochs, n_channels, n_times)
+        Signals in V.
+    sfreq : float
+        Sampling rate (Hz).
+    n_fft : int
+        Welch window in samples (at most ``n_times``).
+    bands : dict of str to (float, float)
+        Band name to ``(low, high)`` in Hz.
+
+    Returns
+    -------
+    power : ndarray, shape (n_channels, n_bands)
+        Power in V²; NaN for a band without a frequency of the spectrum (above Nyquist,
+        or narrower than the resolution ``sfreq / n_fft`` of short epochs).
+    n_freqs : ndarray of int, shape (n_bands,)
+        Frequencies of the spectrum in each band.
+    """
+    data = np.asarray(data, dtype=np.float64)
+    n_fft = int(min(n_fft, data.shape[-1]))
+    info = mne.create_info(data.shape[-2], sfreq, "eeg")
+    if data.ndim == 3:
+        inst: Any = mne.EpochsArray(data, info, verbose="error")
+    else:
+        inst = mne.io.RawArray(data, info, verbose="error")
+    spectrum = inst.compute_psd(
+        method="welch", fmin=0.0, fmax=sfreq / 2.0, n_fft=n_fft, n_per_seg=n_fft, verbose="error"
+    )
+    psd, freqs = spectrum.get_data(return_freqs=True)
+    psd = psd.reshape(-1, *psd.shape[-2:]).mean(axis=0)
+    step = float(freqs[1] - freqs[0]) if len(freqs) > 1 else 0.0
+    power = np.full((psd.shape[0], len(bands)), np.nan)
+    n_freqs = np.zeros(len(bands), dtype=np.int64)
+    for i, (low, high) in enumerate(bands.values()):
+        inside = (freqs >= low) & (freqs < high)
+        n_freqs[i] = int(inside.sum())
+        if n_freqs[i]:
+            power[:, i] = psd[:, inside].sum(axis=1) * step
+    return power, n_freqs
+
+
+def _band_power(epochs: xr.Dataset, continuous: xr.Dataset | None) -> dict[str, np.ndarray]:
+    """Band power of the preprocessed data: the continuous store, else the epochs."""
+    if continuous is not None:
+        data, sfreq = continuous["eeg"].values, float(continuous.attrs["sfreq"])
+        n_fft = round(_WELCH_SECONDS * sfreq)
+    else:
+        data, sfreq = epochs["epochs"].values, float(epochs.attrs["sfreq"])
+        n_fft = data.shape[-1]
+    if data.shape[-1] == 0 or (data.ndim == 3 and data.shape[0] == 0):
+        power = np.full((data.shape[-2], len(BANDS)), np.nan)
+        return {"power": power, "n_freqs": np.zeros(len(BANDS), np.int64)}
+    power, n_freqs = band_power(data, sfreq, n_fft)
+    return {"power": power, "n_freqs": n_freqs}
 
 
 def _before_signals(recording: EegRecording, channels: list[str]) -> tuple[np.ndarray, float, str]:
@@ -189,8 +276,11 @@ def _events(epochs: xr.Dataset, continuous: xr.Dataset | None) -> pd.DataFrame:
 
 
 def _erp_conditions(events: pd.DataFrame) -> list[str]:
-    """``"all"`` then the conditions with the most kept epochs (at most the cap)."""
+    """``"all"`` then the conditions with the most kept epochs (at most the cap); none
+    without a kept epoch."""
     counts = events.loc[events["kept"], "condition"].value_counts(sort=False)
+    if counts.empty:
+        return []
     order = sorted(counts.index, key=lambda c: (-counts[c], c))[:MAX_ERP_CONDITIONS]
     return [ALL_CONDITIONS, *sorted(order)]
 
@@ -231,9 +321,13 @@ def eeg_qc_dataset(
         channels; ``bad_reason`` and ``bad_interpolated`` (bad_channel); ``event_onset``,
         ``event_condition``, ``event_kept``, ``drop_reason`` (event); ``n_events`` and
         ``n_kept`` (condition); ``erp`` (erp_condition, channel, time), V, with
-        ``erp_condition`` ``"all"`` first; ``ica_excluded`` (ica_component) when ICA ran.
+        ``erp_condition`` ``"all"`` first (no erp_condition without events);
+        ``band_power`` (channel, band), V², of the preprocessed data (the continuous
+        store, else the epochs; see :func:`band_power` and :data:`BANDS`), NaN for a band
+        the spectrum does not resolve, with coordinates ``band_fmin``, ``band_fmax``
+        and ``band_n_freqs``; ``ica_excluded`` (ica_component) when ICA ran.
         Attributes: ``sfreq``, ``filters``, ``reference``, ``montage``, ``ica``,
-        ``entities``, ``source_file``, ``input``.
+        ``entities``, ``source_file``, ``input``, ``event_source``.
     """
     if not isinstance(recording, EegRecording):
         recording = recording_from_path(recording)
@@ -245,13 +339,18 @@ def eeg_qc_dataset(
         bads = _bad_channels(epochs.attrs)
         names = _erp_conditions(events)
         erp = _erps(epochs, names)
+        bands = _band_power(epochs, continuous)
         ds = _assemble(epochs, spectra, events, bads, names, erp)
+        ds = _with_band_power(ds, bands)
     finally:
         epochs.close()
         if continuous is not None:
             continuous.close()
     for name, var in ds.data_vars.items():
-        if var.dtype.kind == "f" and not np.isfinite(var.values).all():
+        values = var.values
+        if name == "band_power":  # NaN marks a band the spectrum does not resolve
+            values = values[:, ds["band_n_freqs"].values > 0]
+        if var.dtype.kind == "f" and not np.isfinite(values).all():
             raise ValueError(
                 f"QC of {recording.eeg}: `{name}` must be finite, got non-finite values "
                 "instead (check the recording for NaN samples)."
@@ -354,9 +453,40 @@ def _assemble(
             excluded, ("ica_component",), "ICA component removed as an artefact", "bool"
         )
         ds = ds.assign_coords(ica_component=np.arange(len(excluded)))
-    keep = ("sfreq", "filters", "reference", "montage", "ica", "entities", "source_file", "input")
+    keep = (
+        "sfreq",
+        "filters",
+        "reference",
+        "montage",
+        "ica",
+        "entities",
+        "source_file",
+        "input",
+        "event_source",
+        "bad_channels_method",
+        "reject_method",
+    )
     ds.attrs = {k: epochs.attrs.get(k) for k in keep}
     ds.attrs["bad_channels"] = bads["channel"].tolist()
+    return ds
+
+
+def _with_band_power(ds: xr.Dataset, bands: Mapping[str, np.ndarray]) -> xr.Dataset:
+    """``ds`` with ``band_power`` (channel, band) and the band coordinates."""
+    edges = np.array(list(BANDS.values()), dtype=float)
+    ds = ds.assign_coords(
+        band=("band", np.array(list(BANDS), dtype=str)),
+        band_fmin=("band", edges[:, 0], {"units": "Hz"}),
+        band_fmax=("band", edges[:, 1], {"units": "Hz"}),
+        band_n_freqs=("band", bands["n_freqs"].astype(np.int64)),
+    )
+    ds["band_power"] = described(
+        bands["power"].astype(np.float64),
+        ("channel", "band"),
+        "power in the frequency band after preprocessing (Welch spectrum summed over "
+        "band_fmin <= f < band_fmax); NaN where the spectrum has no frequency in the band",
+        "V**2",
+    )
     return ds
 
 
@@ -429,7 +559,10 @@ def _channels_figure(qc: xr.Dataset, info: mne.Info) -> Any:
     else:
         ax_sensors.text(0.5, 0.5, "no channel positions", ha="center", va="center")
         ax_sensors.set_axis_off()
-    lines = [f"{len(qc['channel'])} channels kept, {len(bads)} flagged bad"]
+    lines = [
+        f"{len(qc['channel'])} channels kept, {len(bads)} flagged bad "
+        f"(detection: {qc.attrs.get('bad_channels_method') or 'heuristic'})"
+    ]
     for name, reason, interp in zip(
         bads, qc["bad_reason"].values, qc["bad_interpolated"].values, strict=True
     ):
@@ -478,8 +611,76 @@ def _drop_figure(qc: xr.Dataset) -> Any:
         ax_reasons.set_axis_off()
     total = int(qc["n_events"].sum())
     ax_reasons.set_title(f"drop log: {int(total - kept.sum())} of {total} epochs dropped")
-    fig.suptitle(_title(qc, "epoch rejection"))
+    method = qc.attrs.get("reject_method") or "threshold"
+    fig.suptitle(_title(qc, f"epoch rejection (method: {method})"))
     return fig
+
+
+def _band_labels(qc: xr.Dataset) -> list[str]:
+    """``"alpha\n8-13 Hz"`` for each band."""
+    return [
+        f"{b}\n{lo:g}-{hi:g} Hz"
+        for b, lo, hi in zip(
+            qc["band"].values, qc["band_fmin"].values, qc["band_fmax"].values, strict=True
+        )
+    ]
+
+
+def _band_topomaps(qc: xr.Dataset, info: mne.Info) -> Any:
+    """One scalp map of band power (µV²) per band; unresolved bands say so."""
+    import matplotlib.pyplot as plt
+
+    power = qc["band_power"].values * 1e12
+    labels = _band_labels(qc)
+    fig, axes = plt.subplots(1, len(labels), figsize=(2.6 * len(labels), 3.2), layout="constrained")
+    for i, ax in enumerate(np.atleast_1d(axes)):
+        ax.set_title(labels[i], fontsize=9)
+        if not np.isfinite(power[:, i]).all():
+            ax.text(0.5, 0.5, "not resolved", ha="center", va="center")
+            ax.set_axis_off()
+            continue
+        image, _ = mne.viz.plot_topomap(power[:, i], info, axes=ax, show=False, cmap="viridis")
+        fig.colorbar(image, ax=ax, shrink=0.7, label="µV²")
+    return fig
+
+
+def _band_bars(qc: xr.Dataset) -> Any:
+    """Band power (µV², log scale) of every channel as bars, the channel median as dots."""
+    import matplotlib.pyplot as plt
+
+    power = qc["band_power"].values * 1e12
+    labels = _band_labels(qc)
+    resolved = np.isfinite(power).all(axis=0) & (power.shape[0] > 0)
+    fig, ax = plt.subplots(figsize=(9, 4), layout="constrained")
+    x = np.arange(len(labels))
+    width = 0.8 / max(power.shape[0], 1)
+    for c, row in enumerate(power):
+        ax.bar(x[resolved] - 0.4 + (c + 0.5) * width, row[resolved], width, color="tab:blue")
+    if resolved.any():
+        median = np.median(power[:, resolved], axis=0)
+        ax.plot(x[resolved], median, "o", color="k", label="median over channels")
+        ax.set_yscale("log")
+        ax.legend(loc="upper right")
+    for i in np.flatnonzero(~resolved):
+        ax.text(x[i], 0.5, "not\nresolved", ha="center", transform=ax.get_xaxis_transform())
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("band power (µV²)")
+    return fig
+
+
+def _band_figure(qc: xr.Dataset, info: mne.Info) -> Any:
+    """Band power per channel: scalp maps when positions are known, else bar charts."""
+    if _has_positions(info) and len(info.ch_names) > 2:
+        fig = _band_topomaps(qc, info)
+    else:
+        fig = _band_bars(qc)
+    fig.suptitle(_title(qc, "band power per channel after preprocessing"))
+    return fig
+
+
+def _has_events(qc: xr.Dataset) -> bool:
+    """Whether the recording kept an epoch (event-free recordings keep none)."""
+    return qc.sizes.get("erp_condition", 0) > 0
 
 
 def _evokeds(qc: xr.Dataset, info: mne.Info) -> dict[str, mne.EvokedArray]:
@@ -518,7 +719,8 @@ def eeg_qc_figures(
     Returns
     -------
     paths : list of Path
-        ``<prefix>_qc-<kind>.png`` for each kind of :data:`EEG_QC_FIGURES`, in order.
+        ``<prefix>_qc-<kind>.png`` for each kind of :data:`EEG_QC_FIGURES`, in order;
+        without those of :data:`EVENT_FIGURES` for a recording that kept no epoch.
     """
     import matplotlib
 
@@ -534,13 +736,29 @@ def _draw(qc: xr.Dataset, out: Path, prefix: str, dpi: int, plt: Any) -> list[Pa
     out.mkdir(parents=True, exist_ok=True)
     sfreq = 1.0 / float(np.diff(qc["time"].values[:2])[0]) if qc.sizes["time"] > 1 else 1.0
     info = _info(qc, sfreq)
-    evokeds = _evokeds(qc, info)
-    positions = _has_positions(info)
     figures: dict[str, Any] = {
         "psd": _psd_figure(qc, info),
+        "band-power": _band_figure(qc, info),
         "channels": _channels_figure(qc, info),
-        "drop-log": _drop_figure(qc),
     }
+    if _has_events(qc):
+        figures.update(_event_figures(qc, info))
+    paths = []
+    for kind in EEG_QC_FIGURES:
+        if kind not in figures:
+            continue
+        path = out / f"{prefix}_qc-{kind}.png"
+        figures[kind].savefig(path, dpi=dpi)
+        plt.close(figures[kind])
+        paths.append(path)
+    return paths
+
+
+def _event_figures(qc: xr.Dataset, info: mne.Info) -> dict[str, Any]:
+    """The drop log and evoked-response figures of a recording with kept epochs."""
+    evokeds = _evokeds(qc, info)
+    positions = _has_positions(info)
+    figures: dict[str, Any] = {"drop-log": _drop_figure(qc)}
     everything = evokeds[ALL_CONDITIONS]
     if positions and len(info.ch_names) > 2:
         fig = everything.plot_joint(
@@ -560,10 +778,4 @@ def _draw(qc: xr.Dataset, out: Path, prefix: str, dpi: int, plt: Any) -> list[Pa
         title=_title(qc, "global field power per condition"),
     )
     figures["erp-conditions"] = fig[0] if isinstance(fig, list) else fig
-    paths = []
-    for kind in EEG_QC_FIGURES:
-        path = out / f"{prefix}_qc-{kind}.png"
-        figures[kind].savefig(path, dpi=dpi)
-        plt.close(figures[kind])
-        paths.append(path)
-    return paths
+    return figures

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neuroflow.peaks import post_stimulus
+
 from .compare import compare_rdms
 
 __all__ = [
@@ -213,9 +215,10 @@ class ModelTimeResult:
         Similarity of each layer's RDM at each model time with the brain RDM at each
         brain time.
     peak : ndarray of int, shape (n_layers, 2)
-        (model time, brain time) indices of each layer's maximum.
+        (model time, brain time) indices of each layer's maximum over the brain times
+        at or after the stimulus onset (``>= 0``; :mod:`neuroflow.peaks`).
     best_brain_time : ndarray of int, shape (n_layers, n_model_times)
-        For each model time, the brain time that matches it best.
+        For each model time, the brain time (``>= 0``) that matches it best.
     lag, slope : ndarray, shape (n_layers,)
         Least-squares line ``brain_time = lag + slope * model_time`` through the best
         brain times (in the units of the time axes given): the model-to-brain time
@@ -290,7 +293,8 @@ def model_time_peaks(
     model_times : array-like, shape (n_model_times,)
         Model time of each row (s from stimulus onset).
     brain_times : array-like, shape (n_brain_times,)
-        Brain time of each column (s from stimulus onset).
+        Brain time of each column (s from stimulus onset); the columns before the onset
+        (the EEG baseline) are never a peak nor a best brain time.
 
     Returns
     -------
@@ -306,7 +310,14 @@ def model_time_peaks(
             "(n_model_times,) and `brain_times` (n_brain_times,) must agree, got "
             f"{sim.shape}, {model_times.shape} and {brain_times.shape} instead."
         )
-    ranked = np.nan_to_num(sim, nan=-np.inf)  # an undefined similarity is never the best
+    after = post_stimulus(brain_times)
+    if not after.any():
+        raise ValueError(
+            "`brain_times` must include a time at or after the stimulus onset (0 s), got "
+            f"{brain_times.min():.3g} to {brain_times.max():.3g} s instead."
+        )
+    # an undefined similarity, or one of the baseline, is never the best
+    ranked = np.where(after, np.nan_to_num(sim, nan=-np.inf), -np.inf)
     flat = ranked.reshape(sim.shape[0], -1)
     peak = np.stack(np.unravel_index(flat.argmax(axis=1), sim.shape[1:]), axis=1)
     best = ranked.argmax(axis=2)

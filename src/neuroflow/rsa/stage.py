@@ -43,10 +43,13 @@ from neuroflow.variables import describe_variables
 from .analysis import alignment_patterns
 from .compare import compare_rdms, noise_ceiling
 from .eeg import (
+    MODEL_TIME_BOOTSTRAP_FACTORS,
     bootstrap_factor,
     check_channel_groups,
     eeg_bootstrap,
     frame_models,
+    frame_resampled_similarity,
+    frame_resampling,
     model_time_outputs,
     resolve_channel_groups,
     time_resolved_similarity,
@@ -65,7 +68,7 @@ __all__ = [
     "stimulus_patterns",
 ]
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +92,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "bootstrap": {"over": "auto", "n_bootstraps": 1000, "level": 0.95, "eeg_times": "auto"},
     "equivalence_margin": None,
     "channel_groups": {},
-    "model_time": {"enabled": True},
+    "model_time": {
+        "enabled": True,
+        "n_permutations": 200,
+        "n_bootstraps": 200,
+        "bootstrap_over": "auto",
+        "alpha": 0.05,
+        "seed": 0,
+    },
 }
 
 
@@ -129,12 +139,37 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
             "`rsa.bootstrap.eeg_times` must be 'auto', 'all' or 'peaks', got "
             f"{cfg['bootstrap']['eeg_times']!r} instead."
         )
+    _check_model_time(cfg["model_time"])
     margin = cfg["equivalence_margin"]
     if margin is not None and not margin > 0:
         raise ValueError(
             f"`rsa.equivalence_margin` must be positive or null, got {margin!r} instead."
         )
     return cfg
+
+
+def _check_model_time(cfg: Mapping[str, Any]) -> None:
+    """Check ``rsa.model_time``: its test must be able to reach its level."""
+    alpha, n_perm = cfg["alpha"], cfg["n_permutations"]
+    if not 0 < alpha < 1:
+        raise ValueError(f"`rsa.model_time.alpha` must be in (0, 1), got {alpha!r} instead.")
+    if cfg["bootstrap_over"] not in MODEL_TIME_BOOTSTRAP_FACTORS:
+        raise ValueError(
+            "`rsa.model_time.bootstrap_over` must be one of "
+            f"{', '.join(MODEL_TIME_BOOTSTRAP_FACTORS)}, got {cfg['bootstrap_over']!r} instead."
+        )
+    if cfg["n_bootstraps"] < 10:
+        raise ValueError(
+            f"`rsa.model_time.n_bootstraps` must be at least 10, got {cfg['n_bootstraps']!r} "
+            "instead."
+        )
+    need = int(np.ceil(1 / alpha - 1 - 1e-9))
+    if n_perm < need:
+        raise ValueError(
+            f"`rsa.model_time.n_permutations` must be at least {need} for a p-value to reach "
+            f"`rsa.model_time.alpha` = {alpha} (the smallest is 1 / (n_permutations + 1)), "
+            f"got {n_perm!r} instead."
+        )
 
 
 def _model_rdms(features: Mapping[str, str | os.PathLike], stimuli: Sequence[str]) -> np.ndarray:
@@ -234,8 +269,13 @@ def rsa_eeg(
         ``n_bootstraps``, ``ci_level``, ``inference_comparison``). With frame-level
         feature stores of the stimuli (``rsa.model_time.enabled``; every subject
         shown the same stimuli), the model time x brain time RSA of
-        :func:`neuroflow.rsa.eeg.model_time_outputs` (dims ``frame_layer`` and
-        ``model_time`` (s)); attribute ``model_time`` tells whether it ran.
+        :func:`neuroflow.rsa.eeg.model_time_outputs` (dims ``frame_layer``,
+        ``model_time`` (s) and ``permutation``) with the peak's permutation p-value,
+        bootstrap intervals and ``model_time_inconclusive`` (``rsa.model_time``;
+        attributes ``model_time_n_permutations``, ``model_time_n_bootstraps``,
+        ``model_time_bootstrap_over``, ``model_time_alpha``, ``model_time_ci_level``);
+        attribute ``model_time`` tells whether it ran. Every peak is searched over the
+        times ``>= 0``.
     """
     cfg = resolve_config(config)
     if not features:
@@ -291,6 +331,15 @@ def rsa_eeg(
             if shared
             else "skipped: subjects saw different stimuli"
         )
+    resampling = None
+    if frames is not None:
+        resampling = frame_resampling(sub_sets[0].size, len(subjects), cfg["model_time"])
+        # subject means of the null and bootstrap maps, summed subject by subject
+        shape = (len(groups), frames.rdms.shape[0], subjects[0].times[:: cfg["decim"]].size)
+        frame_null = np.zeros((len(resampling.permutations), *shape))
+        frame_boot = np.zeros(
+            (0 if resampling.stimuli is None else len(resampling.stimuli), *shape)
+        )
     keep_patterns = cfg["bootstrap"]["over"] != "none"
     brain, ceil_sub, cross, frame_sims, patterns_all, channels_all = [], [], [], [], [], []
     for sub, rsa_set in zip(subjects, sub_sets, strict=True):
@@ -307,6 +356,13 @@ def rsa_eeg(
         cross.append(np.stack([sim for sim, _ in sims]))
         if frames is not None:
             frame_sims.append(np.stack([f for _, f in sims]))
+            for g, idx in enumerate(channels):
+                null, boot = frame_resampled_similarity(
+                    mean[:, idx], frames, methods[0], resampling
+                )
+                frame_null[:, g] += null / len(subjects)
+                if boot is not None:
+                    frame_boot[:, g] += boot / len(subjects)
         if keep_patterns:
             patterns_all.append(mean)
             channels_all.append(channels)
@@ -379,8 +435,21 @@ def rsa_eeg(
     data_vars.update(inference)
     if "layer_comparison_p" in data_vars:
         coords.update({"layer_a": _obj(list(features)), "layer_b": _obj(list(features))})
+    model_time_attrs: dict[str, Any] = {}
     if frame_sims:
-        data_vars.update(model_time_outputs(np.stack(frame_sims), frames, times))
+        model_time_vars, model_time_attrs = model_time_outputs(
+            np.stack(frame_sims),
+            frames,
+            times,
+            null=frame_null,
+            boot=frame_boot if resampling.stimuli is not None else None,
+            resampling=resampling,
+            alpha=cfg["model_time"]["alpha"],
+            level=cfg["bootstrap"]["level"],
+        )
+        data_vars.update(model_time_vars)
+        if "model_time_null_max" in model_time_vars:
+            coords["permutation"] = np.arange(len(resampling.permutations))
         coords["frame_layer"] = _obj(frames.layers)
         coords["model_time"] = ("model_time", frames.times, {"units": "s"})
     ds = xr.Dataset(data_vars, coords=coords)
@@ -394,6 +463,7 @@ def rsa_eeg(
             "channel_groups": {k: v for k, v in groups.items() if v is not None},
             "model_time": model_time,
             **inference_attrs,
+            **model_time_attrs,
         }
     )
     return write_dataset(describe_variables(ds), output, provenance=provenance)

@@ -31,9 +31,9 @@ def _get(config: Mapping[str, Any], path: str) -> Any:
 def _ordered(
     config: Mapping[str, Any], low: str, high: str, what: str, *, strict: bool = True
 ) -> Iterator[str]:
-    """``low < high`` (or ``<=``) when both are set."""
+    """``low < high`` (or ``<=``) when both are numbers (``"auto"`` is resolved later)."""
     lo, hi = _get(config, low), _get(config, high)
-    if lo is None or hi is None:
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
         return
     if (lo >= hi) if strict else (lo > hi):
         relation = "smaller than" if strict else "at most"

@@ -229,7 +229,12 @@ def _eeg_preprocessing(config: Mapping[str, Any], keys: list[str]) -> str:
             f"; ICA ({cfg['ica_algorithm']}) removed components {labelled}"
             "correlated with EOG channels"
         )
-    text += f"; epochs spanned {cfg['epochs_tmin']} to {cfg['epochs_tmax']} s around each event."
+    from neuroflow.preprocessing.eeg.config import epoch_window
+
+    tmin, tmax = epoch_window(cfg)
+    auto = "auto" in (cfg["epochs_tmin"], cfg["epochs_tmax"])
+    stored = " (epoched inputs: their stored window)" if auto else ""
+    text += f"; epochs spanned {tmin:g} to {tmax:g} s around each event{stored}."
     return text
 
 
@@ -244,7 +249,9 @@ def _quality_control(config: Mapping[str, Any], facts: RunFacts, keys: list[str]
         sentences.append(
             "Quality control of each EEG recording, computed and drawn with MNE-Python "
             f"{_cite(keys, 'mne')}, comprised the Welch power spectrum of each channel "
-            "before and after preprocessing, the channels flagged bad with their reasons "
+            "before and after preprocessing, the power per channel in the delta (1-4 Hz), "
+            "theta (4-8 Hz), alpha (8-13 Hz), beta (13-30 Hz) and gamma (30-45 Hz) bands "
+            "after preprocessing, the channels flagged bad with their reasons "
             f"(and whether they were interpolated){ica}, the drop log (why each rejected "
             "epoch was dropped), the number of epochs kept per condition and the evoked "
             "response (mean of the kept epochs) over all conditions and per condition."

@@ -39,11 +39,15 @@ Layout of ``results/``::
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from neuroflow.io.records import BetasSession, EegRecording, FmriRun
 from neuroflow.workflow.checks import config_errors
@@ -84,6 +88,27 @@ def _check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError("Invalid configuration:\n- " + "\n- ".join(errors))
 
 
+def _check_builders(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Refuse ``torch_module`` builders outside the trusted places (nothing is imported).
+
+    Returns ``config`` with ``trust`` (the resolved ``features.code_dirs`` and
+    ``features.trusted_packages``) added to each entry that names a ``builder``: the
+    extraction job checks the builder against it, and the entry's version covers it.
+    """
+    from neuroflow.features.config import fill_entry
+    from neuroflow.features.torch_module import check_builder
+    from neuroflow.features.trust import builder_trust
+
+    features = config["features"]
+    trust = builder_trust(features)
+    entries = []
+    for entry in features["extractors"]:
+        if entry.get("extractor") == "torch_module":
+            check_builder(fill_entry(entry), trust)
+        entries.append(entry if entry.get("builder") is None else {**entry, "trust": trust})
+    return {**config, "features": {**features, "extractors": entries}}
+
+
 @dataclass
 class WorkflowPlan:
     """Versions, recordings, applicable analyses and result paths for one config.
@@ -115,15 +140,24 @@ class WorkflowPlan:
         self.config_notes = tuple(notes)
         self.config, self.transform_sweeps = expand_transform_sweeps(self.config)
         _check_config(self.config)
+        self.config = _check_builders(self.config)
         self.config, self.sweeps = expand_layer_sweeps(self.config, self.extractor_layers)
         self.results = Path(self.config["results_dir"])
+        _check_results_dir(self.results)
         self._data_key, self._data_version = data_version(self.config)
         self.fmri_runs, self.eeg_recordings, self.betas_sessions = self._index()
         self.warnings = self._dataset_warnings()
         self._fmri_by_key = {r.key: r for r in self.fmri_runs}
         self._eeg_by_key = {r.key: r for r in self.eeg_recordings}
+        self._check_roi_files()
+        self._check_betas_scale()
+        self._check_eeg_windows()
         self.design = self._read_design()
+        self.config, alignment_note = self._resolve_alignment()
         self.scope, self._test_runs = self._decide()
+        if alignment_note:
+            self.scope = dataclasses.replace(self.scope, notes=(*self.scope.notes, alignment_note))
+        self.scope = self._check_transformers(self.scope)
         self.versions = compute_versions(self.config, self.scope)
 
     # ------------------------------------------------------------------ dataset
@@ -246,6 +280,14 @@ class WorkflowPlan:
             )
         return fmri, eeg, betas
 
+    def _check_eeg_windows(self) -> None:
+        """The epoch window fits every epoched EEG file (headers read, no data)."""
+        if not self.eeg_recordings:
+            return
+        from neuroflow.preprocessing.eeg.window import check_epoch_windows
+
+        check_epoch_windows(self.eeg_recordings, self.config["preprocess_eeg"])
+
     def _describe_filters(self) -> str:
         chosen = {k: v for k, v in self._filters().items() if v}
         return str(chosen) if chosen else "(all subjects, sessions, tasks and runs)"
@@ -324,6 +366,112 @@ class WorkflowPlan:
             eeg_stim_column=self.config["preprocess_eeg"].get("stim_column"),
             stimuli_dir=self.stimuli_dir,
             captions=self.captions,
+        )
+
+    # ------------------------------------------------------------------ alignment
+    def _run_timings(self) -> dict[str, Any]:
+        """Timing of each fMRI run's stimulus events (see :mod:`neuroflow.features.design`).
+
+        Events tables and sidecars are read (headers for a TR no sidecar gives); for the
+        demo, its generator's movie plan. Runs without events or a TR are left out.
+        """
+        from neuroflow.features.design import classify_run
+
+        if self.is_demo:
+            from neuroflow.demo._config import resolve_config
+            from neuroflow.demo.layout import run_movies
+            from neuroflow.demo.stimuli import plan_movies
+
+            cfg = resolve_config(self.config["demo"])
+            train, test = plan_movies(cfg)
+            movies = {m.name: m for m in [*train, *([test] if test else [])]}
+            by_label = {label: movies[name] for label, name, _ in run_movies(cfg)}
+            tr = float(cfg["fmri"]["tr"])
+            return {
+                r.key: classify_run(
+                    np.asarray(by_label[str(r.run)].onsets),
+                    np.asarray(by_label[str(r.run)].durations),
+                    tr,
+                )
+                for r in self.fmri_runs
+                if str(r.run) in by_label
+            }
+        from neuroflow.io.bids import read_sidecar
+        from neuroflow.io.events import read_events_table, stimulus_mask
+
+        out = {}
+        for run in self.fmri_runs:
+            if run.events is None or not Path(run.events).is_file():
+                continue
+            table = read_events_table(run.events)
+            if not {"onset", "duration"} <= set(table.columns):
+                continue
+            tr = read_sidecar(run).get("RepetitionTime") or self.dataset.get("repetition_time")
+            if not tr and run.kind == "bold":
+                from neuroflow.io.files import load_nifti
+
+                zooms = load_nifti(run.bold, "BOLD image", check_data=False).header.get_zooms()
+                tr = zooms[3] if len(zooms) > 3 else None
+            if not isinstance(tr, int | float) or not tr > 0:
+                continue
+            column = "stim_file" if "stim_file" in table.columns else None
+            keep = stimulus_mask(table, self.stimulus_events, id_column=column, where=run.events)
+            numbers = table.loc[keep, ["onset", "duration"]].apply(pd.to_numeric, errors="coerce")
+            out[run.key] = classify_run(
+                numbers["onset"].to_numpy(float), numbers["duration"].to_numpy(float), float(tr)
+            )
+        return out
+
+    def _resolve_alignment(self) -> tuple[dict[str, Any], str | None]:
+        """The config with ``features.alignment``'s ``auto`` values resolved for this dataset.
+
+        ``method: auto`` reads the design from the fMRI runs' events
+        (:mod:`neuroflow.features.design`): event-related designs get the settings of
+        ``config/presets/event_related.yaml``, movies and blocked designs the average
+        within TRs. Returns the config and the plan note that says what was chosen for an
+        event-related design (None otherwise: the aligned stores record the settings); a
+        dataset whose runs disagree is refused.
+        """
+        from neuroflow.features.design import classify_design, resolve_alignment
+
+        alignment = self.config["features"]["alignment"]
+        delays = self.config["encoding"]["delays"]
+        if "auto" not in (alignment.get("method"), alignment.get("hrf_model")) and (
+            alignment.get("event_regressor") != "auto"
+        ):
+            return dict(self.config), None
+        timings = self._run_timings() if alignment.get("method") == "auto" else {}
+        kind, conflicts = classify_design(timings)
+        if conflicts:
+            raise ValueError(
+                "`features.alignment.method` is 'auto', but the fMRI runs' events show "
+                f"different designs ({'; '.join(conflicts)}). Select runs of one design "
+                "with `dataset.tasks` (or `dataset.runs`), or set the alignment yourself: "
+                "add `--configfile config/presets/event_related.yaml` for event-related "
+                "designs, or set `features.alignment.method: average` for movies and "
+                "blocked designs."
+            )
+        resolved, new_delays = resolve_alignment(alignment, delays, kind)
+        config = {
+            **self.config,
+            "features": {**self.config["features"], "alignment": resolved},
+            "encoding": {**self.config["encoding"], "delays": new_delays},
+        }
+        if alignment.get("method") != "auto" or kind != "event_related":
+            # movies and blocked designs keep the alignment (and the notes, which the
+            # summary's version covers) they had before `auto`
+            return config, None
+        example = next(((k, t) for k, t in timings.items() if t.kind == kind), None)
+        why = f" ({example[0]}: {example[1].describe()})" if example else ""
+        chosen = (
+            f"method {resolved['method']}, hrf_model {resolved['hrf_model']}, "
+            f"event_regressor {str(resolved['event_regressor']).lower()}"
+        )
+        if resolved["method"] == "hrf":
+            chosen += f", encoding.delays.method {new_delays['method']}"
+        return config, (
+            f"features.alignment.method auto: the design is event-related{why}; aligned "
+            f"with {chosen}, as config/presets/event_related.yaml does."
         )
 
     # ------------------------------------------------------------------ scope
@@ -415,9 +563,13 @@ class WorkflowPlan:
         session = None if isinstance(run, str) else run.session
         rois = self.config["preprocess_fmri"].get("rois") or {}
         if rois.get("atlas"):
-            atlas = self._dataset_path(rois["atlas"], subject, session)
+            atlas = self._dataset_path(
+                rois["atlas"], subject, session, "preprocess_fmri.rois.atlas"
+            )
             labels = (
-                self._dataset_path(rois["labels"], subject, session) if rois.get("labels") else None
+                self._dataset_path(rois["labels"], subject, session, "preprocess_fmri.rois.labels")
+                if rois.get("labels")
+                else None
             )
             return atlas, labels
         if self.is_demo:
@@ -428,9 +580,12 @@ class WorkflowPlan:
             )
         return None, None
 
-    def _dataset_path(self, pattern: str, subject: str, session: str | None) -> Path:
+    def _dataset_path(
+        self, pattern: str, subject: str, session: str | None, key: str = "preprocess_fmri.rois"
+    ) -> Path:
         """A configured path with ``{subject}``/``{session}`` filled in, found here or in
-        the dataset."""
+        the dataset; an error naming ``key`` and the folders searched when it is in
+        neither."""
         try:
             text = str(pattern).format(subject=subject, session=session or "")
         except (KeyError, IndexError) as err:
@@ -438,11 +593,80 @@ class WorkflowPlan:
                 f"`preprocess_fmri.rois` paths may only use {{subject}} and {{session}}, got "
                 f"{pattern!r} instead."
             ) from err
-        path = Path(text)
-        if path.is_absolute() or path.exists() or self.is_demo:
+        path = Path(text).expanduser()
+        if path.exists() or self.is_demo:
             return path
         inside = self.bids_root / path
-        return inside if inside.exists() else path
+        if not path.is_absolute() and inside.exists():
+            return inside
+        whose = f"sub-{subject}" + (f" (ses-{session})" if session else "")
+        where = (
+            "it does not exist"
+            if path.is_absolute()
+            else f"it is neither in the working folder ({Path.cwd()}) nor in the dataset "
+            f"({self.bids_root})"
+        )
+        raise FileNotFoundError(
+            f"`{key}` must name an existing file for every subject, got {pattern!r}, which "
+            f"for {whose} is {str(path)!r}: {where}. Give that subject its file, or leave "
+            "it out with `dataset.subjects`."
+        )
+
+    def _check_roi_files(self) -> None:
+        """Every run (or betas subject) finds its ROI atlas and labels before any job."""
+        rois = self.config["preprocess_fmri"].get("rois") or {}
+        if self.is_demo or self.source == "timeseries" or not rois.get("atlas"):
+            return
+        for run in self.fmri_runs:
+            self.roi_files(run)
+        for subject in sorted({b.subject for b in self.betas_sessions}):
+            self.roi_files(subject)
+
+    def _check_betas_scale(self) -> None:
+        """Integer betas declare the factor they were stored with (headers read only)."""
+        if not self.betas_sessions:
+            return
+        from neuroflow.io.betas import stored_scale
+
+        for session in self.betas_sessions:
+            stored_scale(Path(session.betas), self.dataset.get("betas_scale"))
+
+    def _n_volumes(self, run: FmriRun) -> int:
+        """Volumes (or time points) of a run, from its header or array shape only."""
+        if self.is_demo:
+            return int(self.config["demo"]["fmri"]["n_volumes"])
+        if run.kind == "timeseries":
+            from neuroflow.preprocessing.fmri.timeseries import timeseries_length
+
+            return timeseries_length(Path(run.bold), run.container_key)
+        from neuroflow.io.files import load_nifti
+
+        return int(load_nifti(run.bold, "BOLD image", check_data=False).shape[3])
+
+    def _check_transformers(self, scope: Any) -> Any:
+        """Refuse a transformer window longer than every run; note subjects left without
+        a validation run (their training runs all epochs, unstopped)."""
+        import dataclasses
+
+        from neuroflow.config.transformer_options import check_window, validation_note
+
+        models = [m for m in scope.models if is_transformer(self.config, m)]
+        if not models:
+            return scope
+        runs = {r.key: r for s in self._test_runs for r in self.encoding_runs_of(s)}
+        lengths = {key: self._n_volumes(run) for key, run in runs.items()}
+        training = {
+            s: len([r for r in self.encoding_runs_of(s) if r.key not in self._test_runs[s]])
+            for s in self._test_runs
+        }
+        notes = []
+        for model in models:
+            options = self.encoding_config(model)["transformer"]
+            check_window(model, options, lengths)
+            note = validation_note(model, options, training)
+            if note is not None:
+                notes.append(note)
+        return dataclasses.replace(scope, notes=(*scope.notes, *notes)) if notes else scope
 
     @property
     def has_roi_labels(self) -> bool:
@@ -860,6 +1084,30 @@ class WorkflowPlan:
         """Whether the EEG decoding stage runs."""
         return self.scope.decoding
 
+    @property
+    def resting_recordings(self) -> list[EegRecording]:
+        """Continuous EEG recordings whose events tables list no event (resting state):
+        preprocessed and checked, left out of the analyses of epochs."""
+        keys = set(self.scope.selection.get("resting_eeg", ()))
+        return [r for r in self.eeg_recordings if r.key in keys]
+
+    @property
+    def event_recordings(self) -> list[EegRecording]:
+        """EEG recordings with events to cut epochs around (all but the resting ones)."""
+        keys = set(self.scope.selection.get("resting_eeg", ()))
+        return [r for r in self.eeg_recordings if r.key not in keys]
+
+    def event_recordings_of(self, subject: str) -> list[EegRecording]:
+        """EEG recordings of one subject with events, in key order."""
+        return [r for r in self.event_recordings if r.subject == subject]
+
+    @property
+    def decoding_subjects(self) -> list[str]:
+        """EEG subjects decoded within subject (those with an analysis that applies)."""
+        if not self.decoding_enabled:
+            return []
+        return list(self.scope.selection.get("decoding_subjects", self.eeg_subjects))
+
     def decoding_store(self) -> Path:
         """EEG decoding results of every subject, with the group tests."""
         return self.stage_dir("decoding") / "decoding_eeg.zarr"
@@ -954,13 +1202,16 @@ class WorkflowPlan:
 
     @property
     def has_summary(self) -> bool:
-        """Whether any analysis feeds the summary."""
+        """Whether the run has a summary: an analysis feeds it, or the plan left analyses
+        out (the summary keeps the notes saying why), or QC runs."""
         return bool(
             self.all_scores_stores()
             or self.decoding_stores()
             or self.rsa_modalities
             or self.all_trf_stores()
             or self.all_eeg_scores_stores()
+            or self.scope.notes
+            or self.qc_targets()
         )
 
     def all_version_dirs(self) -> list[Path]:
@@ -976,6 +1227,20 @@ class WorkflowPlan:
     def eeg_model_names(self) -> list[str]:
         """Names of the configured EEG encoding models (before applicability)."""
         return eeg_model_names(self.config)
+
+
+def _check_results_dir(path: Path) -> None:
+    """Refuse a ``results_dir`` that is (or lies below) an existing file."""
+    for parent in (path, *path.absolute().parents):
+        if parent.exists():
+            if not parent.is_dir():
+                what = "an existing file" if parent == path else f"below the file {parent}"
+                raise ValueError(
+                    f"`results_dir` must be a folder (or a path where one can be made), got "
+                    f"{str(path)!r} instead, {what}. Choose another `results_dir`, or move "
+                    "the file away."
+                )
+            return
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -54,6 +54,7 @@ _METRICS = {"r": "r", "r_normalized": "noise-normalised r"}
 #: QC figure kind -> (subcategory, what it shows), as the report labels it.
 QC_FIGURES = {
     "psd": ("EEG", "power spectra before/after"),
+    "band-power": ("EEG", "band power per channel"),
     "channels": ("EEG", "bad channels and ICA"),
     "drop-log": ("EEG", "drop log and epochs per condition"),
     "erp": ("EEG", "evoked response"),

@@ -2,10 +2,11 @@
 
 The main process of every real (non-dry) Snakemake run writes one small JSON record into
 ``<results>/.neuroflow/runs/<UTC time>-<pid>.json`` before its first job: time, host,
-pid, working folder, the ``--configfile`` files and ``--config`` overrides, and the
-version folders its plan selects (relative to the results folder). Snakemake calls the
-workflow's ``onstart`` handler only in the main process of a run that has jobs to run, so
-dry runs, jobs and runs with nothing to do write no record.
+pid, working folder, the ``--configfile`` files and ``--config`` overrides, the config
+file the Snakefile's ``configfile:`` read under them (none when the working folder has no
+``config/config.yaml``), and the version folders its plan selects (relative to the results
+folder). Snakemake calls the workflow's ``onstart`` handler only in the main process of a
+run that has jobs to run, so dry runs, jobs and runs with nothing to do write no record.
 ``neuroflow gc`` reads them back: a version that a recent run used is never removed
 without confirmation, even when the config given to ``gc`` does not select it (the run
 had overlays or overrides that ``gc`` was not told about).
@@ -67,6 +68,11 @@ class RunRecord:
         Its ``--configfile`` files (absolute), in order.
     config_args : tuple of str
         Its ``--config`` overrides as given (``KEY=VALUE``).
+    workflow_configfiles : tuple of str | None
+        The config files (absolute) the Snakefile's ``configfile:`` read before the
+        ``--configfile`` files: ``()`` when it read none (no ``config/config.yaml`` in
+        the working folder, or ``--replace-workflow-config``); None in records written
+        before this was recorded.
     path : Path | None
         The record's file, when read from disk.
     """
@@ -78,6 +84,7 @@ class RunRecord:
     versions: tuple[str, ...]
     configfiles: tuple[str, ...] = ()
     config_args: tuple[str, ...] = ()
+    workflow_configfiles: tuple[str, ...] | None = None
     path: Path | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,6 +131,9 @@ class RunRecord:
                 versions=tuple(str(v) for v in versions),
                 configfiles=tuple(str(v) for v in data.get("configfiles") or ()),
                 config_args=tuple(str(v) for v in data.get("config_args") or ()),
+                workflow_configfiles=None
+                if data.get("workflow_configfiles") is None
+                else tuple(str(v) for v in data["workflow_configfiles"]),
                 path=path,
             )
         except (KeyError, TypeError, ValueError) as err:
@@ -155,6 +165,7 @@ def run_record(
     configfiles: Iterable[str | os.PathLike] | None = (),
     config_args: Iterable[str] | None = (),
     *,
+    workflow_configfiles: Iterable[str | os.PathLike] | None = None,
     now: datetime | None = None,
 ) -> RunRecord:
     """The record of a run that starts now in this process.
@@ -170,6 +181,9 @@ def run_record(
         The run's ``--configfile`` files.
     config_args : iterable of str | None
         The run's ``--config`` overrides (``KEY=VALUE``).
+    workflow_configfiles : iterable of path-like | None
+        The config files the Snakefile's ``configfile:`` read (empty: none); None when
+        not known.
     now : datetime | None
         The start time (default: now).
 
@@ -200,6 +214,9 @@ def run_record(
         versions=tuple(sorted(set(versions))),
         configfiles=tuple(str(Path(f).absolute()) for f in configfiles or ()),
         config_args=tuple(str(a) for a in config_args or ()),
+        workflow_configfiles=None
+        if workflow_configfiles is None
+        else tuple(str(Path(f).absolute()) for f in workflow_configfiles),
     )
 
 

@@ -1,11 +1,18 @@
 """Checks of the stimuli that jobs will be given, made when the workflow is planned.
 
-Two mistakes would otherwise surface only in a job, minutes or hours into a run:
+Some mistakes would otherwise surface only in a job, minutes or hours into a run, or not
+at all. :func:`check_stimulus_files` refuses them, naming the ``stim_file``, the events
+table and row that first name it, and the extractor's entry:
 
+- a ``stim_file`` that leaves the dataset's ``stimuli/`` folder (absolute, with a ``..``
+  component, or naming a link to a file outside the dataset), when an extractor reads
+  stimulus files: stimuli are read from inside the dataset only;
+- a ``stim_file`` of another modality among an extractor's stimuli (a ``.txt`` among
+  images), which would stop its features job: an error, or, with
+  ``features.unavailable: skip``, the extractor is left out with a note;
 - a ``stim_file`` whose extension neuroflow does not read (``notes.docx``), handed to
   a feature extractor that infers its stimuli's modality from their extensions
-  (``modality: auto``): :func:`check_stimulus_files` refuses it, naming the file, the
-  events table and row that name it, and the extractor's entry;
+  (``modality: auto``);
 - ``decoding.identification.top_k`` values at or above a subject's number of test
   stimuli (top-k accuracy among k or fewer candidates is 1 whatever the decoder):
   :func:`identification_notes` refuses a list with no smaller value and notes the
@@ -29,6 +36,7 @@ The test stimuli are counted from the events tables as the decoding jobs choose 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +59,7 @@ __all__ = [
     "eeg_test_stimuli",
     "fmri_test_stimuli",
     "identification_notes",
+    "stimulus_modality",
 ]
 
 #: Columns ``preprocess_eeg`` names events by when ``event_column`` is absent, in order
@@ -76,8 +85,169 @@ def _reads_extensions(entry: Mapping[str, Any], plan: WorkflowPlan) -> bool:
     return not (info.modalities == ("text",) and plan.design.captions is not None)
 
 
-def check_stimulus_files(plan: WorkflowPlan, extractors: Sequence[str]) -> None:
-    """Refuse stimulus files with extensions no modality reads, before any job runs.
+def _where(rows: Mapping[str, tuple[Path, int]], stim: str) -> str:
+    table, row = rows[stim]
+    return f"stim_file in {table}, row {row}"
+
+
+def _others(rows: Mapping[str, tuple[Path, int]], found: Sequence[str], what: str) -> str:
+    """`` Other <what>: 'a' (stim_file in t, row r), ... and n more.`` (empty for one)."""
+    if len(found) < 2:
+        return ""
+    listed = ", ".join(f"{s!r} ({_where(rows, s)})" for s in found[1 : 1 + _LISTED])
+    more = f" and {len(found) - 1 - _LISTED} more" if len(found) - 1 > _LISTED else ""
+    return f" Other {what}: {listed}{more}."
+
+
+def _reads_files(entry: Mapping[str, Any]) -> bool:
+    """Whether an extractor entry reads stimulus files (every one but ``events``)."""
+    from neuroflow.features.config import fill_entry
+
+    return fill_entry(entry)["extractor"] != "events"
+
+
+def check_stimulus_paths(plan: WorkflowPlan) -> None:
+    """Refuse ``stim_file`` values that lead outside the dataset's ``stimuli/`` folder.
+
+    Parameters
+    ----------
+    plan : WorkflowPlan
+        The plan (its design facts are read; the stimuli folder is walked for links,
+        nothing is opened).
+
+    Raises
+    ------
+    ValueError
+        When a ``stim_file`` of a stimulus row is absolute, has a ``..`` component, or
+        names a file (or lies under a folder) that is a link to something outside the
+        dataset; the message names the value, the events table and row that first name
+        it, and the fix.
+    """
+    from neuroflow.features.stimuli import linked_outside, stim_file_escape
+
+    rows = plan.design.stim_file_rows
+    if not rows:  # the demo, or no stimulus rows
+        return
+    bad = {stim: why for stim in rows if (why := stim_file_escape(stim)) is not None}
+    if not bad and plan.design.stimuli_dir is not None:
+        for stim, target in linked_outside(list(rows), plan.stimuli_dir).items():
+            bad[stim] = f"a link to {target}, outside the dataset"
+    if not bad:
+        return
+    first, *_ = bad
+    raise ValueError(
+        f"`stim_file` must name a file inside the dataset's stimuli folder "
+        f"{plan.stimuli_dir}, got {first!r} ({bad[first]}; {_where(rows, first)}) instead."
+        f"{_others(rows, list(bad), 'such stim_files')} Write each stim_file relative to "
+        "the stimuli folder (e.g. 'faces/f01.png') and keep the files there: stimuli are "
+        "read from inside the dataset only."
+    )
+
+
+def stimulus_modality(stimulus_ids: Sequence[str], accepted: Sequence[str]) -> str | None:
+    """The modality an extractor reads a set of stimulus files in.
+
+    Parameters
+    ----------
+    stimulus_ids : sequence of str
+        ``stim_file`` values.
+    accepted : sequence of str
+        The modalities the extractor reads.
+
+    Returns
+    -------
+    modality : str | None
+        Among the modalities of the files' extensions, the one the extractor reads
+        with the most files (ties: image, video, audio, text); failing that, the one
+        with the most files; None when no extension belongs to a modality. Files of
+        other modalities are the odd ones out (see :func:`check_stimulus_files`).
+    """
+    from neuroflow.features.stimuli import MODALITY_EXTENSIONS, file_modality
+
+    counts = Counter(m for stim in stimulus_ids if (m := file_modality(stim)) is not None)
+    if not counts:
+        return None
+    order = list(MODALITY_EXTENSIONS)
+    return min(counts, key=lambda m: (m not in accepted, -counts[m], order.index(m)))
+
+
+def _entry_modality(entry: Mapping[str, Any], plan: WorkflowPlan) -> str | None:
+    """The modality a features job reads this entry's stimulus files in (None: no files)."""
+    from neuroflow.features.config import fill_entry
+    from neuroflow.features.registry import get_extractor
+
+    filled = fill_entry(entry)
+    if filled["extractor"] == "events" or filled["text_source"] == "transcript":
+        return None
+    info = get_extractor(filled["extractor"])
+    if filled["modality"] != "auto":
+        return str(filled["modality"])
+    if info.modalities == ("text",):
+        return "text"
+    return stimulus_modality(list(plan.design.stim_file_rows), info.modalities)
+
+
+def _odd_ones_out(modality: str, stims: Sequence[str], auto: bool) -> list[str]:
+    """Stimulus files of another modality than the one an extractor reads them in."""
+    from neuroflow.features.stimuli import file_modality
+
+    def fits(found: str | None) -> bool:
+        # a video's sound is read from its WAV soundtrack when `modality: audio` is set
+        return (
+            found is None
+            or found == modality
+            or (not auto and modality == "audio" and found == "video")
+        )
+
+    return [s for s in stims if not fits(file_modality(s))]
+
+
+def _check_modalities(plan: WorkflowPlan, extractors: Sequence[str], notes: list[str]) -> list[str]:
+    """Extractors whose stimulus files all have their modality (see check_stimulus_files)."""
+    from neuroflow.features.config import fill_entry
+    from neuroflow.features.stimuli import file_modality
+
+    rows = plan.design.stim_file_rows
+    skip = plan.config["features"].get("unavailable") == "skip"
+    kept = list(extractors)
+    for i, entry in enumerate(plan.config["features"]["extractors"]):
+        name = entry["name"]
+        modality = _entry_modality(entry, plan) if name in extractors else None
+        if modality is None or modality == "text":
+            continue  # text extractors read captions (or .txt files): any stim_file
+        auto = fill_entry(entry)["modality"] == "auto"
+        odd = _odd_ones_out(modality, list(rows), auto)
+        if not odd:
+            continue
+        first = odd[0]
+        kind = file_modality(first)
+        files = f"{modality} files" + (
+            " (or videos with a WAV soundtrack)" if not auto and modality == "audio" else ""
+        )
+        if skip:
+            more = f" and {len(odd) - 1} more" if len(odd) > 1 else ""
+            notes.append(
+                f"features/{name}: skipped, its stimuli must all be {files}, got stim_file "
+                f"{first!r} (a {kind} file; {_where(rows, first)}){more} "
+                "(`features.unavailable: skip`)"
+            )
+            kept.remove(name)
+            continue
+        raise ValueError(
+            f"The stimuli of `features.extractors[{i}]` ({name!r}) must all be {files}, got "
+            f"stim_file {first!r} (a {kind} file; {_where(rows, first)}) instead."
+            f"{_others(rows, odd, f'stim_files that are not {files}')} Remove or correct "
+            f"the row, extract the {kind} stimuli with an entry of their own (`modality: "
+            f"{kind}`), or set `features.unavailable: skip` to leave {name!r} (and the "
+            "models using it) out of the run."
+        )
+    return kept
+
+
+def check_stimulus_files(
+    plan: WorkflowPlan, extractors: Sequence[str], notes: list[str]
+) -> list[str]:
+    """Refuse stimulus files a features job would read wrongly or not at all.
 
     Parameters
     ----------
@@ -85,46 +255,52 @@ def check_stimulus_files(plan: WorkflowPlan, extractors: Sequence[str]) -> None:
         The plan (its design facts are read).
     extractors : sequence of str
         Names of the extractors that run.
+    notes : list of str
+        The plan's notes; one line is added for each extractor left out.
+
+    Returns
+    -------
+    extractors : list of str
+        The extractors that still run: those whose stimuli include a file of another
+        modality are left out, with a note, under ``features.unavailable: skip``.
 
     Raises
     ------
     ValueError
-        When an extractor that infers its stimuli's modality from their extensions
+        When an extractor reads stimulus files (any but ``events``) and a ``stim_file``
+        leaves the stimuli folder (:func:`check_stimulus_paths`); when an extractor
+        would be given a ``stim_file`` of another modality than its stimuli's (a
+        ``.txt`` among images) and ``features.unavailable`` is not ``skip``; when an
+        extractor that infers its stimuli's modality from their extensions
         (``modality: auto``, not a text extractor reading captions) would be given a
-        ``stim_file`` with another extension; the message names the file, the table and
-        row that first name it, the extractor's entry, the supported extensions and
-        the fix.
+        ``stim_file`` with an extension no modality reads. Each message names the file,
+        the table and row that first name it, the extractor's entry and the fix.
     """
     from neuroflow.features.stimuli import MODALITY_EXTENSIONS, supported_extensions
 
+    entries = plan.config["features"]["extractors"]
+    if any(_reads_files(e) for e in entries if e["name"] in extractors):
+        check_stimulus_paths(plan)
+    extractors = _check_modalities(plan, extractors, notes)
     readable = {ext for exts in MODALITY_EXTENSIONS.values() for ext in exts}
     rows = plan.design.stim_file_rows
     bad = [s for s in rows if Path(s).suffix.lower() not in readable]
     if not bad:
-        return
-    entries = [
+        return extractors
+    named = [
         f"`features.extractors[{i}]` ({entry['name']!r})"
-        for i, entry in enumerate(plan.config["features"]["extractors"])
+        for i, entry in enumerate(entries)
         if entry["name"] in extractors and _reads_extensions(entry, plan)
     ]
-    if not entries:
-        return
-
-    def where(stim: str) -> str:
-        table, row = rows[stim]
-        return f"stim_file in {table}, row {row}"
-
+    if not named:
+        return extractors
     first = bad[0]
     ext = Path(first).suffix.lower()
-    others = ""
-    if len(bad) > 1:
-        listed = ", ".join(f"{s!r} ({where(s)})" for s in bad[1 : 1 + _LISTED])
-        more = f" and {len(bad) - 1 - _LISTED} more" if len(bad) - 1 > _LISTED else ""
-        others = f" Other files with such extensions: {listed}{more}."
-    verb = "infers the modality of its" if len(entries) == 1 else "infer the modality of their"
+    others = _others(rows, bad, "files with such extensions")
+    verb = "infers the modality of its" if len(named) == 1 else "infer the modality of their"
     raise ValueError(
-        f"Stimulus file {first!r} ({where(first)}) must have an extension neuroflow reads, "
-        f"got {ext or 'no extension'!r} instead: {' and '.join(entries)} {verb} "
+        f"Stimulus file {first!r} ({_where(rows, first)}) must have an extension neuroflow "
+        f"reads, got {ext or 'no extension'!r} instead: {' and '.join(named)} {verb} "
         "stimuli from their extensions (`modality: auto`). Supported: "
         f"{supported_extensions()}.{others} Convert the file, or set `modality` in the "
         "extractor's entry."

@@ -43,23 +43,23 @@ __all__ = [
 FORMAT_VERSIONS: dict[str, int] = {
     "demo": 5,
     "preprocess_fmri": 3,
-    "preprocess_eeg": 3,
+    "preprocess_eeg": 4,
     "features": 5,
-    "align_features": 2,
+    "align_features": 3,
     "encoding": 6,
-    "evaluation": 4,
-    "summary": 7,
+    "evaluation": 5,
+    "summary": 8,
     "single_trial": 3,
-    "eeg_encoding": 5,
+    "eeg_encoding": 6,
     "eeg_evaluation": 2,
     "eeg_trf": 2,
-    "decoding": 7,
-    "decoding_fmri": 3,
+    "decoding": 8,
+    "decoding_fmri": 4,
     "decoding_cross_subject": 1,
-    "rsa": 6,
-    "trial_encoding": 4,
+    "rsa": 7,
+    "trial_encoding": 5,
     "trial_evaluation": 2,
-    "qc_eeg": 1,
+    "qc_eeg": 2,
     "qc_fmri": 1,
     "pool_features": 1,
     "predict": 1,
@@ -191,7 +191,7 @@ def dataset_identity(config: Mapping[str, Any]) -> dict[str, Any]:
         "fmriprep_dir": _normalised_path(ds.get("fmriprep_dir")),
         "space": ds.get("space"),
     }
-    for key in ("captions", "repetition_time", "eeg_from_meg"):
+    for key in ("captions", "repetition_time", "betas_scale", "eeg_from_meg"):
         if ds.get(key) is not None:
             identity[key] = _normalised_path(ds[key]) if key == "captions" else ds[key]
     return identity

@@ -150,14 +150,6 @@ def test_events_tsv_without_onset(recording, tmp_path):
         _run(recording, tmp_path)
 
 
-def test_no_events_at_all(rng, tmp_path):
-    raw = synthetic_raw(rng, n_eeg=7, sfreq=100.0, duration=5.0)
-    path = tmp_path / "quiet_raw.fif"
-    raw.save(path, verbose="error")
-    with pytest.raises(ValueError, match=r"Found no events in .*quiet_raw\.fif"):
-        _run(recording_from(path), tmp_path)
-
-
 def recording_from(path: Path) -> EegRecording:
     return EegRecording(subject="q", session=None, task=None, run=None, eeg=path)
 

@@ -104,6 +104,7 @@ def test_epoched_fif_has_raw_path_layout_and_values(rng, tmp_path):
     raw.save(raw_dir / "sub-01_task-vis_eeg.fif", verbose="error")
     table.to_csv(raw_dir / "sub-01_task-vis_events.tsv", sep="\t", index=False)
     config = {**QUIET, "l_freq": None, "h_freq": None, "conditions": {"face": "F", "house": "H"}}
+    config |= {"epochs_tmin": -0.2, "epochs_tmax": 0.8}  # inside the stored [-0.35, 1.1] s
     expected, _ = preprocess_recording(raw_dir / "sub-01_task-vis_eeg.fif", config)
     # the same events cut wider than the configured window, stored as epochs
     eeg_dir = _eeg_dir(tmp_path)
@@ -275,8 +276,14 @@ def test_window_outside_the_epochs(rng, tmp_path):
     epochs = mne.EpochsArray(data, mne.create_info(CHANNELS[:8], 100.0, "eeg"), tmin=-0.1)
     path = _eeg_dir(tmp_path) / "sub-01_task-vis_epo.fif"
     epochs.save(path, verbose="error")
+    explicit = {**QUIET, "epochs_tmin": -0.2, "epochs_tmax": 0.8}
     with pytest.raises(ValueError, match=r"\[-0\.2, 0\.8\] s for epochs spanning \[-0\.1, 0\.5\]"):
-        preprocess_epochs(path, QUIET)
+        preprocess_epochs(path, explicit)
+    with pytest.raises(ValueError, match=r"\[-0\.1, 0\.9\] s for epochs spanning"):
+        preprocess_epochs(path, {**QUIET, "epochs_tmax": 0.9})  # tmin stays auto
+    ds = preprocess_epochs(path, {**QUIET, "l_freq": None})  # auto: the stored window
+    np.testing.assert_allclose(ds["time"].values, epochs.times)
+    assert ds.attrs["epochs_window"] == [-0.1, 0.5]
 
 
 def test_events_tsv_must_match_epochs(rng, tmp_path, caplog):

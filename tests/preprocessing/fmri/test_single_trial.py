@@ -484,3 +484,38 @@ def test_noise_variance_pairs_equal_the_pooled_variance(rng):
     assert np.isnan(noise_variance(betas, stimuli, onsets=np.zeros(11), min_separation=1.0)).all()
     with pytest.raises(ValueError, match=r"`onsets` must be given with a positive"):
         noise_variance(betas, stimuli, min_separation=2.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lss_close_repeats_give_pure_noise_a_split_half_ceiling_near_zero(seed):
+    """LSS estimates of repeats 3 s apart correlate in pure noise (r ~ 0.2), which a
+    split-half ceiling reads as reliability; pairing only repeats at least 12 s apart
+    (the evaluation's ``noise_ceiling.min_separation_s``) removes that bias."""
+    from neuroflow.evaluation.noise_ceiling import estimate_noise_ceiling, split_half
+
+    rng = np.random.default_rng(seed)
+    tr, n_times, n_voxels, n_close, n_far = 1.0, 430, 700, 24, 24
+    close = [t for k in range(n_close) for t in (4.0 + 9.0 * k, 7.0 + 9.0 * k)]
+    far = [4.5 + 9.0 * k for k in range(n_far)]  # interleaved, shown again 210 s later
+    onsets = np.array(close + far + [f + 210.0 for f in far])
+    order = np.argsort(onsets)
+    stimuli = np.array(
+        [k for k in range(n_close) for _ in (0, 1)] + [n_close + k for k in range(n_far)] * 2
+    )[order]
+    onsets = onsets[order] + rng.uniform(-0.5, 0.5, onsets.size)
+    raw = event_regressors(
+        onsets, np.ones(onsets.size), frame_times=np.arange(n_times) * tr, hrf_model="glover"
+    )
+    estimator = estimator_matrix(raw, np.ones((n_times, 1)), method="lss")
+    betas = estimator @ rng.standard_normal((n_times, n_voxels))
+    index = np.stack([np.flatnonzero(stimuli == s) for s in range(n_close + n_far)], axis=1)
+    y_test, test_onsets = betas[index], onsets[index]  # (2, n_stimuli, n_voxels), (2, n_stimuli)
+
+    naive = split_half(y_test)
+    assert naive.r_half.mean() > 0.08, naive.r_half.mean()
+    separated = split_half(y_test, onsets=test_onsets, min_separation=12.0)
+    assert separated.n_samples == n_far
+    r = separated.r_half
+    assert abs(r.mean()) < 3 * r.std() / np.sqrt(r.size), r.mean()
+    ceiling = estimate_noise_ceiling(y_test, onsets=test_onsets, min_separation=12.0)
+    assert np.mean(ceiling.low > 0) < 0.06

@@ -439,3 +439,35 @@ def test_smooth_image_keeps_grid_and_blocks_agree():
     assert one.dataobj.dtype == np.float32
     np.testing.assert_allclose(one.get_fdata(), all_at_once.get_fdata(), rtol=1e-6)
     assert not np.allclose(one.get_fdata(), raw)
+
+
+def test_confounds_with_gaps_name_the_file_columns_and_rows(
+    make_run, tmp_path, rng, fmriprep_confounds
+):
+    run = make_run(n=46)
+    conf_path = tmp_path / "sub-01_task-movie_desc-confounds_timeseries.tsv"
+    table = fmriprep_confounds(conf_path, 46, rng)
+    # a gap in two motion columns (rows 8, 9 and 21 of the file, 1-based) and one in
+    # a column the strategy does not select (std_dvars is always n/a in row 1)
+    table.loc[[7, 8, 20], ["trans_x", "rot_z"]] = np.nan
+    table.loc[30, "std_dvars"] = np.nan
+    table.to_csv(conf_path, sep="\t", index=False, na_rep="n/a")
+    with pytest.raises(
+        ValueError,
+        match=rf"Confounds file {conf_path}: column\(s\) \['rot_z', 'trans_x'\] must be "
+        r"finite in every volume kept, got NaN or infinite values in 3 row\(s\) "
+        r"\(8, 9, 21; row 1 is the first volume\) instead",
+    ):
+        _run(run, tmp_path / "o.zarr", {"drop_volumes": 0}, confounds=conf_path)
+    assert not (tmp_path / "o.zarr").exists()
+    # six gaps: the first five are listed, and the count
+    table.loc[[2, 3, 4], "trans_x"] = np.nan
+    table.to_csv(conf_path, sep="\t", index=False, na_rep="n/a")
+    with pytest.raises(ValueError, match=r"in 6 row\(s\) \(3, 4, 5, 8, 9, \.\.\.; row 1"):
+        _run(run, tmp_path / "o.zarr", {"drop_volumes": 0}, confounds=conf_path)
+    # gaps only in volumes that are dropped are no error
+    table = fmriprep_confounds(conf_path, 46, rng)
+    table.loc[[1, 2], "trans_y"] = np.nan
+    table.to_csv(conf_path, sep="\t", index=False, na_rep="n/a")
+    ds = open_dataset(_run(run, tmp_path / "ok.zarr", {"drop_volumes": 3}, confounds=conf_path))
+    assert np.isfinite(ds["bold"].values).all()

@@ -21,6 +21,7 @@ from neuroflow.preprocessing.fmri import (
 )
 from neuroflow.preprocessing.fmri.clean import clean_signals, cleaning_basis
 from neuroflow.preprocessing.fmri.single_trial import estimate_single_trials
+from neuroflow.preprocessing.fmri.timeseries import timeseries_length
 
 PROV = {"stage": "preprocess_fmri", "version": "test"}
 EVENTS = "onset\tduration\ttrial_type\tstim_file\n0\t2\tface\ta.png\n10\t2\tn/a\tb.png\n"
@@ -85,6 +86,7 @@ def dataset(tmp_path, rng):
             "ses-001_task-s01e02a": rng.standard_normal((40, 6)),
             "ses-001_task-s01e02b": rng.standard_normal((35, 6)),
             "ses-002_task-s01e03a": rng.standard_normal((33, 6)),
+            "ses-002_task-s01e02a": rng.standard_normal((37, 6)),
         },
     )
     _write(func / "sub-02_ses-001_task-s01e02a_events.tsv", EVENTS)
@@ -128,6 +130,7 @@ def test_index_containers(dataset, rng):
     assert [r.key for r in runs] == [
         "sub-02_ses-001_task-s01e02a",
         "sub-02_ses-001_task-s01e02b",
+        "sub-02_ses-002_task-s01e02a",
         "sub-02_ses-002_task-s01e03a",
         "sub-03_task-movie_run-1",
         "sub-03_task-movie_run-2",
@@ -138,9 +141,10 @@ def test_index_containers(dataset, rng):
     assert (first.session, first.task, first.run) == ("001", "s01e02a", None)
     # events of the run's own session only, found in the file's func/ folder
     assert first.events.name == "sub-02_ses-001_task-s01e02a_events.tsv"
-    assert runs[1].events is None and runs[2].events is None
+    assert runs[2].events.name == "sub-02_ses-002_task-s01e02a_events.tsv"
+    assert runs[1].events is None and runs[3].events is None
     assert [p.name for p in first.sidecars] == ["sub-02_timeseries.json"]
-    assert [r.container_key for r in runs[3:]] == ["run-1", "run-2"]
+    assert [r.container_key for r in runs[4:]] == ["run-1", "run-2"]
 
 
 def test_index_filters_strict_and_seen(dataset):
@@ -195,6 +199,86 @@ def test_index_errors(tmp_path, rng):
     (func / "sub-01_task-a_timeseries.npy").unlink()
     _write(func / "sub-01_task-a_desc-confounds_timeseries.tsv", "a\n1\n")
     assert [r.key for r in index_timeseries_runs(tmp_path)] == ["sub-01_task-a"]
+
+
+def _container(root: Path, rng: np.random.Generator, shapes: dict[str, tuple]) -> Path:
+    """sub-01's container of runs ``task-movie_run-<r>`` with one events file per run."""
+    func = root / "sub-01" / "func"
+    path = _h5(
+        func / "sub-01_task-movie_desc-parcels_timeseries.h5",
+        {name: rng.standard_normal(shape) for name, shape in shapes.items()},
+    )
+    for run in ("1", "2", "3"):
+        _write(func / f"sub-01_task-movie_run-{run}_events.tsv", EVENTS)
+    return path
+
+
+def test_container_run_that_is_not_2d_is_refused(tmp_path, rng):
+    path = _container(
+        tmp_path,
+        rng,
+        {"task-movie_run-1": (23, 5), "task-movie_run-2": (23, 5), "task-movie_run-3": (23, 5, 2)},
+    )
+    with pytest.raises(
+        ValueError,
+        match=rf"Dataset 'task-movie_run-3' of time-series file {path} must be a 2-D "
+        r"\(time, target\) array, got shape \(23, 5, 2\) instead.*`dataset.runs`",
+    ):
+        index_timeseries_runs(tmp_path)
+    # a 1-D run too; leaving the run out with a filter is the way to go on without it
+    _h5(path, {"task-movie_run-1": rng.standard_normal((23, 5)), "task-movie_run-3": np.ones(23)})
+    (path.parent / "sub-01_task-movie_run-2_events.tsv").unlink()
+    with pytest.raises(ValueError, match=r"'task-movie_run-3'.*got shape \(23,\) instead"):
+        index_timeseries_runs(tmp_path)
+    runs = index_timeseries_runs(tmp_path, runs=["1"])
+    assert [(r.key, r.container_key) for r in runs] == [
+        ("sub-01_task-movie_run-1", "task-movie_run-1")
+    ]
+    # only datasets named like runs are runs: other arrays of any shape stay allowed
+    _h5(path, {"task-movie_run-1": rng.standard_normal((23, 5)), "labels": np.ones((2, 2, 2))})
+    (path.parent / "sub-01_task-movie_run-3_events.tsv").unlink()
+    assert [r.key for r in index_timeseries_runs(tmp_path)] == ["sub-01_task-movie_run-1"]
+
+
+def test_container_missing_a_run_with_events_is_refused(tmp_path, rng):
+    path = _container(tmp_path, rng, {"task-movie_run-1": (23, 5), "task-movie_run-2": (19, 5)})
+    events = path.parent / "sub-01_task-movie_run-3_events.tsv"
+    with pytest.raises(
+        ValueError,
+        match=rf"Events file {events} belongs to no time-series run: the time-series file "
+        rf"{path} must hold its run as a 2-D \(time, target\) dataset named by the run's "
+        r"entities \('task-movie_run-3'\), got datasets 'task-movie_run-1', "
+        r"'task-movie_run-2' instead\. .*`dataset.runs`",
+    ):
+        index_timeseries_runs(tmp_path, strict=False)
+    # leaving the run out (or its task) is no error, and nothing else is dropped
+    runs = index_timeseries_runs(tmp_path, runs=["1", "2"])
+    assert [r.events.name for r in runs] == [
+        "sub-01_task-movie_run-1_events.tsv",
+        "sub-01_task-movie_run-2_events.tsv",
+    ]
+    assert index_timeseries_runs(tmp_path, tasks=["rest"], strict=False) == []
+    # an events file of another subject's folder is that subject's business
+    _h5(tmp_path / "sub-02" / "func" / "sub-02_task-movie_timeseries.h5",
+        {"task-movie_run-1": rng.standard_normal((9, 4))})  # fmt: skip
+    with pytest.raises(ValueError, match=r"sub-01_task-movie_run-3_events.tsv belongs to no"):
+        index_timeseries_runs(tmp_path)
+    assert len(index_timeseries_runs(tmp_path, subjects=["02"])) == 1
+
+
+def test_container_events_of_a_session_without_its_run_are_refused(dataset):
+    func = dataset / "sub-02" / "func"
+    orphan = _write(func / "sub-02_ses-002_task-s01e02b_events.tsv", EVENTS)
+    with pytest.raises(
+        ValueError,
+        match=rf"Events file {orphan} belongs to no.*\('ses-002_task-s01e02b'\)",
+    ):
+        index_timeseries_runs(dataset, subjects=["02"])
+    # task-level events apply to every run of the task: no orphan
+    orphan.unlink()
+    _write(func / "sub-02_task-s01e02b_events.tsv", EVENTS)
+    keys = [r.key for r in index_timeseries_runs(dataset, subjects=["02"])]
+    assert "sub-02_ses-001_task-s01e02b" in keys
 
 
 def _reference_store(make_run, tmp_path, config):
@@ -496,3 +580,28 @@ def test_single_trial_estimates_run_on_timeseries_stores(tmp_path, rng):
     assert ds["betas"].shape == (16, 5)
     assert list(ds["roi"].values) == [f"target-{t:04d}" for t in range(1, 6)]
     assert np.isfinite(ds["betas"].values).all()
+
+
+def test_timeseries_length_reads_shapes_only(tmp_path, rng):
+    func = tmp_path / "sub-01" / "func"
+    h5 = _h5(
+        func / "sub-01_task-a_timeseries.h5",
+        {
+            "task-a_run-1": rng.standard_normal((23, 4)),
+            "task-a_run-2": rng.standard_normal((31, 4)),
+        },
+    )
+    single = _h5(func / "sub-01_task-b_run-1_timeseries.h5", {"x": rng.standard_normal((17, 3))})
+    npy = _npy(func / "sub-01_task-c_run-1_timeseries.npy", rng.standard_normal((29, 2)))
+    tsv = _tsv(
+        func / "sub-01_task-d_run-1_timeseries.tsv",
+        rng.standard_normal((13, 2)),
+        ["a", "b"],
+        "\r\n",
+    )
+    assert timeseries_length(h5, "task-a_run-2") == 31
+    assert timeseries_length(single) == 17
+    assert timeseries_length(npy) == 29
+    assert timeseries_length(tsv) == 13
+    with pytest.raises(ValueError, match=r"has no dataset 'task-a_run-3'"):
+        timeseries_length(h5, "task-a_run-3")

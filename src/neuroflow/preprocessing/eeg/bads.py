@@ -2,17 +2,25 @@
 
 Three criteria in the spirit of the PREP pipeline (Bigdely-Shamlo et al., 2015):
 flat channels, channels whose amplitude is an outlier (robust z-score of the
-standard deviation), and channels poorly correlated with their neighbours.
+standard deviation), and channels poorly correlated with their neighbours; or PREP's
+own ``NoisyChannels`` from pyprep (the ``eegclean`` extra).
 """
 
 from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
 
 import mne
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from neuroflow.extras import require
+
 __all__ = [
     "find_bad_channels",
+    "find_bad_channels_pyprep",
     "find_flat",
     "find_noisy",
     "find_uncorrelated",
@@ -23,6 +31,20 @@ __all__ = [
 
 #: Scale that turns a median absolute deviation into a standard deviation (normal data).
 MAD_TO_STD = 1.4826
+#: pyprep's criteria (``NoisyChannels.get_bads(as_dict=True)`` keys without ``bad_by_``).
+PYPREP_CRITERIA = (
+    "nan",
+    "flat",
+    "deviation",
+    "hf_noise",
+    "correlation",
+    "SNR",
+    "dropout",
+    "psd",
+    "ransac",
+)
+
+logger = logging.getLogger(__name__)
 
 
 def window_std(windows: np.ndarray) -> np.ndarray:
@@ -244,4 +266,76 @@ def find_bad_channels(
         nb = neighbours(pos if known.all() else None, len(picks))
         uncorrelated = find_uncorrelated(windows, nb, correlation_threshold, bad)
         found["uncorrelated"] = names[uncorrelated].tolist()
+    return found
+
+
+def _all_positions(raw: mne.io.BaseRaw, picks: np.ndarray) -> bool:
+    """Whether every picked channel has a finite, non-zero position."""
+    pos = np.array([raw.info["chs"][p]["loc"][:3] for p in picks], dtype=float).reshape(-1, 3)
+    return bool(len(pos)) and bool(np.isfinite(pos).all() and (np.abs(pos).sum(1) > 0).all())
+
+
+def find_bad_channels_pyprep(
+    raw: mne.io.BaseRaw,
+    picks: np.ndarray,
+    *,
+    ransac: bool,
+    random_state: int | None,
+    path: str | Path = "the recording",
+) -> dict[str, list[str]]:
+    """Run PREP's ``NoisyChannels`` (pyprep) on the picked channels.
+
+    Parameters
+    ----------
+    raw : mne.io.BaseRaw
+        Preloaded (and usually band-passed) recording; its ``info["bads"]`` are treated
+        as already bad (not reported again).
+    picks : ndarray of int, shape (n_channels,)
+        EEG channels to examine.
+    ransac : bool
+        Also run the RANSAC criterion; it predicts each channel from the others' positions,
+        so it runs only when every picked channel has one (a log line says when not).
+    random_state : int | None
+        Seed of RANSAC.
+    path : path-like | str
+        Data file, for messages.
+
+    Returns
+    -------
+    bads : dict of str to list of str
+        Channel names newly found by each criterion, keyed ``"pyprep_<criterion>"``
+        (``"pyprep_deviation"``, ``"pyprep_correlation"``, ...; see
+        :data:`PYPREP_CRITERIA`).
+
+    Raises
+    ------
+    neuroflow.extras.MissingExtraError
+        When pyprep is not installed.
+    ValueError
+        When pyprep fails on the recording (e.g. too few channels or samples).
+    """
+    pyprep = require("pyprep", "Bad-channel detection with `bad_channels_method: pyprep`")
+    found: dict[str, list[str]] = {f"pyprep_{c}": [] for c in PYPREP_CRITERIA}
+    if len(picks) == 0:
+        return found
+    eeg = raw.copy().pick(np.asarray(picks), verbose="error")
+    known = set(eeg.info["bads"])
+    use_ransac = ransac and _all_positions(raw, np.asarray(picks))
+    if ransac and not use_ransac:
+        logger.info("pyprep: RANSAC skipped, not every EEG channel has a position.")
+    try:
+        with mne.utils.use_log_level("error"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            noisy = pyprep.NoisyChannels(eeg, do_detrend=True, random_state=random_state)
+            noisy.find_all_bads(ransac=use_ransac)
+    except (IndexError, ValueError, np.linalg.LinAlgError) as err:
+        raise ValueError(
+            f"`bad_channels_method` 'pyprep' could not examine the {len(picks)} EEG channels "
+            f"({eeg.n_times} samples) of {path} ({type(err).__name__}: {err}). Use "
+            "`bad_channels_method` 'heuristic' for recordings this small."
+        ) from err
+    for key, names in noisy.get_bads(as_dict=True).items():
+        criterion = key.removeprefix("bad_by_")
+        if criterion in PYPREP_CRITERIA:
+            found[f"pyprep_{criterion}"] = [str(n) for n in names if n not in known]
     return found

@@ -23,10 +23,11 @@ import xarray as xr
 from neuroflow.artifacts import write_dataset
 from neuroflow.io.records import EegRecording
 
-from .config import resolve_config
+from .amplitude import check_amplitude
+from .config import epoch_window, resolve_config
 from .events import select_events
 from .read import read_epochs_file
-from .rejection import drop_log_records, reject_by_ptp
+from .rejection import drop_log_records, reject_epochs
 from .sidecars import read_events_tsv, recording_from_path
 from .stage import (
     _attrs,
@@ -37,22 +38,11 @@ from .stage import (
     _State,
     _uncompressed,
 )
+from .window import check_window_within
 
 __all__ = ["preprocess_eeg_epochs", "preprocess_epochs"]
 
 logger = logging.getLogger(__name__)
-
-
-def _check_window(epochs: mne.BaseEpochs, cfg: Mapping[str, Any], path: Path) -> None:
-    """Raise when [``epochs_tmin``, ``epochs_tmax``] reaches outside the stored epochs."""
-    tmin, tmax = cfg["epochs_tmin"], cfg["epochs_tmax"]
-    tol = 0.5 / epochs.info["sfreq"]
-    if tmin < epochs.tmin - tol or tmax > epochs.tmax + tol:
-        raise ValueError(
-            f"[`epochs_tmin`, `epochs_tmax`] must lie within the epochs of {path}, got "
-            f"[{tmin:g}, {tmax:g}] s for epochs spanning [{epochs.tmin:g}, {epochs.tmax:g}] s "
-            "instead. Set `epochs_tmin` and `epochs_tmax` inside the stored epochs."
-        )
 
 
 def _own_events(epochs: mne.BaseEpochs, sfreq: float) -> pd.DataFrame:
@@ -183,8 +173,10 @@ def preprocess_epochs(
     finite-sample check; low-pass (``h_freq``; ``l_freq`` and ``notch_freq`` are not
     applied, with a log line saying so); detection of flat, noisy and uncorrelated channels
     on the epochs concatenated in time and their interpolation; re-referencing;
-    resampling; cropping to [``epochs_tmin``, ``epochs_tmax``]; baseline correction;
-    peak-to-peak rejection. ICA (``spatial_filter: ica``) is not run on epoched input.
+    resampling; cropping to [``epochs_tmin``, ``epochs_tmax``] (``"auto"``: the stored
+    window, which an explicit window must lie within); baseline correction; peak-to-peak
+    rejection. The median channel standard deviation after the low-pass must lie within
+    ``amplitude_bounds``. ICA (``spatial_filter: ica``) is not run on epoched input.
 
     Conditions and stimulus ids come from the recording's ``_events.tsv`` when it holds
     one row per epoch (``event_column``, ``stim_column``), else from the epochs' own event
@@ -217,7 +209,8 @@ def preprocess_epochs(
     path = recording.eeg
     state = _State(recording=recording)
     epochs = read_epochs_file(path, drop_meg=recording.datatype == "meg")
-    _check_window(epochs, cfg, path)
+    window = epoch_window(cfg, (epochs.tmin, epochs.tmax))
+    check_window_within(window, (epochs.tmin, epochs.tmax), epochs.info["sfreq"], path)
     _prepare(epochs, recording, cfg, state)
     events = select_events(
         _epoch_events(epochs, recording, cfg, state),
@@ -231,21 +224,21 @@ def preprocess_epochs(
         epochs = epochs[events["epoch"].to_numpy()]
     _reset_selection(epochs)
     _filter(epochs, cfg, path)
-    channels = _bad_channels(epochs, cfg, state, detect_on=_concatenated(epochs))
+    concatenated = _concatenated(epochs)
+    state.median_sd = check_amplitude(concatenated, cfg, recording)
+    channels = _bad_channels(epochs, cfg, state, detect_on=concatenated)
     _rereference(epochs, cfg, state)
     if cfg["spatial_filter"] == "ica":
         logger.warning("%s: ICA is not run on epoched input; no component removed.", path)
     if cfg["resample_sfreq"] is not None:
         epochs.resample(cfg["resample_sfreq"], npad="auto", n_jobs=cfg["n_jobs"], verbose="error")
     epochs.crop(
-        max(cfg["epochs_tmin"], epochs.tmin),
-        min(cfg["epochs_tmax"], epochs.tmax),
-        include_tmax=True,
-        verbose="error",
+        max(window[0], epochs.tmin), min(window[1], epochs.tmax), include_tmax=True, verbose="error"
     )
+    state.window = (float(epochs.tmin), float(epochs.tmax))
     _baseline(epochs, cfg, path)
     epochs.pick(channels, verbose="error")
-    custom = reject_by_ptp(epochs, cfg["reject"], cfg["reject_mad_k"])
+    custom = reject_epochs(epochs, cfg, path)
     log = drop_log_records(
         epochs.drop_log,
         events["onset"].to_numpy(),

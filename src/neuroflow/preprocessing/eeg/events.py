@@ -13,9 +13,10 @@ import pandas as pd
 
 from neuroflow.io.events import check_stimulus_events, read_events_table, stimulus_mask
 
-from .sidecars import read_events_tsv
+from .sidecars import NOT_EVENT_PATTERN, read_bad_segments, read_events_tsv
 
 __all__ = [
+    "add_bad_segments",
     "check_events_within",
     "find_events",
     "select_conditions",
@@ -25,22 +26,37 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_NOT_BAD = r"^(?![Bb][Aa][Dd]|[Ee][Dd][Gg][Ee]).*$"
+_COLUMNS = ["row", "onset", "duration", "sample", "name", "stimulus"]
 
 
 def _from_annotations(raw: mne.io.BaseRaw) -> pd.DataFrame:
     """Events from annotations whose description does not start with BAD or EDGE."""
     if not len(raw.annotations):
-        return pd.DataFrame(columns=["row", "onset", "sample", "name", "stimulus"])
-    events, event_id = mne.events_from_annotations(raw, regexp=_NOT_BAD, verbose="error")
+        return pd.DataFrame(columns=_COLUMNS)
+    events, event_id = mne.events_from_annotations(raw, regexp=NOT_EVENT_PATTERN, verbose="error")
     names = {code: name for name, code in event_id.items()}
     sample = events[:, 0] - raw.first_samp
+    # annotation onsets count from the first sample of the acquisition (first_samp 0)
+    sfreq = raw.info["sfreq"]
+    durations = {
+        (round(onset * sfreq) - raw.first_samp, str(description)): float(duration)
+        for onset, duration, description in zip(
+            raw.annotations.onset,
+            raw.annotations.duration,
+            raw.annotations.description,
+            strict=True,
+        )
+    }
+    name_list = [names[c] for c in events[:, 2]]
     return pd.DataFrame(
         {
             "row": np.arange(1, len(events) + 1),
-            "onset": sample / raw.info["sfreq"],
+            "onset": sample / sfreq,
+            "duration": [
+                durations.get((int(s), n), np.nan) for s, n in zip(sample, name_list, strict=True)
+            ],
             "sample": sample.astype(float),
-            "name": [names[c] for c in events[:, 2]],
+            "name": name_list,
             "stimulus": None,
         }
     )
@@ -56,11 +72,60 @@ def _from_stim_channel(raw: mne.io.BaseRaw, stim_channel: str | None) -> pd.Data
         {
             "row": np.arange(1, len(events) + 1),
             "onset": sample / raw.info["sfreq"],
+            "duration": 0.0,
             "sample": sample.astype(float),
             "name": events[:, 2].astype(str),
             "stimulus": None,
         }
     )
+
+
+def add_bad_segments(raw: mne.io.BaseRaw, segments: pd.DataFrame) -> int:
+    """Add bad stretches of data as annotations, in place, unless already there.
+
+    Parameters
+    ----------
+    raw : mne.io.BaseRaw
+        The recording.
+    segments : DataFrame
+        Columns ``onset`` (s from the first sample), ``duration`` (s) and
+        ``description`` (see :func:`~neuroflow.preprocessing.eeg.sidecars.read_bad_segments`).
+
+    Returns
+    -------
+    n_added : int
+        Segments added (those matching an annotation of the same description and onset
+        within half a sample are not added again).
+    """
+    if segments.empty:
+        return 0
+    old = raw.annotations
+    sfreq = raw.info["sfreq"]
+    # Stored onsets count from the acquisition's first sample (first_samp 0), and one
+    # Annotations object set on a recording whose meas_date is None is shifted once more.
+    shift = raw.first_time if old.orig_time is not None else 0.0
+    have = {
+        (round((o - raw.first_time) * sfreq), str(d))
+        for o, d in zip(old.onset, old.description, strict=True)
+    }
+    new = segments[
+        [
+            (round(o * sfreq), str(d)) not in have
+            for o, d in zip(segments["onset"], segments["description"], strict=True)
+        ]
+    ]
+    if new.empty:
+        return 0
+    base = old.onset - (raw.first_time - shift)
+    annotations = mne.Annotations(
+        onset=np.r_[base, new["onset"].to_numpy(float) + shift],
+        duration=np.r_[old.duration, new["duration"].to_numpy(float)],
+        description=[*map(str, old.description), *map(str, new["description"])],
+        orig_time=old.orig_time,
+        ch_names=[*old.ch_names, *([()] * len(new))],
+    )
+    raw.set_annotations(annotations)
+    return len(new)
 
 
 def find_events(
@@ -73,6 +138,10 @@ def find_events(
     stim_channel: str | None,
 ) -> tuple[pd.DataFrame, str]:
     """Collect the events of a recording.
+
+    Rows of ``_events.tsv`` named ``BAD_*`` or ``EDGE*`` are not events: they are added
+    to ``raw`` as annotations (in place), so that epochs overlapping them are dropped, as
+    MNE-BIDS reads them.
 
     Parameters
     ----------
@@ -91,12 +160,16 @@ def find_events(
     Returns
     -------
     events : DataFrame
-        Columns ``row``, ``onset`` (s from the first sample), ``sample``, ``name``,
-        ``stimulus`` (see :func:`read_events_tsv`).
+        Columns ``row``, ``onset`` (s from the first sample), ``duration`` (s; 0 for
+        stim-channel events), ``sample``, ``name``, ``stimulus`` (see
+        :func:`read_events_tsv`).
     source : str
         The source used.
     """
     if source in ("events_tsv", "auto") and events_tsv is not None:
+        added = add_bad_segments(raw, read_bad_segments(events_tsv, event_column=event_column))
+        if added:
+            logger.info("%s: %d bad stretch(es) of data added as annotations.", events_tsv, added)
         return read_events_tsv(events_tsv, event_column=event_column, stim_column=stim_column), (
             "events_tsv"
         )

@@ -28,6 +28,7 @@ __all__ = [
     "check_finite",
     "check_sidecar",
     "read_epochs_file",
+    "read_epochs_window",
     "read_raw_file",
 ]
 
@@ -188,6 +189,85 @@ def read_epochs_file(path: str | Path, *, drop_meg: bool = False) -> mne.BaseEpo
     epochs.selection = np.arange(len(epochs))
     epochs.drop_log = tuple(() for _ in range(len(epochs)))
     return epochs
+
+
+def _eeglab_fields(path: Path, names: Sequence[str]) -> dict[str, float]:
+    """Scalar fields of an EEGLAB ``.set`` (top level or in its ``EEG`` structure).
+
+    Only the named fields are read (and the ``EEG`` structure of older files, which
+    holds them); MATLAB v7.3 files are read through h5py.
+    """
+    import h5py
+    import scipy.io
+
+    found: dict[str, float] = {}
+    if h5py.is_hdf5(path):
+        with h5py.File(path, "r") as f:
+            for where in (f, f.get("EEG")):
+                if isinstance(where, h5py.Group):
+                    for name in names:
+                        if name in where and name not in found:
+                            found[name] = float(np.asarray(where[name]).ravel()[0])
+        return found
+    content = scipy.io.loadmat(
+        path,
+        variable_names=[*names, "EEG"],
+        squeeze_me=True,
+        struct_as_record=False,
+        verify_compressed_data_integrity=False,
+    )
+    eeg = content.get("EEG")
+    eeg = getattr(eeg, "EEG", eeg)  # some files nest the structure once more
+    for name in names:
+        value = content.get(name, getattr(eeg, name, None))
+        if value is not None and np.size(value):
+            found[name] = float(np.asarray(value).ravel()[0])
+    return found
+
+
+def read_epochs_window(path: str | Path) -> tuple[float, float, float]:
+    """The stored window of an epochs file, from its header only (no data loaded).
+
+    Parameters
+    ----------
+    path : path-like
+        MNE ``_epo.fif`` (read with ``preload=False``) or epoched EEGLAB ``.set`` (only
+        the fields ``xmin``, ``xmax``, ``pnts`` and ``srate`` are read).
+
+    Returns
+    -------
+    tmin, tmax : float
+        First and last sample time (s) of every epoch.
+    sfreq : float
+        Sampling rate (Hz).
+    """
+    path = Path(path)
+    if path.suffix.lower() not in _EPOCHS_READERS:
+        raise ValueError(
+            f"`eeg` of epoched input must be one of {sorted(_EPOCHS_READERS)} files, got "
+            f"{path.name!r} instead."
+        )
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist.")
+    if path.suffix.lower() == ".fif":
+        epochs, _ = _read(path, mne.read_epochs, ".fif epochs", preload=False, proj=False)
+        return float(epochs.tmin), float(epochs.tmax), float(epochs.info["sfreq"])
+    try:
+        fields = _eeglab_fields(path, ("xmin", "xmax", "pnts", "srate"))
+    except Exception as err:  # scipy and h5py raise many exception types on corrupt input
+        raise ValueError(
+            f"{path} could not be read as .set epochs ({type(err).__name__}: {err})."
+        ) from err
+    missing = [f for f in ("xmin", "srate") if f not in fields]
+    if missing or ("pnts" not in fields and "xmax" not in fields):
+        raise ValueError(
+            f"{path} must hold the EEGLAB fields 'xmin', 'srate' and 'pnts' (or 'xmax'), got "
+            f"{sorted(fields)} instead."
+        )
+    tmin, sfreq = fields["xmin"], fields["srate"]
+    # MNE's reader times the samples from xmin at 1 / srate, as here.
+    tmax = tmin + (fields["pnts"] - 1) / sfreq if "pnts" in fields else fields["xmax"]
+    return tmin, float(tmax), sfreq
 
 
 def check_finite(inst: mne.io.BaseRaw | mne.BaseEpochs, names: Sequence[str], path: Path) -> None:

@@ -5,6 +5,7 @@ Each reader validates its file and names the file and the field in its errors.
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import re
@@ -19,7 +20,10 @@ from neuroflow.io.records import EegRecording
 __all__ = [
     "BIDS_TO_MNE_TYPES",
     "MEG_SENSOR_TYPES",
+    "NOT_EVENT_PATTERN",
+    "is_not_event",
     "merge_sidecars",
+    "read_bad_segments",
     "read_channels_tsv",
     "read_electrodes_tsv",
     "read_events_tsv",
@@ -66,6 +70,9 @@ _UNMAPPED_TYPES = MEG_SENSOR_TYPES | {"MEGOTHER", "HLU", "FITERR", "OTHER"}
 
 _EEG_SUFFIXES = (".vhdr", ".edf", ".bdf", ".set", ".fif")
 _EVENT_FALLBACKS = ("value", "trial_type")
+#: Names of annotations and ``_events.tsv`` rows that mark stretches of data rather than
+#: events (MNE's ``BAD_*`` and ``EDGE`` annotations, any case): never epoched.
+NOT_EVENT_PATTERN = r"^(?![Bb][Aa][Dd]|[Ee][Dd][Gg][Ee]).*$"
 
 logger = logging.getLogger(__name__)
 _UNIT_SCALE = {"m": 1.0, "cm": 1e-2, "mm": 1e-3}
@@ -136,7 +143,7 @@ def read_channels_tsv(path: Path) -> pd.DataFrame:
         Columns ``name``, ``bids_type`` (upper case, ``None`` when the file has no
         ``type``), ``mne_type`` (MNE channel type; ``None`` when the file has no ``type`` or
         the type has no MNE equivalent, e.g. MEG sensors) and ``status`` (``"good"`` or
-        ``"bad"``), one row per channel.
+        ``"bad"``) and ``units`` (as written, ``None`` when absent), one row per channel.
     """
     table = _read_tsv(path)
     _require_columns(table, ["name"], path)
@@ -158,6 +165,8 @@ def read_channels_tsv(path: Path) -> pd.DataFrame:
     else:
         out["bids_type"] = None
         out["mne_type"] = None
+    units = table["units"] if "units" in table else pd.Series(None, index=table.index)
+    out["units"] = units.astype(object).where(units.notna(), None)
     status = table["status"].fillna("good").str.lower() if "status" in table else "good"
     out["status"] = status
     bad_status = sorted(set(out["status"]) - {"good", "bad"})
@@ -220,19 +229,37 @@ def read_electrodes_tsv(path: Path) -> dict[str, np.ndarray]:
     }
 
 
+def is_not_event(names: pd.Series) -> pd.Series:
+    """Whether each name marks a stretch of data (``BAD_*``, ``EDGE``) rather than an event.
+
+    Parameters
+    ----------
+    names : Series of str, shape (n_rows,)
+        Event or annotation names (missing values allowed).
+
+    Returns
+    -------
+    mask : Series of bool, shape (n_rows,)
+    """
+    return names.notna() & ~names.astype(str).str.match(NOT_EVENT_PATTERN)
+
+
 def _event_name_column(table: pd.DataFrame, event_column: str, path: Path) -> str | None:
-    """Column naming the events: ``event_column``, else ``value``, else ``trial_type``."""
-    for column in (event_column, *_EVENT_FALLBACKS):
-        if column in table.columns:
-            if column != event_column:
-                logger.info(
-                    "%s has no column %r; naming events by its column %r.",
-                    path,
-                    event_column,
-                    column,
-                )
-            return column
-    return None
+    """Column naming the events: ``event_column``, else ``value``, else ``trial_type``.
+
+    A column whose every cell is ``n/a`` gives way to the next one that names some
+    event, as in MNE-BIDS (a ``trial_type`` of ``n/a`` only, with codes in ``value``).
+    """
+    present = [c for c in dict.fromkeys((event_column, *_EVENT_FALLBACKS)) if c in table.columns]
+    if not present:
+        return None
+    column = next((c for c in present if table[c].notna().any()), present[0])
+    if column != event_column:
+        why = "is n/a in every row" if event_column in table.columns else "is absent"
+        logger.info(
+            "%s: column %r %s; naming events by its column %r.", path, event_column, why, column
+        )
+    return column
 
 
 def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -> pd.DataFrame:
@@ -253,9 +280,12 @@ def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -
     Returns
     -------
     events : DataFrame
-        Columns ``row`` (1-based data row in the file), ``onset`` (s), ``sample``
+        Columns ``row`` (1-based data row in the file), ``onset`` (s), ``duration`` (s,
+        NaN when the file has no ``duration`` column or the cell is ``n/a``), ``sample``
         (float, NaN when the file has no ``sample`` column), ``name`` and ``stimulus``
-        (``None`` when absent); rows without onset or name are left out.
+        (``None`` when absent); rows without onset or name are left out, and so are
+        rows named ``BAD_*`` or ``EDGE*`` (stretches of data, see
+        :func:`read_bad_segments`).
     """
     table = _read_tsv(path)
     _require_columns(table, ["onset"], path)
@@ -275,8 +305,11 @@ def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -
     try:
         onset = table["onset"].astype(float)
         sample = table["sample"].astype(float) if "sample" in table else np.nan
+        duration = table["duration"].astype(float) if "duration" in table else np.nan
     except ValueError as err:
-        raise ValueError(f"{path} fields 'onset' and 'sample' must be numbers: {err}") from err
+        raise ValueError(
+            f"{path} fields 'onset', 'duration' and 'sample' must be numbers: {err}"
+        ) from err
     stimulus = (
         table[stim_column].where(table[stim_column].notna(), None)
         if stim_column and stim_column in table.columns
@@ -286,21 +319,67 @@ def read_events_tsv(path: Path, *, event_column: str, stim_column: str | None) -
         {
             "row": np.arange(1, len(table) + 1),
             "onset": onset,
+            "duration": duration,
             "sample": sample,
             "name": names,
             "stimulus": stimulus,
         }
     )
-    return events[events["onset"].notna() & events["name"].notna()].reset_index(drop=True)
+    keep = events["onset"].notna() & events["name"].notna() & ~is_not_event(events["name"])
+    return events[keep].reset_index(drop=True)
+
+
+def read_bad_segments(path: Path, *, event_column: str) -> pd.DataFrame:
+    """The rows of ``_events.tsv`` that mark stretches of data as bad (``BAD_*``, ``EDGE*``).
+
+    MNE-BIDS writes a recording's ``BAD_*`` annotations as such rows and reads them back
+    as annotations; they are not events.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    event_column : str
+        Column naming the rows, with the fallbacks of :func:`read_events_tsv`.
+
+    Returns
+    -------
+    segments : DataFrame
+        Columns ``onset`` (s), ``duration`` (s, 0 when absent or ``n/a``) and
+        ``description``, one row per bad stretch.
+    """
+    table = _read_tsv(path)
+    _require_columns(table, ["onset"], path)
+    column = _event_name_column(table, event_column, path)
+    if column is None:
+        return pd.DataFrame({"onset": [], "duration": [], "description": []})
+    try:
+        onset = table["onset"].astype(float)
+        duration = table["duration"].astype(float) if "duration" in table else 0.0
+    except ValueError as err:
+        raise ValueError(f"{path} fields 'onset' and 'duration' must be numbers: {err}") from err
+    segments = pd.DataFrame(
+        {"onset": onset, "duration": duration, "description": table[column]}
+    ).fillna({"duration": 0.0})
+    keep = segments["onset"].notna() & is_not_event(segments["description"])
+    return segments[keep].reset_index(drop=True)
 
 
 def _sibling(eeg: Path, stem: str, suffix: str) -> Path | None:
-    """Most specific sibling ``<entities>_<suffix>`` of ``eeg`` that exists."""
+    """Most specific sibling ``<entities>[_space-<label>]_<suffix>`` of ``eeg`` that exists.
+
+    A ``space`` entity (``sub-01_space-CapTrak_electrodes.tsv``, as MNE-BIDS writes) need
+    not match the data file, as in :func:`neuroflow.io.bids.find_inherited`.
+    """
     parts = stem.split("_")
     for n in range(len(parts), 0, -1):
-        candidate = eeg.parent / f"{'_'.join(parts[:n])}_{suffix}"
+        prefix = "_".join(parts[:n])
+        candidate = eeg.parent / f"{prefix}_{suffix}"
         if candidate.exists():
             return candidate
+        spaced = sorted(eeg.parent.glob(f"{glob.escape(prefix)}_space-*_{suffix}"))
+        if spaced:
+            return spaced[0]
     return None
 
 

@@ -16,8 +16,9 @@ import xarray as xr
 from neuroflow.artifacts import write_dataset
 from neuroflow.io.records import EegRecording
 
-from .bads import find_bad_channels
-from .config import resolve_config
+from .amplitude import check_amplitude
+from .bads import find_bad_channels, find_bad_channels_pyprep
+from .config import epoch_window, resolve_config
 from .events import check_events_within, find_events, select_events
 from .read import (
     apply_channels_tsv,
@@ -26,7 +27,7 @@ from .read import (
     check_sidecar,
     read_raw_file,
 )
-from .rejection import drop_log_records, reject_by_ptp
+from .rejection import drop_log_records, reject_epochs, rejection_method
 from .sidecars import recording_from_path
 
 __all__ = [
@@ -42,7 +43,9 @@ logger = logging.getLogger(__name__)
 #: Stage name used in provenance and result paths.
 STAGE = "preprocess_eeg"
 #: Bumped when the meaning of the stores changes.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+#: Columns of the selected events that the stores keep.
+_EVENT_COLUMNS = ("onset", "condition", "stimulus")
 
 
 def _uncompressed(name: str) -> dict[str, dict[str, Any]]:
@@ -63,6 +66,8 @@ class _State:
     reference: str = "original"
     ica: dict[str, Any] | None = None
     event_source: str = ""
+    median_sd: float | None = None
+    window: tuple[float, float] | None = None
 
 
 def notch_frequencies(
@@ -212,15 +217,24 @@ def _bad_channels(
         [raw.ch_names.index(n) for n, t in zip(raw.ch_names, types, strict=True) if t == "eeg"],
         dtype=int,
     )
-    found = find_bad_channels(
-        raw if detect_on is None else detect_on,
-        eeg,
-        flat_threshold=cfg["flat_threshold"] if cfg["find_flat_channels"] else None,
-        noisy_z_threshold=cfg["noisy_z_threshold"] if cfg["find_noisy_channels"] else None,
-        correlation_threshold=(
-            cfg["correlation_threshold"] if cfg["find_uncorrelated_channels"] else None
-        ),
-    )
+    if cfg["bad_channels_method"] == "pyprep":
+        found = find_bad_channels_pyprep(
+            raw if detect_on is None else detect_on,
+            eeg,
+            ransac=cfg["pyprep_ransac"],
+            random_state=cfg["random_state"],
+            path=state.recording.eeg,
+        )
+    else:
+        found = find_bad_channels(
+            raw if detect_on is None else detect_on,
+            eeg,
+            flat_threshold=cfg["flat_threshold"] if cfg["find_flat_channels"] else None,
+            noisy_z_threshold=cfg["noisy_z_threshold"] if cfg["find_noisy_channels"] else None,
+            correlation_threshold=(
+                cfg["correlation_threshold"] if cfg["find_uncorrelated_channels"] else None
+            ),
+        )
     state.bads.update(found)
     new = [n for names in found.values() for n in names]
     raw.info["bads"] = sorted(set(raw.info["bads"]) | set(new), key=raw.ch_names.index)
@@ -357,9 +371,13 @@ def _attrs(state: _State, cfg: Mapping[str, Any], sfreq: float) -> dict[str, Any
         "bad_channels": list(dict.fromkeys(all_bads)),
         "bad_channel_reasons": {k: v for k, v in state.bads.items() if v},
         "interpolated_channels": state.interpolated,
+        "bad_channels_method": cfg["bad_channels_method"],
+        "reject_method": rejection_method(cfg),
         "montage": state.montage,
         "ica": state.ica,
         "event_source": state.event_source,
+        "epochs_window": None if state.window is None else list(state.window),
+        "median_channel_sd": state.median_sd,
         "entities": {
             "subject": rec.subject,
             "session": rec.session,
@@ -372,7 +390,11 @@ def _attrs(state: _State, cfg: Mapping[str, Any], sfreq: float) -> dict[str, Any
 
 
 def _epoch(
-    raw: mne.io.BaseRaw, events: pd.DataFrame, channels: list[str], cfg: Mapping[str, Any]
+    raw: mne.io.BaseRaw,
+    events: pd.DataFrame,
+    channels: list[str],
+    cfg: Mapping[str, Any],
+    path: Path | str = "the recording",
 ) -> tuple[mne.BaseEpochs, list[dict]]:
     """Epoch, baseline-correct and reject; return the epochs and the drop log."""
     conditions = sorted(events["condition"].unique())
@@ -382,12 +404,13 @@ def _epoch(
         [samples.astype(int), np.zeros(len(events), int), events["condition"].map(event_id)]
     )
     baseline = None if cfg["baseline"] is None else tuple(cfg["baseline"])
+    tmin, tmax = epoch_window(cfg)
     epochs = mne.Epochs(
         raw,
         mne_events,
         event_id=event_id,
-        tmin=cfg["epochs_tmin"],
-        tmax=cfg["epochs_tmax"],
+        tmin=tmin,
+        tmax=tmax,
         baseline=baseline,
         picks=channels,
         preload=True,
@@ -396,7 +419,7 @@ def _epoch(
         reject_by_annotation=True,
         verbose="error",
     )
-    custom = reject_by_ptp(epochs, cfg["reject"], cfg["reject_mad_k"])
+    custom = reject_epochs(epochs, cfg, path)
     log = drop_log_records(
         epochs.drop_log,
         events["onset"].to_numpy(),
@@ -416,14 +439,20 @@ def preprocess_recording(
 
     Steps, each optional: channel types and bad channels from ``_channels.tsv``; montage
     from ``_electrodes.tsv`` or a standard montage; notch at the sidecar's
-    ``PowerLineFrequency`` and harmonics; band-pass; detection of flat, noisy and
-    uncorrelated channels and their interpolation when positions are known;
-    re-referencing; ICA; resampling; epoching with baseline correction; peak-to-peak
-    rejection.
+    ``PowerLineFrequency`` and harmonics; band-pass; a check that the median channel
+    standard deviation lies within ``amplitude_bounds``; detection of flat, noisy and
+    uncorrelated channels (or PREP's criteria, ``bad_channels_method: pyprep``) and their
+    interpolation when positions are known; re-referencing; ICA; resampling; epoching
+    with baseline correction; rejection (peak-to-peak limits, or autoreject with
+    ``reject_method``).
 
     For the ``_meg.fif`` of a MEG + EEG recording (``recording.datatype == "meg"``) the
     MEG sensors are dropped right after reading, so every step sees the EEG (and EOG,
     ECG, stim) channels only. Samples of kept channels must be finite.
+
+    A recording without events (resting state: no ``_events.tsv`` rows, annotations or
+    stim-channel events) is preprocessed all the same; its epochs store holds no epochs
+    (attribute ``event_source`` ``"none"``, ``n_events`` 0).
 
     Parameters
     ----------
@@ -466,35 +495,47 @@ def preprocess_recording(
     check_events_within(
         events, n_times=raw.n_times, sfreq=raw.info["sfreq"], where=where, eeg_file=recording.eeg
     )
+    state.window = epoch_window(cfg)
     if events.empty:
-        raise ValueError(
-            f"Found no events in {where} (event source: {state.event_source}). Supply an "
-            "_events.tsv, annotations or a stim channel, or set `event_source`."
+        logger.info(
+            "%s holds no events (event source: %s): an event-free recording (e.g. resting "
+            "state), preprocessed into a continuous store and an epochs store without epochs.",
+            where,
+            state.event_source,
         )
-    events = select_events(
-        events,
-        events_tsv=recording.events,
-        source=state.event_source,
-        stimulus_events=stimulus_events,
-        conditions=cfg["conditions"],
-        where=where,
-    )
+        state.event_source = "none"
+        events = pd.DataFrame(
+            {c: pd.Series(dtype=float if c == "onset" else object) for c in _EVENT_COLUMNS}
+        )
+    else:
+        events = select_events(
+            events,
+            events_tsv=recording.events,
+            source=state.event_source,
+            stimulus_events=stimulus_events,
+            conditions=cfg["conditions"],
+            where=where,
+        )
     events = events.sort_values("onset", kind="stable").reset_index(drop=True)
     _filter(raw, cfg, state)
+    state.median_sd = check_amplitude(raw, cfg, recording)
     channels = _bad_channels(raw, cfg, state)
     _rereference(raw, cfg, state)
     if cfg["spatial_filter"] == "ica":
         _ica(raw, channels, cfg, state)
     if cfg["resample_sfreq"] is not None:
         raw.resample(cfg["resample_sfreq"], npad="auto", n_jobs=cfg["n_jobs"], verbose="error")
-    epochs, log = _epoch(raw, events, channels, cfg)
+    attrs = _attrs(state, cfg, raw.info["sfreq"])
+    if events.empty:
+        epochs_ds = _no_epochs_dataset(raw, channels, state.window, attrs)
+        return epochs_ds, _continuous_dataset(raw, channels, events, attrs)
+    epochs, log = _epoch(raw, events, channels, cfg, recording.eeg)
     if len(epochs) == 0:
         reasons = pd.Series([r["reason"] for r in log]).value_counts().to_dict()
         raise ValueError(
             f"No epochs of {recording.eeg} are left after rejection: all {len(events)} were "
             f"dropped ({reasons}). Loosen `reject` (or `reject_mad_k`) or check the data."
         )
-    attrs = _attrs(state, cfg, raw.info["sfreq"])
     epochs_ds = _epochs_dataset(epochs, events, log, attrs)
     del epochs  # release the float64 epochs before the continuous copy
     return epochs_ds, _continuous_dataset(raw, channels, events, attrs)
@@ -516,6 +557,27 @@ def _epochs_dataset(
     }
     ds = xr.Dataset({"epochs": (("epoch", "channel", "time"), data, {"units": "V"})}, coords=coords)
     ds.attrs = {**attrs, "dropped_epochs": log, "n_events": len(events)}
+    return ds
+
+
+def _no_epochs_dataset(
+    raw: mne.io.BaseRaw, channels: list[str], window: tuple[float, float], attrs: dict[str, Any]
+) -> xr.Dataset:
+    """The epochs store of an event-free recording: ``epochs`` of shape (0, n_channels,
+    n_times) on the epoch window's time grid."""
+    sfreq = raw.info["sfreq"]
+    times = np.arange(round(window[0] * sfreq), round(window[1] * sfreq) + 1) / sfreq
+    coords = {
+        **_channel_coords(raw, channels),
+        "time": ("time", times, {"units": "s"}),
+        "stimulus": ("epoch", np.array([], dtype=object)),
+        "condition": ("epoch", np.array([], dtype=object)),
+        "onset": ("epoch", np.array([], dtype=float), {"units": "s"}),
+        "event_index": ("epoch", np.array([], dtype=np.int64)),
+    }
+    data = np.zeros((0, len(channels), len(times)), dtype=np.float32)
+    ds = xr.Dataset({"epochs": (("epoch", "channel", "time"), data, {"units": "V"})}, coords=coords)
+    ds.attrs = {**attrs, "dropped_epochs": [], "n_events": 0}
     return ds
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "FMRIPREP_COMPONENTS",
     "Confounds",
     "auto_components",
+    "check_finite_confounds",
     "non_steady_state_count",
     "read_confounds_table",
     "select_confounds",
@@ -84,6 +85,44 @@ def read_confounds_table(path: str | os.PathLike, n_volumes: int) -> pd.DataFram
             f"got {len(table)} rows instead."
         )
     return table
+
+
+def check_finite_confounds(
+    table: pd.DataFrame, path: str | os.PathLike | None, *, start: int = 0
+) -> None:
+    """Refuse selected confounds that are NaN or infinite in a volume the cleaning keeps.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame, shape (n_volumes, n_confounds)
+        The selected regressors (:attr:`Confounds.table`), one row per volume of the
+        confounds file.
+    path : path-like | None
+        The confounds file, for the message.
+    start : int
+        First volume kept (the volumes dropped before it are not checked).
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the columns and the rows (1-based, as in the file below its
+        header: the first few and their count).
+    """
+    values = table.to_numpy(dtype=float)[start:]
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return
+    rows = np.flatnonzero(bad.any(axis=1)) + start + 1
+    columns = [str(c) for c, b in zip(table.columns, bad.any(axis=0), strict=True) if b]
+    shown = ", ".join(str(r) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
+    source = f"Confounds file {path}" if path is not None else "The selected confounds"
+    raise ValueError(
+        f"{source}: column(s) {columns} must be finite in every volume kept, got NaN or "
+        f"infinite values in {len(rows)} row(s) ({shown}; row 1 is the first volume) "
+        "instead. Fill in those rows, select other columns with "
+        "`preprocess_fmri.confounds`, or drop those volumes with "
+        "`preprocess_fmri.drop_volumes` when they lead the run."
+    )
 
 
 def non_steady_state_count(table: pd.DataFrame | None) -> int:

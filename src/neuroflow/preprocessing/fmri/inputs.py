@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import warnings
-import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 
-from neuroflow.io.files import load_nifti
+from neuroflow.io.files import load_nifti, nifti_voxel_rows
 
 __all__ = [
     "grids_overlap",
@@ -327,28 +326,6 @@ def load_roi_labels(path: str | os.PathLike) -> dict[int, str]:
     return {int(i): str(n) for i, n in zip(index, table["name"], strict=True)}
 
 
-def _raw_2d(img: nib.Nifti1Image) -> tuple[np.ndarray, float, float]:
-    """Unscaled data as a (n_voxels_total, n_times) view, plus slope and intercept."""
-    proxy = img.dataobj
-    try:
-        if hasattr(proxy, "get_unscaled"):
-            raw = np.asanyarray(proxy.get_unscaled())
-            slope = proxy.slope if proxy.slope is not None else 1.0
-            inter = proxy.inter if proxy.inter is not None else 0.0
-            if not np.isfinite(slope) or slope == 0:
-                slope, inter = 1.0, 0.0
-        else:
-            raw, slope, inter = np.asanyarray(proxy), 1.0, 0.0
-    except (OSError, EOFError, zlib.error) as err:
-        raise ValueError(
-            f"Image {img.get_filename()} must hold every voxel of its header "
-            f"{img.shape}, got a file that cannot be read to its end instead "
-            f"({type(err).__name__}: {err}); it is truncated or damaged."
-        ) from err
-    n_times = raw.shape[3]
-    return raw.reshape(-1, n_times, order="F"), float(slope), float(inter)
-
-
 def mean_image(img: nib.Nifti1Image, *, block: int = 16384) -> nib.Nifti1Image:
     """Temporal mean of a 4-D image, computed without a float64 4-D copy.
 
@@ -364,7 +341,7 @@ def mean_image(img: nib.Nifti1Image, *, block: int = 16384) -> nib.Nifti1Image:
     mean : nibabel.Nifti1Image
         3-D float32 image on the same grid.
     """
-    flat, slope, inter = _raw_2d(img)
+    flat, slope, inter = nifti_voxel_rows(img)
     out = np.empty(flat.shape[0], np.float64)
     for start in range(0, flat.shape[0], block):
         out[start : start + block] = flat[start : start + block].mean(axis=1, dtype=np.float64)
@@ -400,7 +377,7 @@ def load_masked(
     data : ndarray, shape (n_times - start, n_voxels)
         Float32, Fortran-ordered (each voxel's series contiguous).
     """
-    flat, slope, inter = _raw_2d(img)
+    flat, slope, inter = nifti_voxel_rows(img)
     nx, ny, _ = img.shape[:3]
     rows = voxels[:, 0] + nx * (voxels[:, 1] + ny * voxels[:, 2])
     n_times = flat.shape[1]

@@ -67,6 +67,7 @@ from nilearn.glm.first_level import (
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.io.arrays import repeat_index, string_array
 from neuroflow.io.events import events_from_store, stimulus_mask
 from neuroflow.preprocessing.fmri.clean import (
     cosine_drifts,
@@ -312,11 +313,6 @@ def estimator_matrix(trials: np.ndarray, nuisance: np.ndarray, *, method: str) -
 
 
 # --------------------------------------------------------------------------- runs
-def _strings(values: Sequence[str]) -> np.ndarray:
-    """Variable-length strings (zarr v3 ``string`` data type)."""
-    return np.array([str(v) for v in values], dtype=np.dtypes.StringDType())
-
-
 def _event_table(ds: xr.Dataset, path: Path, column: str) -> pd.DataFrame:
     """The run's events: onset, duration, trial_type, stim_file."""
     field = "trial_type" if column == "trial_type" else f"event_{column}"
@@ -556,17 +552,6 @@ def _common_voxels(stores: Sequence[xr.Dataset], paths: Sequence[Path]) -> list[
     return out
 
 
-def _repeat_index(stimuli: np.ndarray) -> np.ndarray:
-    """0 for a stimulus's first trial, 1 for its second, ...; -1 without a stimulus."""
-    out = np.full(stimuli.size, -1, np.int64)
-    seen: dict[str, int] = {}
-    for t, s in enumerate(stimuli):
-        if s:
-            out[t] = seen.get(s, 0)
-            seen[s] = out[t] + 1
-    return out
-
-
 # --------------------------------------------------------------------------- stage
 def estimate_single_trials(
     *,
@@ -690,19 +675,19 @@ def estimate_single_trials(
     first, rows = stores[0], voxel_rows[0]
     coords: dict[str, Any] = {
         "trial": ("trial", np.arange(len(trials))),
-        "stimulus": ("trial", _strings(stimuli)),
-        "trial_type": ("trial", _strings(trials["trial_type"])),
+        "stimulus": ("trial", string_array(stimuli)),
+        "trial_type": ("trial", string_array(trials["trial_type"])),
         "onset": ("trial", trials["onset"].to_numpy(float), {"units": "s"}),
         "duration": ("trial", trials["duration"].to_numpy(float), {"units": "s"}),
-        "run": ("trial", _strings(trials["run"])),
-        "repeat": ("trial", _repeat_index(stimuli)),
+        "run": ("trial", string_array(trials["run"])),
+        "repeat": ("trial", repeat_index(stimuli)),
         "voxel": ("voxel", first["voxel"].values[rows] if "voxel" in first.coords else rows),
     }
     for name in _VOXEL_COORDS:
         if name in first.coords:
             var = first[name]
             values = var.values[rows]
-            coords[name] = ("voxel", _strings(values) if values.dtype.kind in "OUT" else values)
+            coords[name] = ("voxel", string_array(values) if values.dtype.kind in "OUT" else values)
             if var.attrs:
                 coords[name] = (*coords[name], dict(var.attrs))
     units = "z" if cfg["zscore"] else first["bold"].attrs.get("units", "a.u.")

@@ -28,10 +28,12 @@ import xarray as xr
 
 from neuroflow.artifacts import write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.io.arrays import string_array
 from neuroflow.io.bids import parse_bids_name, read_sidecar
 from neuroflow.io.files import load_nifti
 from neuroflow.preprocessing.fmri.clean import clean_signals, cleaning_basis
 from neuroflow.preprocessing.fmri.confounds import (
+    check_finite_confounds,
     non_steady_state_count,
     read_confounds_table,
     select_confounds,
@@ -58,6 +60,7 @@ __all__ = [
     "cleaning_steps",
     "preprocess_fmri_run",
     "resolve_config",
+    "roi_coordinate",
 ]
 
 logger = logging.getLogger(__name__)
@@ -208,11 +211,6 @@ def _brain_mask(
     return data, record
 
 
-def _strings(values: Sequence[str]) -> np.ndarray:
-    """Variable-length strings (zarr v3 ``string`` data type)."""
-    return np.array(list(values), dtype=np.dtypes.StringDType())
-
-
 def _event_variables(events: pd.DataFrame) -> dict[str, tuple[str, np.ndarray]]:
     """Events as variables on the ``event`` dim (numeric as float, else str)."""
     out: dict[str, tuple[str, np.ndarray]] = {
@@ -221,7 +219,7 @@ def _event_variables(events: pd.DataFrame) -> dict[str, tuple[str, np.ndarray]]:
     }
     for name in _STRING_EVENT_COLUMNS:
         values = events[name] if name in events.columns else pd.Series([""] * len(events))
-        out[name] = ("event", _strings(values.fillna("").astype(str).to_list()))
+        out[name] = ("event", string_array(values.fillna("").astype(str).to_list()))
     for column in events.columns:
         if column in ("onset", "duration", *_STRING_EVENT_COLUMNS):
             continue
@@ -230,20 +228,42 @@ def _event_variables(events: pd.DataFrame) -> dict[str, tuple[str, np.ndarray]]:
         if (numeric.notna() | raw.isna()).all():
             values = numeric.to_numpy(float)
         else:
-            values = _strings(raw.fillna("").astype(str).to_list())
+            values = string_array(raw.fillna("").astype(str).to_list())
         out[f"event_{column}"] = ("event", values)
     return out
 
 
-def _roi_coordinate(
+def roi_coordinate(
     img: nib.Nifti1Image,
     voxels: np.ndarray,
     atlas: Path,
     labels: Path | None,
     source: str,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-voxel label values and names (:data:`~neuroflow.rois.UNLABELLED` outside
-    every region)."""
+    """Per-voxel label values and names of an ROI atlas.
+
+    Parameters
+    ----------
+    img : nibabel.Nifti1Image
+        Image whose grid the atlas is put on (resampled by nearest neighbour when on
+        another grid).
+    voxels : ndarray of int, shape (n_voxels, 3)
+        Voxel indices into ``img``'s grid.
+    atlas : Path
+        Label image (integer values, 0 = unlabelled).
+    labels : Path | None
+        ``index``/``name`` TSV naming the label values; ``None``: ``label-<value>``.
+    source : str
+        The image's file, for the messages.
+
+    Returns
+    -------
+    values : ndarray, shape (n_voxels,)
+        Atlas value of each voxel.
+    roi : ndarray of StringDType, shape (n_voxels,)
+        Region name of each voxel, :data:`~neuroflow.rois.UNLABELLED` outside every
+        region.
+    """
     if not Path(atlas).is_file():
         raise FileNotFoundError(f"ROI atlas {atlas} does not exist.")
     atlas_img = load_nifti(atlas, "ROI atlas")
@@ -262,7 +282,9 @@ def _roi_coordinate(
             "naming them 'label-<value>'.",
             stacklevel=2,
         )
-    roi = _strings([UNLABELLED if v == 0 else names.get(int(v), f"label-{int(v)}") for v in values])
+    roi = string_array(
+        [UNLABELLED if v == 0 else names.get(int(v), f"label-{int(v)}") for v in values]
+    )
     return values, roi
 
 
@@ -513,7 +535,7 @@ def _clean_run(
     steps.append(mask_step)
     roi_values = roi = None
     if atlas is not None:
-        roi_values, roi = _roi_coordinate(
+        roi_values, roi = roi_coordinate(
             img, voxels, Path(atlas), Path(labels) if labels else None, source
         )
 
@@ -527,6 +549,7 @@ def _clean_run(
     selected = select_confounds(
         path=confounds, n_volumes=n_volumes, config=conf_cfg, global_signal=global_signal
     )
+    check_finite_confounds(selected.table, confounds, start=n_drop)
     kept = np.arange(n_drop, n_volumes)
     regressors = selected.table.to_numpy(float)[n_drop:]
     outliers = selected.outliers[n_drop:]
@@ -579,7 +602,7 @@ def _clean_run(
         "x": ("voxel", world[:, 0], {"units": "mm"}),
         "y": ("voxel", world[:, 1], {"units": "mm"}),
         "z": ("voxel", world[:, 2], {"units": "mm"}),
-        "roi": ("voxel", roi if roi is not None else _strings([UNLABELLED] * len(voxels))),
+        "roi": ("voxel", roi if roi is not None else string_array([UNLABELLED] * len(voxels))),
     }
     variables: dict[str, Any] = {
         "bold": (("time", "voxel"), cleaned, {"units": "z" if cfg["standardize"] else "a.u."}),
@@ -603,7 +626,7 @@ def _clean_run(
         member[np.arange(len(inside)), index] = 1.0
         means = (cleaned[:, inside] @ member) / member.sum(axis=0)
         names = [roi[inside][index == p][0] for p in range(len(parcels))]
-        coords["parcel"] = ("parcel", _strings(names))
+        coords["parcel"] = ("parcel", string_array(names))
         coords["parcel_index"] = ("parcel", parcels.astype(np.int64))
         variables["parcel_bold"] = (("time", "parcel"), means.astype(np.float32))
         steps.append({"name": "parcels", "n": len(parcels)})

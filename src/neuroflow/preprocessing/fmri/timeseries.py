@@ -15,7 +15,10 @@ Layout
   exactly one 2-D dataset.
 * Container files: a ``_timeseries.h5`` without a run entity whose 2-D datasets are
   named by BIDS entities (``task-movie_run-1``, Algonauts' ``ses-001_task-s01e02a``);
-  each is one run, with the file's entities updated by those of the dataset name.
+  each is one run, with the file's entities updated by those of the dataset name. A
+  dataset so named that is not 2-D, and an events file beside a container that no run
+  of it (or of another file there) takes, are errors naming the file and the dataset:
+  a run would otherwise be left out without a word. The entity filters leave them out.
 * Target names: the TSV header; else an HDF5 attribute ``target_names`` on the dataset
   or the file; else a ``parcels.tsv`` (columns ``index``, ``name``, one row per column,
   in order) at the dataset root; else ``target-0001``, ``target-0002``, ...
@@ -43,6 +46,7 @@ import pandas as pd
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
+from neuroflow.io.arrays import string_array
 from neuroflow.io.bids import (
     _as_list,
     _check_root,
@@ -62,14 +66,13 @@ from neuroflow.preprocessing.fmri.stage import (
     _chunk_voxels,
     _entities,
     _event_variables,
-    _strings,
     check_not_constant,
     clean_time_series,
     resolve_config,
 )
 from neuroflow.stage_warnings import record_warnings
 
-__all__ = ["index_timeseries_runs", "preprocess_timeseries_run"]
+__all__ = ["index_timeseries_runs", "preprocess_timeseries_run", "timeseries_length"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,12 +114,31 @@ def _h5_datasets(path: Path) -> list[tuple[str, tuple[int, ...]]]:
     return found
 
 
-def _h5_runs(path: Path, entities: dict[str, str]) -> list[tuple[dict[str, str], str | None]]:
-    """Runs of one ``_timeseries.h5``: ``(entities, container key or None)``."""
+def _h5_runs(
+    path: Path, entities: dict[str, str]
+) -> tuple[
+    list[tuple[dict[str, str], str | None]], list[tuple[dict[str, str], str, tuple[int, ...]]]
+]:
+    """Runs of one ``_timeseries.h5``.
+
+    Returns
+    -------
+    runs : list of (dict, str | None)
+        ``(entities, container key or None)`` of every run.
+    not_2d : list of (dict, str, tuple of int)
+        ``(entities, key, shape)`` of the datasets of a container file that are named
+        by BIDS entities, and so are runs, but are not 2-D (time, target) arrays.
+    """
     datasets = _h5_datasets(path)
     two_d = [name for name, shape in datasets if len(shape) == 2]
     named = [(name, _dataset_entities(name)) for name in two_d]
     named = [(name, ents) for name, ents in named if ents]
+    not_2d = []
+    if "run" not in entities:
+        for name, shape in datasets:
+            inner = _dataset_entities(name)
+            if inner and len(shape) != 2:
+                not_2d.append(({**entities, **inner}, name, shape))
     if "run" not in entities and named:
         runs = []
         for name, inner in named:
@@ -127,19 +149,64 @@ def _h5_runs(path: Path, entities: dict[str, str]) -> list[tuple[dict[str, str],
                         f"file's {key}-{entities[key]}, got {key}-{inner[key]} instead."
                     )
             runs.append(({**entities, **inner}, name))
-        return runs
+        return runs, not_2d
     if len(two_d) == 1:
-        return [(entities, None)]
+        return [(entities, None)], not_2d
     listed = ", ".join(repr(n) for n, _ in datasets) or "none"
     if "run" in entities:
         raise ValueError(
             f"Time-series file {path} must hold exactly one 2-D (time, target) dataset, "
             f"got {len(two_d)} instead (datasets: {listed})."
         )
+    if not_2d:
+        return [], not_2d
     raise ValueError(
         f"Time-series file {path} holds no run dataset: a file without a run entity must "
         "hold one 2-D (time, target) dataset, or 2-D datasets named by BIDS entities "
         f"(e.g. 'task-movie_run-1'), got datasets {listed} instead."
+    )
+
+
+def _not_2d_error(path: Path, key: str, shape: tuple[int, ...]) -> ValueError:
+    """The error for a container dataset named like a run that is not (time, target)."""
+    return ValueError(
+        f"Dataset {key!r} of time-series file {path} must be a 2-D (time, target) array, "
+        f"got shape {shape} instead: its name makes it a run. Store the run as one "
+        "(time, target) matrix, rename the dataset, or leave the run out with "
+        "`dataset.runs` (or `dataset.tasks`, `dataset.sessions`)."
+    )
+
+
+def _run_name(entities: Mapping[str, str], folder: Path) -> str:
+    """Dataset name a container would give a run: its entities but ``sub`` (and the
+    ``ses`` of a session folder)."""
+    skip = {"sub"} | ({"ses"} if folder.parent.name.startswith("ses-") else set())
+    return "_".join(f"{k}-{v}" for k, v in entities.items() if k not in skip)
+
+
+def _orphan_events_error(
+    events: Path, containers: Sequence[tuple[Path, Sequence[str]]], entities: Mapping[str, str]
+) -> ValueError:
+    """The error for an events file beside a container file that has no run for it."""
+    expected = _run_name(entities, events.parent)
+    if len(containers) == 1:
+        path, keys = containers[0]
+        where = (
+            f"the time-series file {path} must hold its run as a 2-D (time, target) dataset "
+            f"named by the run's entities ({expected!r}), got datasets "
+            f"{', '.join(repr(k) for k in keys) or 'none'} instead"
+        )
+    else:
+        names = ", ".join(p.name for p, _ in containers)
+        where = (
+            f"one of the time-series files in {events.parent} ({names}) must hold its run as "
+            f"a 2-D (time, target) dataset named by the run's entities ({expected!r}), got "
+            "none instead"
+        )
+    return ValueError(
+        f"Events file {events} belongs to no time-series run: {where}. Add the run's data, "
+        "remove the events file, or leave the run out with `dataset.runs` (or "
+        "`dataset.tasks`, `dataset.sessions`)."
     )
 
 
@@ -263,13 +330,35 @@ def index_timeseries_runs(
         strict=strict,
     )
     records = []
+    claimed: set[Path] = set()  # events files that apply to a run (kept or not)
+    containers: dict[Path, list[tuple[Path, list[str]]]] = {}
     for entities, path in files:
         if entities.get("desc") == "confounds":  # fMRIPrep's confounds table, not data
             continue
-        expanded = _h5_runs(path, entities) if path.suffix == ".h5" else [(entities, None)]
+        expanded, not_2d = (
+            _h5_runs(path, entities) if path.suffix == ".h5" else ([(entities, None)], [])
+        )
+        for run_entities, key, shape in not_2d:
+            if filters.keep(run_entities):
+                raise _not_2d_error(path, key, shape)
+        if any(key is not None for _, key in expanded) or not_2d:
+            containers.setdefault(path.parent, []).append(
+                (path, [key for _, key in expanded if key is not None])
+            )
         for run_entities, key in expanded:
+            claimed.update(
+                _metadata(
+                    root,
+                    run_entities,
+                    path.parent,
+                    suffix="events",
+                    extension=".tsv",
+                    listing=listing,
+                )
+            )
             if filters.keep(run_entities):
                 records.append(_record(root, run_entities, path, key, listing))
+    _check_orphan_events(containers, claimed, filters, listing)
     _report(filters, seen)
     if strict:
         filters.check(root)
@@ -292,7 +381,65 @@ def index_timeseries_runs(
     return sorted(records, key=lambda r: r.key)
 
 
+def _check_orphan_events(
+    containers: Mapping[Path, Sequence[tuple[Path, Sequence[str]]]],
+    claimed: set[Path],
+    filters: _Filters,
+    listing: _Listing,
+) -> None:
+    """Raise when an events file beside a container file applies to none of its runs.
+
+    A run missing from a container (or stored under another name) would otherwise be
+    left out without a word while its events file says it was recorded. Events files
+    that the entity filters leave out are not checked.
+    """
+    selection = _Filters(filters.subjects, filters.sessions, filters.tasks, filters.runs)
+    for folder, files in containers.items():
+        subjects = {(parse_bids_name(p.name) or ({},))[0].get("sub") for p, _ in files}
+        for name, ents, suffix, ext in listing.files(folder):
+            events = folder / name
+            if suffix != "events" or ext != ".tsv" or events in claimed:
+                continue
+            if ents.get("sub") in subjects and selection.keep(ents):
+                raise _orphan_events_error(events, files, ents)
+
+
 # --------------------------------------------------------------------------- reading
+def timeseries_length(path: str | os.PathLike, container_key: str | None = None) -> int:
+    """Time points of one run, from the file's header or shape only (no values read).
+
+    Parameters
+    ----------
+    path : path-like
+        A ``_timeseries.{h5,npy,tsv}`` file.
+    container_key : str | None
+        The run's dataset in an HDF5 container (``FmriRun.container_key``).
+
+    Returns
+    -------
+    n_times : int
+        Rows of the run's (time, target) array (before any volume is dropped).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Time-series file {path} does not exist.")
+    if path.name.endswith(".h5"):
+        if container_key is not None:
+            with h5py.File(path, "r") as f:
+                obj = f.get(container_key)
+                if isinstance(obj, h5py.Dataset):
+                    return int(obj.shape[0]) if obj.ndim else 0
+            raise ValueError(f"Time-series file {path} has no dataset {container_key!r}.")
+        two_d = [shape for _, shape in _h5_datasets(path) if len(shape) == 2]
+        return int(two_d[0][0]) if len(two_d) == 1 else 0
+    if path.name.endswith(".npy"):
+        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
+        return int(shape[0]) if shape else 0
+    with path.open("rb") as f:
+        rows = sum(1 for line in f if line.strip())
+    return max(rows - 1, 0)  # the header names the targets
+
+
 def _dataset_root(path: Path) -> Path | None:
     """The dataset root above a data file (``dataset_description.json``, else sub-*'s parent)."""
     for parent in path.parents:
@@ -575,7 +722,7 @@ def _clean_timeseries(
     coords: dict[str, Any] = {
         "time": ("time", kept * tr, {"units": "s"}),
         "voxel": ("voxel", np.arange(n_targets)),
-        "roi": ("voxel", _strings(names)),
+        "roi": ("voxel", string_array(names)),
     }
     variables: dict[str, Any] = {
         "bold": (
