@@ -29,6 +29,7 @@ from neuroflow.encoding.eeg import (
     stimulus_folds,
 )
 from neuroflow.encoding.eeg_inference import (
+    FoldRefit,
     bootstrap_peak_latency,
     channel_adjacency,
     cluster_forming_threshold,
@@ -492,3 +493,34 @@ def test_settings_errors_and_fallbacks(tmp_path):
     assert ds.attrs["inference_inconclusive"] and ds.sizes["permutation"] == 0
     assert np.isnan(ds["cluster_p"].values).all() and not ds["significant_cluster"].any()
     assert ds.sizes["bootstrap"] == 20
+
+
+def test_fold_refit_of_a_wide_layer_uses_the_kernel_form_with_the_same_predictions():
+    """More features than training stimuli: the stimulus-space solve equals the
+    feature-space one, with and without moved features."""
+    rng = np.random.default_rng(23)
+    n_stim, n_feat, n_targets = 13, 41, 7
+    features = rng.standard_normal((n_stim, n_feat))
+    counts = rng.integers(1, 4, n_stim).astype(float)
+    sums = rng.standard_normal((n_stim, n_targets)) * counts[:, None]
+    folds = np.arange(n_stim) % 3
+    alphas = 10.0 ** rng.uniform(-1, 2, (3, n_targets))
+    refit = FoldRefit(features, sums, counts, folds, alphas, standardize=True)
+    order = rng.permutation(n_stim)
+    for perm in (None, order):
+        wide = refit.predict(perm)
+        # the feature-space solution of every fold, written out
+        feats = features if perm is None else features[perm]
+        expected = np.empty_like(wide)
+        for k in range(3):
+            held, train = folds == k, folds != k
+            c = counts[train]
+            mean = c @ feats[train] / c.sum()
+            scale = np.sqrt(c @ (feats[train] - mean) ** 2 / c.sum())
+            z = (feats - mean) / scale
+            gram = (z[train] * c[:, None]).T @ z[train]
+            y = sums[train] - c[:, None] * (sums[train].sum(0) / c.sum())
+            for t in range(n_targets):
+                coef = np.linalg.solve(gram + alphas[k, t] * np.eye(n_feat), z[train].T @ y[:, t])
+                expected[held, t] = z[held] @ coef
+        np.testing.assert_allclose(wide, expected, rtol=1e-8, atol=1e-10)
