@@ -180,7 +180,13 @@ def _check_fmri_decoding(run, facts):
     p = ds["identification_p"].sel(
         subject="01", feature_space="image_statistics", metric="mean_rank", roi="blob"
     )
-    assert float(p.sel(decoder="ridge")) < 0.05
+    # the null keeps the shots' order (2n - 1 rotations and reflections of n test shots,
+    # calibrated on autocorrelated movies), so a modest gain reads p ~ 0.05, not 0.001
+    n_test = int(ds["n_test_stimuli"].sel(subject="01"))
+    assert float(p.sel(decoder="ridge")) <= 5 / (2 * n_test), (
+        float(p.sel(decoder="ridge")),
+        n_test,
+    )
     assert np.isfinite(rank.sel(decoder="contrastive").values).all()
     auc = ds["concept_auc"].sel(subject="01")
     for concept in PLANTED_CONCEPTS:
