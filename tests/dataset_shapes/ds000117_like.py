@@ -727,6 +727,13 @@ def make_ds000117_like(
             ]
             trials = _sequence(rng, items)
             rows, timing = _fmri_events(rng, trials)
+            end = timing[-1][0] + timing[-1][1]
+            if end > n_volumes * tr:
+                raise ValueError(
+                    f"`n_volumes` must cover the {len(trials)} trials of a run ({end:.0f} s, "
+                    f"TR {tr:g} s), got {n_volumes} instead: raise it or lower "
+                    "`fmri_per_run`."
+                )
             stem = f"sub-{sub}_ses-mri_task-{TASK}_run-{run}"
             write_rows(func / f"{stem}_events.tsv", FMRI_COLUMNS, rows, newline=CRLF)
             event_paths[sub, run] = func / f"{stem}_events.tsv"

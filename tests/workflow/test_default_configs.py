@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 from dataset_shapes import (
     make_algonauts_like,
+    make_ds000117_like,
     make_event_related,
     make_nsd_like,
     make_resting_eeg,
@@ -63,6 +64,16 @@ def _fmriprep(facts: dict) -> dict:
     }
 
 
+def _fmriprep_derivatives(facts: dict) -> dict:
+    """fMRIPrep source with the derivatives in the dataset's ``derivatives/fmriprep``."""
+    root = Path(facts["root"])
+    return {
+        "source": "fmriprep",
+        "bids_root": str(root),
+        "fmriprep_dir": str(root / "derivatives" / "fmriprep"),
+    }
+
+
 #: Shape -> (generator, its smallest sizes, the ``dataset`` block from its facts).
 SHAPES: dict[str, tuple[Callable[..., dict], dict[str, Any], Callable[[dict], dict]]] = {
     # two subjects: one in NIfTI, one in scaled int16 HDF5
@@ -90,15 +101,25 @@ SHAPES: dict[str, tuple[Callable[..., dict], dict[str, Any], Callable[[dict], di
     "resting_eeg": (make_resting_eeg, {"n_subjects": 1, "duration": 10.0}, _source("bids")),
     "eeg_inputs": (make_eeg_inputs, {"n_epochs": 12, "duration": 10.0}, _source("bids")),
     "faces_eeg": (make_faces_eeg, {"n_trials": 12}, _source("bids")),
+    # fMRI (fMRIPrep derivatives) and EEG sessions of one subject: a face task whose
+    # events are short images between rest rows
+    "ds000117_like": (
+        make_ds000117_like,
+        {
+            "fmriprep": True,
+            "n_subjects": 1,
+            "n_fmri_runs": 2,
+            "n_volumes": 80,
+            "fmri_per_run": 6,
+            "eeg_per_run": 6,
+            "image_size": 16,
+        },
+        _fmriprep_derivatives,
+    ),
 }
 
 #: Generators whose default-config run is not part of the suite, and why.
-NOT_RUN: dict[str, str] = {
-    # one subject, 2 runs of 40 volumes, 2 images per category per run: the default
-    # config's 7 EEG encoding models take 22 s to over 10 min each in `fit_eeg_encoding`
-    # (12 stimuli), and the run passes the 20 min limit of the snakemake helper
-    "make_ds000117_like": "EEG encoding of the default config is too slow for the suite",
-}
+NOT_RUN: dict[str, str] = {}
 
 #: What a job that refuses an analysis the plan kept logs.
 REFUSAL = re.compile(r"does not apply|\bno [\w -]+ applies", re.IGNORECASE)
