@@ -10,7 +10,7 @@ CORES  ?= all
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 # Optional parts installed with the package (pyproject.toml's optional-dependencies).
-EXTRAS      ?= test,demo,video,slurm,riemann,eegclean
+EXTRAS      ?= test,demo,video,slurm,riemann,eegclean,audio-weights,docs
 # Test processes side by side (a test module stays in one): one per core, at most 4, as
 # every workflow test runs jobs two at a time. `make test TEST_WORKERS=0` runs them in one.
 # The tiny demo run that many workflow modules read is built once and shared by all of
@@ -57,12 +57,17 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# Every benchmark at a quick size; `make bench SIZE=` runs the full sizes quoted in the README.
+# Every benchmark at a quick size; `make bench SIZE=` runs the full sizes quoted in docs/performance.md.
 SIZE ?= --small
 bench: install
 	@for script in bench/bench_*.py; do \
 		echo "== $$script"; $(BIN)/python $$script $(SIZE) || exit 1; \
 	done
+
+# The documentation site into site/ (offline; --strict: warnings and broken links fail).
+.PHONY: docs
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 clean-results:
 	rm -rf results .snakemake

@@ -16,7 +16,8 @@ from snakemake.utils import min_version
 # 2-thread TRF fits on 2 cores took 185 s each with spinning threads, 5 s without).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from neuroflow.config import sorted_config, validate_config
+from neuroflow.config import coerce_overrides, load_schema, sorted_config, validate_config
+from snakemake.utils import update_config
 
 min_version("9.0")
 
@@ -27,15 +28,13 @@ configfile: "config/config.yaml"
 # Validate before any job runs: unknown keys fail with a "did you mean" hint,
 # defaults from the schema are filled in. Keys are sorted so that reordering the
 # config file changes nothing (Snakemake compares rule params in key order).
-config.update(
-    sorted_config(
-        validate_config(
-            config,
-            Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
-            source="the config",
-        )
-    )
+# `--config KEY=VALUE` values inside a mapping or list arrive as strings (Snakemake
+# reads them with YAML's base loader): they are typed as the schema expects first.
+_CONFIG_SCHEMA = load_schema(
+    Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 )
+update_config(config, coerce_overrides(workflow.config_settings.config, _CONFIG_SCHEMA))
+config.update(sorted_config(validate_config(config, _CONFIG_SCHEMA, source="the config")))
 
 
 report: "workflow/report/workflow.rst"

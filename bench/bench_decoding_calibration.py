@@ -71,7 +71,7 @@ def simulate(seed: int, design: str, effect: float = 0.0):
     """One subject's epochs (``SubjectEpochs``) without (or with) a class difference."""
     from scipy.ndimage import gaussian_filter1d
 
-    from neuroflow.decoding.inputs import SubjectEpochs
+    from neuroflow.analysis_inputs import SubjectEpochs
 
     rng = np.random.default_rng(seed)
     if design == "stimulus":
@@ -233,7 +233,7 @@ def run(design: str, n_seeds: int, jobs: int, effect: float = 0.0) -> list[dict]
 
 def timing() -> None:
     """Time the classification of one demo-sized subject."""
-    from neuroflow.decoding.inputs import SubjectEpochs
+    from neuroflow.analysis_inputs import SubjectEpochs
     from neuroflow.decoding.stage import _classification, resolve_config
 
     rng = np.random.default_rng(0)

@@ -29,6 +29,7 @@ if PLAN.geometry_enabled:
         params:
             **stage_params("geometry", config["geometry"]),
             labels=PLAN.geometry_labels,
+            ood=PLAN.geometry_ood,
         log:
             log_path("geometry", V.get("geometry", "none")),
         resources:

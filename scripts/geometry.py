@@ -12,6 +12,7 @@ run_job(
         if name.startswith("layer_")
     },
     labels_path=snakemake.params.labels,
+    ood=snakemake.params.ood,
     layer_sweep_tsv=snakemake.input.get("sweep_scores"),
     output=snakemake.output.store,
 )

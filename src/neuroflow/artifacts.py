@@ -41,6 +41,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import xarray as xr
 
+from neuroflow.stage_warnings import PROVENANCE_KEY, with_job_warnings
+
 __all__ = [
     "MANIFEST_NAME",
     "PROVENANCE_KEY",
@@ -54,8 +56,10 @@ __all__ = [
     "find_stores",
     "has_manifest",
     "is_partial",
+    "jsonable",
     "keep_committed_stores",
     "open_dataset",
+    "python_strings",
     "read_manifest",
     "read_provenance",
     "software_versions",
@@ -66,8 +70,6 @@ __all__ = [
     "write_manifest",
 ]
 
-#: Attribute key under which every store keeps its provenance record.
-PROVENANCE_KEY = "neuroflow"
 #: Number of hexadecimal characters in a version id.
 VERSION_LENGTH = 10
 #: Marker in the names of hidden directories that hold a write in progress.
@@ -103,12 +105,12 @@ _TRACKED_PACKAGES = (
 )
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """Convert numpy scalars, paths and tuples into plain JSON types."""
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, np.generic):
@@ -131,7 +133,7 @@ def canonical_json(obj: Any) -> str:
     text : str
         The same text for equal structures, whatever their key order.
     """
-    return json.dumps(_jsonable(obj), sort_keys=True, separators=(",", ":"))
+    return json.dumps(jsonable(obj), sort_keys=True, separators=(",", ":"))
 
 
 def version_id(
@@ -262,7 +264,7 @@ def build_provenance(
         "stage": stage,
         "version": version,
         "format_version": format_version,
-        "config": _jsonable(dict(config or {})),
+        "config": jsonable(dict(config or {})),
         "inputs": [_input_record(p) for p in inputs],
         "software": software_versions(),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -270,7 +272,7 @@ def build_provenance(
         "command": " ".join(sys.argv[:1]),
     }
     if extra:
-        record["extra"] = _jsonable(dict(extra))
+        record["extra"] = jsonable(dict(extra))
     return record
 
 
@@ -767,6 +769,42 @@ def variable_length_strings(ds: xr.Dataset) -> xr.Dataset:
     return ds.assign_coords(coords).assign(data)
 
 
+def python_strings(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its numpy ``StringDType`` text as ``object`` arrays of ``str``.
+
+    Zarr v3 variable-length strings (what :func:`write_dataset` writes) read back as
+    numpy's ``StringDType`` (dtype kind ``"T"``), which ``astype(str)`` refuses and
+    older numpy, pandas and xarray code does not expect; ``object`` arrays of ``str``
+    are what xarray has always given for text. The text variables are small (labels),
+    so they are read here.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A dataset as :func:`xarray.open_zarr` returns it; it is not modified.
+
+    Returns
+    -------
+    ds : xarray.Dataset
+        A shallow copy whose ``StringDType`` variables and coordinates hold ``object``
+        arrays of ``str`` (kind ``"O"``); the same object when there are none.
+    """
+    native = {name: var for name, var in ds.variables.items() if var.dtype.kind == "T"}
+    if not native:
+        return ds
+    plain = {
+        name: xr.Variable(
+            var.dims,
+            np.asarray(var.values, dtype=object),
+            var.attrs,
+            {k: v for k, v in var.encoding.items() if k != "dtype"},
+        )
+        for name, var in native.items()
+    }
+    coords = {n: v for n, v in plain.items() if n in ds.coords}
+    return ds.assign_coords(coords).assign({n: v for n, v in plain.items() if n not in coords})
+
+
 @contextlib.contextmanager
 def consolidated_metadata_allowed() -> Iterator[None]:
     """Silence zarr-python's notice that consolidated metadata extends zarr v3.
@@ -809,10 +847,8 @@ def write_dataset(
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__} instead.")
     out = variable_length_strings(ds.copy(deep=False))
-    from neuroflow.stage_warnings import with_job_warnings
-
     # the job's warnings so far travel with the store
-    out.attrs = with_job_warnings({**ds.attrs, PROVENANCE_KEY: _jsonable(dict(provenance))})
+    out.attrs = with_job_warnings({**ds.attrs, PROVENANCE_KEY: jsonable(dict(provenance))})
     for name in list(out.variables):
         out[name].encoding = {}
     enc = _default_encoding(out)
@@ -853,4 +889,4 @@ def open_dataset(path: str | os.PathLike, **kwargs: Any) -> xr.Dataset:
     problems = _find_problems(path, checksums=False)
     if problems:
         raise DamagedStoreError(_damage_message(path, problems))
-    return xr.open_zarr(str(path), **kwargs)
+    return python_strings(xr.open_zarr(str(path), **kwargs))

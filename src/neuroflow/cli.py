@@ -343,6 +343,28 @@ def _describe_store(path: Path) -> list[str]:
     return lines
 
 
+def _located_input(recorded: str, stage: str | None, store: Path, store_stage: str | None) -> Path:
+    """Where an upstream input recorded in ``store``'s provenance lies now.
+
+    Stored paths are absolute, or relative to the folder the workflow ran in; either
+    is used when it exists. Otherwise an input written by a stage is looked up in the
+    results folder that holds ``store`` (the folders from the input's stage folder
+    on), so that a results folder that was moved, or inspected from another folder,
+    still resolves.
+    """
+    path = Path(recorded)
+    if path.exists() or not stage or not store_stage:
+        return path
+    here = str(store_stage).split("/")[0]
+    there = str(stage).split("/")[0]
+    parts, own = path.parts, store.resolve().parts
+    if there not in parts or here not in own[:-1]:
+        return path
+    results = Path(*own[: len(own) - 2 - own[:-1][::-1].index(here)])
+    moved = results.joinpath(*parts[len(parts) - 1 - parts[::-1].index(there) :])
+    return moved if moved.exists() else path
+
+
 def _provenance_chain(path: Path, depth: int = 0, seen: set[str] | None = None) -> list[str]:
     seen = set() if seen is None else seen
     pad = "  " * depth
@@ -364,7 +386,7 @@ def _provenance_chain(path: Path, depth: int = 0, seen: set[str] | None = None) 
     inputs = record.get("inputs", [])
     parents: dict[str, Path] = {}
     for item in inputs:
-        p = Path(item["path"])
+        p = _located_input(item["path"], item.get("stage"), path, record.get("stage"))
         # Inputs inside a versioned dataset folder are summarised by that folder.
         for parent in [p, *p.parents]:
             if (parent / ".neuroflow.json").exists():
@@ -973,12 +995,12 @@ def cmd_gc(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- export
 def cmd_export(args: argparse.Namespace) -> int:
     """Export stores as NIfTI maps, MNE fif files, npy/HDF5 features and a TSV summary."""
-    from neuroflow.export import export_results
+    from neuroflow.export import EXPORT_KINDS, export_results
 
     written = export_results(
         args.paths,
         args.output,
-        kinds=args.kinds or ("maps", "epochs", "features", "summary"),
+        kinds=args.kinds or tuple(EXPORT_KINDS),
         features_format=args.features_format,
         overwrite=args.force,
     )
@@ -1000,7 +1022,8 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     from neuroflow.config.validation import fill_defaults, validate_config
     from neuroflow.demo import generate_demo_dataset
     from neuroflow.demo.generate import foreign_files
-    from neuroflow.workflow.versions import dataset_identity, stage_versions
+    from neuroflow.workflow.plan import stage_versions
+    from neuroflow.workflow.versions import dataset_identity
 
     output = Path(args.output)
     if output.exists() and not output.is_dir():
@@ -1238,7 +1261,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kinds",
         nargs="+",
-        choices=["maps", "epochs", "features", "summary"],
+        choices=["maps", "epochs", "eeg_scores", "tables", "features", "summary"],
         help="what to export (default: all)",
     )
     p.add_argument(

@@ -4,16 +4,24 @@
   maps with BIDS-derivatives names, e.g.
   ``sub-01/func/sub-01_task-movie_model-visual_stat-r_statmap.nii.gz``; ``stat`` is
   ``r``, ``rnormalized`` or ``p``, and ``desc-fdr`` maps keep only the voxels
-  significant after FDR (0 elsewhere).
+  significant after FDR (0 elsewhere). Undefined scores stay NaN; units are mm and s,
+  and the qform equals the sform (code 4, MNI, for an ``MNI*`` space, else 1, scanner).
 - EEG epochs stores (``preprocess_eeg``) become MNE ``-epo.fif`` files, with the
-  evoked response of each condition in one ``-ave.fif``.
+  evoked response of each condition in one ``-ave.fif``; ``info["highpass"]`` and
+  ``info["lowpass"]`` hold the pass band the stage applied.
+- EEG score stores (``eeg_evaluation``: channel x latency) become an MNE evoked file of
+  ``r`` whose comment names the model, and a long-format TSV of every score.
+- Decoding and RSA stores become long-format TSVs (``variable``, one column per dim,
+  ``value``).
 - Feature stores become one ``.npy`` (stimulus, feature) per layer, with the stimulus
   order in a TSV beside it, or one HDF5 file (``--features-format h5``).
 - The summary becomes ``scores.tsv`` with a JSON sidecar that describes its columns.
 
-Every exported file has a JSON sidecar (BIDS style) naming the store it came from, its
-stage and version, and what the file holds; names that BIDS labels cannot hold (they
-are alphanumeric) are kept there in full.
+Every exported file has a JSON sidecar (BIDS style) naming the store it came from
+(relative to the results folder), its stage and version, and what the file holds; names
+that BIDS labels cannot hold (they are alphanumeric) are kept there in full. The export
+folder gets a BIDS ``dataset_description.json`` (``DatasetType: derivative``) whose
+``GeneratedBy`` names neuroflow, its version and the stage versions exported.
 """
 
 from __future__ import annotations
@@ -35,20 +43,39 @@ from neuroflow.artifacts import PARTIAL_MARKER, PROVENANCE_KEY, find_stores, ope
 
 __all__ = [
     "EXPORT_KINDS",
+    "export_eeg_scores",
     "export_epochs",
     "export_features",
     "export_results",
     "export_score_maps",
     "export_summary",
+    "export_table",
+    "filter_band",
+    "nifti_space_code",
+    "results_relative",
+    "results_table",
+    "write_dataset_description",
 ]
 
 #: What :func:`export_results` can export, by the stage folder it reads.
 EXPORT_KINDS = {
     "maps": ("evaluation", "trial_evaluation"),
     "epochs": ("preprocess_eeg",),
+    "eeg_scores": ("eeg_evaluation", "evaluation"),
+    "tables": ("decoding", "decoding_fmri", "decoding_cross_subject", "rsa"),
     "features": ("features",),
     "summary": ("summary",),
 }
+
+#: Name of the BIDS file that describes an export folder (written at its root).
+DATASET_DESCRIPTION = "dataset_description.json"
+#: BIDS version the exported folders follow.
+BIDS_VERSION = "1.10.0"
+#: NIfTI ``qform_code``/``sform_code``: 1 scanner (native) space, 4 MNI space.
+NIFTI_SCANNER, NIFTI_MNI = 1, 4
+#: Largest variable (in values) that a results table holds; larger ones are listed in
+#: the sidecar's ``SkippedVariables`` (the store keeps them).
+TABLE_MAX_VALUES = 2_000_000
 
 #: Score variable -> BIDS ``stat`` label of the exported map.
 MAP_STATISTICS = {"r": "r", "r_normalized": "rnormalized", "p_value": "p"}
@@ -59,11 +86,35 @@ def _label(text: Any) -> str:
     return re.sub(r"[^A-Za-z0-9]", "", str(text)) or "x"
 
 
+def results_relative(path: Path, stage: str | None) -> str:
+    """``path`` from its results folder on (``evaluation/m-abc/x.zarr``), when it lies there.
+
+    Parameters
+    ----------
+    path : Path
+        A store (or summary folder) inside ``<results_dir>/<stage>/<version>/``.
+    stage : str | None
+        The stage that wrote it (``evaluation/m`` names the folder ``evaluation``).
+
+    Returns
+    -------
+    path : str
+        The path relative to the results folder (POSIX separators), or ``path`` as
+        given when no folder of that stage is among its parents.
+    """
+    folder = str(stage or "").split("/")[0]
+    parts = Path(path).parts
+    if folder and folder in parts[:-1]:
+        start = len(parts) - 1 - parts[:-1][::-1].index(folder) - 1
+        return Path(*parts[start:]).as_posix()
+    return str(path)
+
+
 def _origin(path: Path, ds: xr.Dataset) -> dict[str, Any]:
-    """Sidecar fields naming the store a file came from."""
+    """Sidecar fields naming the store a file came from (relative to the results folder)."""
     record = ds.attrs.get(PROVENANCE_KEY) or {}
     return {
-        "Sources": [str(path)],
+        "Sources": [results_relative(path, record.get("stage"))],
         "NeuroflowStage": record.get("stage"),
         "NeuroflowVersion": record.get("version"),
         "NeuroflowFormatVersion": record.get("format_version"),
@@ -99,6 +150,38 @@ def _task(ds: xr.Dataset) -> str | None:
     runs = [str(r) for r in ds.attrs.get("test_runs") or []]
     tasks = {m.group(1) for r in runs if (m := re.search(r"task-([A-Za-z0-9]+)", r))}
     return tasks.pop() if len(tasks) == 1 else None
+
+
+def nifti_space_code(attrs: Mapping[str, Any]) -> int:
+    """The NIfTI ``qform_code``/``sform_code`` of a score store's grid.
+
+    Parameters
+    ----------
+    attrs : dict
+        The store's attributes: ``space`` (a BIDS space label), ``entities["space"]``
+        or ``space-<label>`` in the names of ``test_runs``.
+
+    Returns
+    -------
+    code : int
+        :data:`NIFTI_MNI` (4) for a space whose label starts with ``MNI``, else
+        :data:`NIFTI_SCANNER` (1): the grid of the recordings.
+    """
+    labels = [attrs.get("space"), dict(attrs.get("entities") or {}).get("space")]
+    labels += [
+        m.group(1)
+        for run in attrs.get("test_runs") or []
+        if (m := re.search(r"space-([A-Za-z0-9]+)", str(run)))
+    ]
+    mni = any(str(label).upper().startswith("MNI") for label in labels if label)
+    return NIFTI_MNI if mni else NIFTI_SCANNER
+
+
+def _set_grid(img: Any, affine: np.ndarray, code: int) -> None:
+    """Give a NIfTI image the same qform and sform, and units of mm and s."""
+    img.set_qform(affine, code=code)
+    img.set_sform(affine, code=code)
+    img.header.set_xyzt_units("mm", "sec")
 
 
 #: Entities of the FDR-thresholded map (r where significant, 0 elsewhere).
@@ -152,7 +235,7 @@ def export_score_maps(
     paths : list of Path
         The maps written (sidecars beside them, same name with ``.json``).
     """
-    from neuroflow.evaluation.plotting import scores_to_nifti
+    from neuroflow.io.files import scores_to_nifti
 
     store, output = Path(store), Path(output)
     claimed = {} if _claimed is None else _claimed
@@ -164,6 +247,7 @@ def export_score_maps(
         if isinstance(ds.attrs["affine"], str)
         else ds.attrs["affine"]
     )
+    code = nifti_space_code(ds.attrs)
     about = {
         **_origin(store, ds),
         "Subject": str(ds.attrs["subject"]),
@@ -187,6 +271,7 @@ def export_score_maps(
         img = scores_to_nifti(
             values, ijk, affine=affine, mask_shape=ds.attrs["mask_shape"], undefined=np.nan
         )
+        _set_grid(img, affine, code)
         path.parent.mkdir(parents=True, exist_ok=True)
         img.to_filename(path)
         _write_json(_sidecar(path), {**about, "Statistic": what})
@@ -218,13 +303,39 @@ def _epochs_plan(store: Path, ds: xr.Dataset, output: Path) -> tuple[Path, Path]
     return folder / f"{stem}_proc-clean_epo.fif", folder / f"{stem}_proc-clean_ave.fif"
 
 
-def _epochs_array(ds: xr.Dataset, store: Path) -> Any:
-    """An ``mne.EpochsArray`` of an epochs store (data in volts, times in seconds)."""
+def filter_band(attrs: Mapping[str, Any], sfreq: float) -> tuple[float, float]:
+    """The pass band the ``preprocess_eeg`` stage applied, as MNE's ``info`` records it.
+
+    Parameters
+    ----------
+    attrs : dict
+        Attributes of an epochs store: ``filters`` (``l_freq``, ``h_freq`` in Hz, None
+        when not applied), else the ``l_freq``/``h_freq`` of the provenance's config.
+    sfreq : float
+        Sampling frequency of the stored data (Hz).
+
+    Returns
+    -------
+    highpass, lowpass : float
+        In Hz; 0 and the Nyquist frequency where no filter is known to be applied.
+    """
+    filters = attrs.get("filters")
+    if not isinstance(filters, Mapping):
+        filters = dict((attrs.get(PROVENANCE_KEY) or {}).get("config") or {})
+    nyquist = sfreq / 2
+    l_freq, h_freq = filters.get("l_freq"), filters.get("h_freq")
+    highpass = float(l_freq) if l_freq is not None else 0.0
+    lowpass = min(float(h_freq), nyquist) if h_freq is not None else nyquist
+    return highpass, lowpass
+
+
+def _info(ds: xr.Dataset, sfreq: float) -> Any:
+    """An ``mne.Info`` of a store's ``channel`` (types, bad channels, positions)."""
     import mne
 
     channels = [str(c) for c in ds["channel"].values]
     types = [str(t) for t in ds["ch_type"].values] if "ch_type" in ds.coords else "eeg"
-    info = mne.create_info(channels, float(ds.attrs["sfreq"]), ch_types=types)
+    info = mne.create_info(channels, sfreq, ch_types=types)
     info["bads"] = [c for c in ds.attrs.get("bad_channels") or [] if c in channels]
     if all(f"ch_{a}" in ds.coords for a in "xyz"):
         pos = np.stack([np.asarray(ds[f"ch_{a}"].values, float) for a in "xyz"], axis=1)
@@ -233,6 +344,18 @@ def _epochs_array(ds: xr.Dataset, store: Path) -> Any:
                 dict(zip(channels, pos, strict=True)), coord_frame="head"
             )
             info.set_montage(montage, on_missing="ignore")
+    return info
+
+
+def _epochs_array(ds: xr.Dataset, store: Path) -> Any:
+    """An ``mne.EpochsArray`` of an epochs store (data in volts, times in seconds)."""
+    import mne
+
+    info = _info(ds, float(ds.attrs["sfreq"]))
+    highpass, lowpass = filter_band(ds.attrs, info["sfreq"])
+    # MNE sets the band through its filters only; the store's data were filtered already
+    with info._unlock():
+        info["highpass"], info["lowpass"] = highpass, lowpass
     conditions = (
         [str(c) for c in ds["condition"].values]
         if "condition" in ds.coords
@@ -316,6 +439,217 @@ def export_epochs(
         },
     )
     return [epo, ave]
+
+
+def _eeg_scores_plan(store: Path, ds: xr.Dataset, output: Path) -> list[Path] | None:
+    """The ``-ave.fif`` (when the latencies are evenly spaced) and TSV of an EEG score store.
+
+    None when the store holds no ``r`` on (channel, latency): not an EEG score store.
+    """
+    if "r" not in ds or set(ds["r"].dims) != {"channel", "latency"}:
+        return None
+    subject = _label(ds.attrs.get("subject") or "unknown")
+    stem = f"sub-{subject}_model-{_label(ds.attrs.get('model') or store.stem)}"
+    if ds.attrs.get("layer") not in (None, ""):
+        stem += _label(ds.attrs["layer"])
+    folder = output / f"sub-{subject}" / "eeg"
+    tsv = folder / f"{stem}_scores.tsv"
+    return [tsv] if _latency_sfreq(ds) is None else [folder / f"{stem}_stat-r_ave.fif", tsv]
+
+
+def _latency_sfreq(ds: xr.Dataset) -> float | None:
+    """Sampling frequency of evenly spaced latencies (s), None otherwise."""
+    latency = np.asarray(ds["latency"].values, dtype=np.float64)
+    step = np.diff(latency)
+    if step.size == 0 or step[0] <= 0 or not np.allclose(step, step[0], rtol=1e-3, atol=0):
+        return None
+    return float(1.0 / step[0])
+
+
+def _described(ds: xr.Dataset, names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Sidecar description (long name, units) of each variable of ``names``."""
+    out = {}
+    for name in names:
+        attrs = ds[name].attrs
+        entry = {"Description": str(attrs.get("long_name") or attrs.get("description") or name)}
+        if attrs.get("units"):
+            entry["Units"] = str(attrs["units"])
+        out[name] = entry
+    return out
+
+
+def results_table(ds: xr.Dataset, dims: Sequence[str] | None = None) -> tuple[pd.DataFrame, list]:
+    """A store's numeric variables as one long table: ``variable``, one column per dim, ``value``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Any store.
+    dims : sequence of str | None
+        Export only the variables on exactly these dims (any order); None: all.
+
+    Returns
+    -------
+    table : pandas.DataFrame, shape (n_values, 2 + n_dims)
+        A row per value of each variable; the columns of dims a variable lacks are
+        empty (NaN) on its rows.
+    skipped : list of str
+        Variables left out: not numeric or boolean, or more than
+        :data:`TABLE_MAX_VALUES` values.
+    """
+    frames, skipped = [], []
+    for name, var in ds.data_vars.items():
+        if dims is not None and set(var.dims) != set(dims):
+            continue
+        if var.dtype.kind not in "biuf" or var.size > TABLE_MAX_VALUES:
+            skipped.append(str(name))
+            continue
+        if var.ndim == 0:
+            frame = pd.DataFrame({"value": [var.values.item()]})
+        else:
+            var = var.transpose(*dims) if dims is not None else var
+            frame = var.reset_coords(drop=True).to_series().rename("value").reset_index()
+        frame.insert(0, "variable", str(name))
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["variable", "value"]), skipped
+    table = pd.concat(frames, ignore_index=True, sort=False)
+    order = ["variable", *[c for c in table.columns if c not in ("variable", "value")], "value"]
+    return table[order], skipped
+
+
+def _write_table(path: Path, table: pd.DataFrame) -> Path:
+    """A TSV with ``n/a`` for missing values (BIDS)."""
+    table.to_csv(path, sep="\t", index=False, na_rep="n/a")
+    return path
+
+
+def export_eeg_scores(
+    store: str | os.PathLike, output: str | os.PathLike, *, _claimed: dict | None = None
+) -> list[Path]:
+    """Write an EEG score store (channel x latency) as an MNE evoked file and a TSV.
+
+    Parameters
+    ----------
+    store : path-like
+        Store of the ``eeg_evaluation`` stage: ``r`` (and the other scores) on
+        (channel, latency), latency in seconds, attributes ``subject`` and ``model``.
+    output : path-like
+        Root of the derivatives folder; files go to ``sub-<s>/eeg/``.
+
+    Returns
+    -------
+    paths : list of Path
+        ``..._stat-r_ave.fif``: one ``mne.Evoked`` of ``r`` (channel x latency; MNE
+        reads the values as volts, they are correlations) whose comment names the
+        model, written when the latencies are evenly spaced; then
+        ``..._scores.tsv``: every score per channel and latency (long format).
+    """
+    import mne
+
+    store, output = Path(store), Path(output)
+    claimed = {} if _claimed is None else _claimed
+    ds = open_dataset(store)
+    planned = _eeg_scores_plan(store, ds, output)
+    if planned is None:
+        raise ValueError(
+            f"{store}: an EEG score store must have `r` on (channel, latency), got "
+            f"{ds['r'].dims if 'r' in ds else 'no such variable'} instead."
+        )
+    for path in planned:
+        _claim(path, claimed, store)
+    planned[0].parent.mkdir(parents=True, exist_ok=True)
+    name = str(ds.attrs.get("model") or store.stem)
+    if ds.attrs.get("layer") not in (None, ""):
+        name += f" ({ds.attrs['layer']})"
+    about = {**_origin(store, ds), "Subject": ds.attrs.get("subject"), "Model": name}
+    table, skipped = results_table(ds, ("channel", "latency"))
+    tsv = _write_table(planned[-1], table)
+    columns = {
+        "variable": "score (see Variables)",
+        "channel": "EEG channel",
+        "latency": "latency from stimulus onset (s)",
+        "value": "the score's value",
+    }
+    _write_json(
+        _sidecar(tsv),
+        {
+            **about,
+            "Columns": columns,
+            "Variables": _described(ds, table["variable"].unique()),
+            "SkippedVariables": skipped,
+        },
+    )
+    sfreq = _latency_sfreq(ds)
+    if sfreq is None:
+        return [tsv]
+    r = ds["r"].transpose("channel", "latency")
+    evoked = mne.EvokedArray(
+        np.asarray(r.values, dtype=np.float64),
+        _info(ds, sfreq),
+        tmin=float(ds["latency"].values[0]),
+        comment=name,
+        nave=1,
+        verbose="error",
+    )
+    evoked.save(planned[0], overwrite=True, verbose="error")
+    _write_json(
+        _sidecar(planned[0]),
+        {**about, "Description": "encoding r per channel and latency (unitless, not volts)"},
+    )
+    return [planned[0], tsv]
+
+
+def _table_plan(store: Path, ds: xr.Dataset, output: Path) -> Path:
+    """The TSV of a decoding or RSA store: its path in the results folder, as ``.tsv``."""
+    stage = str((ds.attrs.get(PROVENANCE_KEY) or {}).get("stage") or "")
+    where = Path(results_relative(store, stage))
+    if where.is_absolute():  # not inside a results folder: <stage>/<folder>/<name>
+        where = Path(stage.split("/")[0] or "tables", store.parent.name, store.name)
+    return output / where.with_suffix(".tsv")
+
+
+def export_table(
+    store: str | os.PathLike, output: str | os.PathLike, *, _claimed: dict | None = None
+) -> list[Path]:
+    """Write a decoding or RSA store's numeric results as one long-format TSV.
+
+    Parameters
+    ----------
+    store : path-like
+        Store of the ``decoding``, ``decoding_fmri``, ``decoding_cross_subject`` or
+        ``rsa`` stage.
+    output : path-like
+        Root of the export folder; the table goes where the store lies in the results
+        folder (``decoding/<version>/decoding_eeg.tsv``).
+
+    Returns
+    -------
+    paths : list of Path
+        The table (columns ``variable``, the store's dims, ``value``; see
+        :func:`results_table`), its sidecar beside it.
+    """
+    store, output = Path(store), Path(output)
+    claimed = {} if _claimed is None else _claimed
+    ds = open_dataset(store)
+    path = _claim(_table_plan(store, ds, output), claimed, store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table, skipped = results_table(ds)
+    _write_table(path, table)
+    dims = [c for c in table.columns if c not in ("variable", "value")]
+    sidecar = {
+        **_origin(store, ds),
+        "Columns": {
+            "variable": "the store's variable (see Variables)",
+            **{
+                dim: f"coordinate along `{dim}` (n/a: the variable has no such dim)" for dim in dims
+            },
+            "value": "the variable's value",
+        },
+        "Variables": _described(ds, table["variable"].unique()),
+        "SkippedVariables": skipped,
+    }
+    return [path, _write_json(_sidecar(path), sidecar)]
 
 
 def _features_plan(store: Path, ds: xr.Dataset, output: Path, fmt: str) -> Path:
@@ -541,6 +875,90 @@ def export_summary(
     return [path, sidecar]
 
 
+def stage_versions_of(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The distinct stage, version and format version of provenance records, sorted."""
+    seen = {
+        (str(r.get("stage")), str(r.get("version")), r.get("format_version"))
+        for r in records
+        if r.get("stage")
+    }
+    return [
+        {"Stage": stage, "Version": version, "FormatVersion": fmt}
+        for stage, version, fmt in sorted(seen, key=lambda t: (t[0], t[1]))
+    ]
+
+
+def _our_description(path: Path) -> dict[str, Any] | None:
+    """An existing ``dataset_description.json`` that neuroflow wrote (merged, not a clash)."""
+    if not path.is_file():
+        return None
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    generated = content.get("GeneratedBy") if isinstance(content, dict) else None
+    ours = isinstance(generated, list) and generated and isinstance(generated[0], dict)
+    return content if ours and generated[0].get("Name") == "neuroflow" else None
+
+
+def write_dataset_description(
+    folder: str | os.PathLike,
+    records: Iterable[Mapping[str, Any]],
+    *,
+    earlier: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the BIDS ``dataset_description.json`` of an exported derivatives folder.
+
+    Parameters
+    ----------
+    folder : path-like
+        The export folder.
+    records : iterable of dict
+        Provenance records of the exported stores; their stages and versions go to
+        ``GeneratedBy[0]["Stages"]``.
+    earlier : dict | None
+        The description of an earlier export into the same folder, whose stages are kept.
+
+    Returns
+    -------
+    path : Path
+    """
+    import neuroflow
+
+    earlier_stages = []
+    if earlier is not None:
+        earlier_stages = list(earlier["GeneratedBy"][0].get("Stages") or [])
+    stages = stage_versions_of(
+        [
+            *records,
+            *(
+                {
+                    "stage": s.get("Stage"),
+                    "version": s.get("Version"),
+                    "format_version": s.get("FormatVersion"),
+                }
+                for s in earlier_stages
+                if isinstance(s, Mapping)
+            ),
+        ]
+    )
+    listed = ", ".join(f"{s['Stage']} {s['Version']}" for s in stages)
+    content = {
+        "Name": "neuroflow results",
+        "BIDSVersion": BIDS_VERSION,
+        "DatasetType": "derivative",
+        "GeneratedBy": [
+            {
+                "Name": "neuroflow",
+                "Version": neuroflow.__version__,
+                "Description": f"Exported by `neuroflow export` from the stages {listed}.",
+                "Stages": stages,
+            }
+        ],
+    }
+    return _write_json(Path(folder) / DATASET_DESCRIPTION, content)
+
+
 def _stores_of(roots: Iterable[Path], stages: Sequence[str]) -> list[tuple[Path, xr.Dataset]]:
     """Stores under ``roots`` (results folders or stores) of the given stages, opened."""
     out = []
@@ -573,6 +991,12 @@ def _planned_files(
         if not store.name.endswith("_epo.zarr"):
             return None
         return [f for path in _epochs_plan(store, ds, output) for f in (path, _sidecar(path))]
+    if kind == "eeg_scores":
+        paths = _eeg_scores_plan(store, ds, output)
+        return None if paths is None else [f for p in paths for f in (p, _sidecar(p))]
+    if kind == "tables":
+        path = _table_plan(store, ds, output)
+        return [path, _sidecar(path)]
     if kind == "features":
         path = _features_plan(store, ds, output, features_format)
         extra = [_stimuli_tsv(path)] if features_format == "npy" else []
@@ -590,6 +1014,10 @@ def _export_one(kind: str, store: Path, output: Path, features_format: str) -> l
         return export_score_maps(store, output)
     if kind == "epochs":
         return export_epochs(store, output)
+    if kind == "eeg_scores":
+        return export_eeg_scores(store, output)
+    if kind == "tables":
+        return export_table(store, output)
     if kind == "features":
         return export_features(store, output, fmt=features_format)
     return export_summary(store.parent, output)
@@ -683,6 +1111,7 @@ def export_results(
     _check_output(output, [], overwrite=overwrite)
     claimed: dict[Path, Path] = {}
     jobs: dict[str, list[Path]] = {}
+    stages: list[Mapping[str, Any]] = []
     for kind in kinds:
         jobs[kind] = []
         for store, ds in _stores_of(roots, EXPORT_KINDS[kind]):
@@ -692,7 +1121,12 @@ def export_results(
             for path in planned:
                 _claim(path, claimed, store.parent if kind == "summary" else store)
             jobs[kind].append(store)
-    _check_output(output, list(claimed), overwrite=overwrite)
+            stages.append(ds.attrs.get(PROVENANCE_KEY) or {})
+    description = output / DATASET_DESCRIPTION
+    earlier = _our_description(description)
+    _check_output(
+        output, [*claimed, *([description] if earlier is None else [])], overwrite=overwrite
+    )
     if not claimed:
         return {kind: [] for kind in jobs}
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -707,6 +1141,7 @@ def export_results(
             ]
             for kind, stores in jobs.items()
         }
+        write_dataset_description(staging, stages, earlier=earlier)
         _move_into_place(staging, output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

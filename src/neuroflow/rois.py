@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["UNLABELLED", "is_labelled", "labelled_rois"]
+__all__ = ["ALL_ROI", "GROUP_SUBJECT", "UNLABELLED", "is_labelled", "labelled_rois"]
 
 #: ROI label of targets outside every atlas region.
 UNLABELLED = "unlabelled"
+#: ROI label of the summary row over every target.
+ALL_ROI = "all"
+#: Subject label of across-subject summary rows.
+GROUP_SUBJECT = "group"
 
 _UNLABELLED = frozenset({"", UNLABELLED})
 

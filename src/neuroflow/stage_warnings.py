@@ -26,6 +26,7 @@ import pandas as pd
 
 __all__ = [
     "PLAN_STAGE",
+    "PROVENANCE_KEY",
     "WARNINGS_KEY",
     "WARNING_COLUMNS",
     "current_warnings",
@@ -36,6 +37,9 @@ __all__ = [
     "with_job_warnings",
 ]
 
+#: Attribute key under which every store keeps its provenance record (written by
+#: :func:`neuroflow.artifacts.write_dataset`, which takes it from here).
+PROVENANCE_KEY = "neuroflow"
 #: Attribute of a store holding the warnings of the job that wrote it.
 WARNINGS_KEY = "warnings"
 #: Columns of the summary's warnings table.
@@ -159,8 +163,6 @@ def store_warnings(path: str | os.PathLike) -> tuple[list[str], Mapping[str, Any
         Its provenance record (empty when it has none).
     """
     import zarr
-
-    from neuroflow.artifacts import PROVENANCE_KEY
 
     attrs = dict(zarr.open_group(str(path), mode="r").attrs)
     stored = attrs.get(WARNINGS_KEY) or []

@@ -227,6 +227,11 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
         "fraction",
     ),
     ("noise_ceiling_r", "mean noise ceiling over the ROI's targets", "Pearson r"),
+    (
+        "frac_exceeds_ceiling",
+        "share of the ROI's targets whose r exceeds the noise ceiling beyond its uncertainty",
+        "fraction",
+    ),
     ("n_targets", "targets in the ROI", "count"),
     ("n_subjects", "subjects with a finite score", "count"),
 )

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-#: Extras of tools around the product (tests, lint, the browser check), not imported by it.
-TOOL_EXTRAS = {"test", "report-test"}
+#: Extras of tools around the product (tests, lint, the browser check, the docs site), not
+#: imported by it.
+TOOL_EXTRAS = {"test", "report-test", "docs"}
 #: Declared distributions used without an import statement, with the place that uses them.
 USED_WITHOUT_IMPORT = {
     # `--executor slurm` loads the plugin by its name.

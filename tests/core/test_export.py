@@ -12,7 +12,12 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import build_provenance, write_dataset
-from neuroflow.export import export_features, export_results, export_score_maps
+from neuroflow.export import (
+    export_eeg_scores,
+    export_features,
+    export_results,
+    export_score_maps,
+)
 
 
 def _scores(rng: np.random.Generator, folder: Path, version: str, n: int = 11) -> Path:
@@ -61,7 +66,13 @@ def test_score_maps_hold_the_store_values(rng: np.random.Generator, tmp_path: Pa
     sidecar = json.loads(paths[0].with_name(paths[0].name.replace(".nii.gz", ".json")).read_text())
     # the full model name, which a BIDS label cannot hold, and the version it came from
     assert sidecar["Model"] == "effnet__blocks_7" and sidecar["NeuroflowVersion"] == "abc"
-    assert sidecar["Sources"] == [str(store)]
+    # relative to the results folder, so that it holds wherever the folder is moved
+    assert sidecar["Sources"] == ["evaluation/effnet__blocks_7-abc/sub-07_scores.zarr"]
+    # units, and a qform equal to the sform (native grid: scanner code 1)
+    assert img.header.get_xyzt_units() == ("mm", "sec")
+    assert int(img.header["qform_code"]) == int(img.header["sform_code"]) == 1
+    np.testing.assert_allclose(img.get_qform(), img.get_sform())
+    np.testing.assert_allclose(img.get_qform(), np.diag([2.0, 2.0, 2.0, 1.0]))
 
 
 def test_two_versions_of_one_model_are_refused(rng: np.random.Generator, tmp_path: Path) -> None:
@@ -134,8 +145,10 @@ def test_files_already_there_are_replaced_only_when_asked(
     written = export_results([results], out)
     assert [len(written[k]) for k in ("maps", "epochs", "features", "summary")] == [4, 0, 2, 0]
     first = _tree(out)
-    # 4 maps, 1 features array and the stimulus order, each map and array with a sidecar
-    assert len(first) == 11 and "features/clip/projection_stimuli.tsv" in first
+    # 4 maps, 1 features array and the stimulus order, each map and array with a sidecar,
+    # and the folder's dataset_description.json
+    assert len(first) == 12 and "features/clip/projection_stimuli.tsv" in first
+    assert "dataset_description.json" in first
     mine = out / "notes.txt"
     mine.write_text("mine")
     edited = out / "features" / "clip" / "projection.json"
@@ -151,6 +164,7 @@ def test_files_already_there_are_replaced_only_when_asked(
     (tmp_path / "other" / "keep.txt").write_text("keep")
     export_results([results], tmp_path / "other", kinds=["features"])
     assert sorted(_tree(tmp_path / "other")) == [
+        "dataset_description.json",
         "features/clip/projection.json",
         "features/clip/projection.npy",
         "features/clip/projection_stimuli.tsv",
@@ -219,6 +233,7 @@ def test_epochs_export_writes_the_planned_files(rng: np.random.Generator, tmp_pa
     epo, ave = Path(f"{stem}_epo.fif"), Path(f"{stem}_ave.fif")
     assert written == {"epochs": [epo, ave]}
     assert {p.name for p in out.rglob("*") if p.is_file()} == {
+        "dataset_description.json",
         epo.name,
         ave.name,
         epo.with_suffix(".json").name,
@@ -248,3 +263,216 @@ def test_score_maps_keep_undefined_scores_undefined(
     for path in (paths[0], paths[1], paths[3]):  # r, r_normalized, FDR-thresholded r
         values = np.asarray(nib.load(path).dataobj)[ijk]
         assert np.isnan(values[:3]).all() and np.isfinite(values[3:]).all(), path.name
+
+
+def test_score_maps_in_mni_space_get_the_mni_code(rng: np.random.Generator, tmp_path: Path) -> None:
+    from neuroflow.export import nifti_space_code
+
+    store = _scores(rng, tmp_path / "results" / "evaluation", "abc")
+    ds = xr.open_zarr(store).load()
+    ds.attrs["test_runs"] = ["sub-07_task-movie_run-04_space-MNI152NLin2009cAsym"]
+    prov = build_provenance(stage="evaluation/effnet__blocks_7", version="mni", config={})
+    mni = write_dataset(ds, tmp_path / "results" / "mni" / "sub-07_scores.zarr", provenance=prov)
+    img = nib.load(export_score_maps(mni, tmp_path / "out")[0])
+    assert int(img.header["qform_code"]) == int(img.header["sform_code"]) == 4
+    assert img.header.get_xyzt_units() == ("mm", "sec")
+    assert nifti_space_code({"space": "T1w"}) == 1
+    assert nifti_space_code({"entities": {"space": "MNI152NLin6Asym"}}) == 4
+
+
+def _epochs_store(
+    rng: np.random.Generator, folder: Path, filters: dict | None, sfreq: float = 200.0
+) -> Path:
+    n_epochs, n_times = 7, 21
+    attrs = {"sfreq": sfreq, "entities": {"subject": "02", "task": "faces", "run": "1"}}
+    if filters is not None:
+        attrs["filters"] = filters
+    ds = xr.Dataset(
+        {"epochs": (("epoch", "channel", "time"), rng.normal(0, 1e-5, (n_epochs, 4, n_times)))},
+        coords={
+            "channel": ["Fz", "Cz", "Pz", "Oz"],
+            "time": -0.05 + np.arange(n_times) / sfreq,
+            "condition": ("epoch", ["face", "house", "face", "car", "face", "house", "car"]),
+            "onset": ("epoch", 2.0 + 0.9 * np.arange(n_epochs)),
+        },
+        attrs=attrs,
+    )
+    prov = build_provenance(stage="preprocess_eeg", version="e2", config={})
+    return write_dataset(ds, folder / "sub-02_task-faces_run-1_epo.zarr", provenance=prov)
+
+
+@pytest.mark.parametrize(
+    ("filters", "band"),
+    [
+        ({"l_freq": 0.1, "h_freq": 40.0, "notch": [50.0]}, (0.1, 40.0)),
+        # epoched input: no high-pass applied; no low-pass: the Nyquist frequency
+        ({"l_freq": None, "h_freq": None, "notch": []}, (0.0, 100.0)),
+    ],
+)
+def test_fif_files_keep_the_applied_pass_band(
+    rng: np.random.Generator, tmp_path: Path, filters: dict, band: tuple[float, float]
+) -> None:
+    import mne
+
+    store = _epochs_store(rng, tmp_path / "results" / "preprocess_eeg" / "e2", filters)
+    epo, ave = export_results([store], tmp_path / "out", kinds=["epochs"])["epochs"]
+    epochs = mne.read_epochs(epo, verbose="error")
+    assert (epochs.info["highpass"], epochs.info["lowpass"]) == pytest.approx(band)
+    for evoked in mne.read_evokeds(ave, verbose="error"):
+        assert (evoked.info["highpass"], evoked.info["lowpass"]) == pytest.approx(band)
+
+
+def test_filter_band_falls_back_to_the_provenance_config() -> None:
+    from neuroflow.export import filter_band
+
+    attrs = {"neuroflow": {"config": {"l_freq": 0.5, "h_freq": 300.0}}}
+    # a low-pass above the Nyquist frequency of the stored data is capped there
+    assert filter_band(attrs, 250.0) == (0.5, 125.0)
+    assert filter_band({}, 100.0) == (0.0, 50.0)
+
+
+def _eeg_scores(
+    rng: np.random.Generator, folder: Path, latencies: np.ndarray, model: str = "visual"
+) -> Path:
+    channels = ["Fz", "Cz", "Pz", "O1", "O2"]
+    shape = (len(channels), latencies.size)
+    r = rng.uniform(-0.2, 0.5, shape)
+    r[1, 2] = np.nan  # a constant channel at one latency
+    ds = xr.Dataset(
+        {
+            "r": (("channel", "latency"), r, {"long_name": "test r", "units": "1"}),
+            "p_value": (("channel", "latency"), rng.uniform(0, 1, shape), {"units": "1"}),
+            "significant": (("channel", "latency"), r > 0.3),
+            "r_course": (("latency",), np.nanmean(r, axis=0)),
+        },
+        coords={
+            "channel": channels,
+            "latency": ("latency", latencies, {"units": "s"}),
+            "roi": ("channel", channels),
+        },
+        attrs={"subject": "04", "model": model, "feature_spaces": ["image_statistics"]},
+    )
+    prov = build_provenance(stage=f"eeg_evaluation/{model}", version="s1", config={})
+    return write_dataset(ds, folder / f"{model}-s1" / "sub-04_scores.zarr", provenance=prov)
+
+
+def test_eeg_scores_round_trip_as_evoked_and_tsv(rng: np.random.Generator, tmp_path: Path) -> None:
+    import mne
+    import pandas as pd
+
+    results = tmp_path / "results"
+    latencies = np.round(-0.1 + 0.02 * np.arange(17), 3)
+    store = _eeg_scores(rng, results / "eeg_evaluation", latencies)
+    written = export_results([results], tmp_path / "out")
+    fif, tsv = written["eeg_scores"]
+    assert fif.name == "sub-04_model-visual_stat-r_ave.fif"
+    ds = xr.open_zarr(store).load()
+    (evoked,) = mne.read_evokeds(fif, verbose="error")
+    assert evoked.comment == "visual" and evoked.ch_names == list(ds["channel"].values)
+    np.testing.assert_allclose(evoked.times, latencies, atol=1e-6)  # float32 in the file
+    np.testing.assert_allclose(evoked.data, ds["r"].values, rtol=1e-6, equal_nan=True)
+    table = pd.read_csv(tsv, sep="\t", na_values="n/a", keep_default_na=False)
+    assert list(table.columns) == ["variable", "channel", "latency", "value"]
+    # the (channel, latency) scores only: r_course (latency,) is not one of them
+    assert sorted(table["variable"].unique()) == ["p_value", "r", "significant"]
+    r = table[table["variable"] == "r"].pivot(index="channel", columns="latency", values="value")
+    r = r.loc[list(ds["channel"].values), latencies]
+    np.testing.assert_allclose(r.to_numpy(), ds["r"].values, equal_nan=True)
+    sidecar = json.loads(tsv.with_suffix(".json").read_text())
+    assert sidecar["Variables"]["r"] == {"Description": "test r", "Units": "1"}
+    assert sidecar["Sources"] == ["eeg_evaluation/visual-s1/sub-04_scores.zarr"]
+
+
+def test_eeg_scores_on_uneven_latencies_export_the_table_only(
+    rng: np.random.Generator, tmp_path: Path
+) -> None:
+    store = _eeg_scores(rng, tmp_path / "results" / "eeg_evaluation", np.array([0.0, 0.1, 0.3]))
+    written = export_results([store], tmp_path / "out", kinds=["eeg_scores"])
+    assert [p.name for p in written["eeg_scores"]] == ["sub-04_model-visual_scores.tsv"]
+    fmri = _scores(rng, tmp_path / "results" / "evaluation", "v1")
+    with pytest.raises(ValueError, match=r"sub-07_scores\.zarr: an EEG score store must have"):
+        export_eeg_scores(fmri, tmp_path / "other")
+    # a voxel-wise store holds no EEG scores: nothing of it is exported as such
+    assert export_results([fmri], tmp_path / "other", kinds=["eeg_scores"])["eeg_scores"] == []
+
+
+def test_decoding_and_rsa_results_as_tables(rng: np.random.Generator, tmp_path: Path) -> None:
+    import pandas as pd
+
+    from neuroflow.export import results_table
+
+    times = np.round(np.linspace(-0.1, 0.4, 6), 3)
+    score = rng.uniform(0.4, 0.8, (3, 6))
+    ds = xr.Dataset(
+        {
+            "score": (("subject", "time"), score, {"long_name": "balanced accuracy"}),
+            "cluster_p": (("time",), rng.uniform(0, 1, 6)),
+            "n_epochs": ((), 41),
+            "labels": (("subject",), np.array(["a", "b", "c"], dtype=object)),
+        },
+        coords={"subject": ["01", "02", "05"], "time": ("time", times, {"units": "s"})},
+    )
+    prov = build_provenance(stage="decoding", version="d3", config={})
+    path = tmp_path / "results" / "decoding" / "d3" / "decoding.zarr"
+    store = write_dataset(ds, path, provenance=prov)
+    (path, sidecar) = export_results([tmp_path / "results"], tmp_path / "out")["tables"]
+    assert path == tmp_path / "out" / "decoding" / "d3" / "decoding.tsv"
+    table = pd.read_csv(
+        path, sep="\t", na_values="n/a", keep_default_na=False, dtype={"subject": str}
+    )
+    assert table.columns[0] == "variable" and table.columns[-1] == "value"
+    assert sorted(table.columns[1:-1]) == ["subject", "time"]
+    got = table[table["variable"] == "score"].pivot(index="subject", columns="time", values="value")
+    np.testing.assert_allclose(got.loc[["01", "02", "05"], times].to_numpy(), score)
+    assert table.loc[table["variable"] == "n_epochs", "value"].tolist() == [41]
+    assert table.loc[table["variable"] == "cluster_p", "subject"].isna().all()
+    about = json.loads(sidecar.read_text())
+    assert about["SkippedVariables"] == ["labels"]
+    assert about["Variables"]["score"]["Description"] == "balanced accuracy"
+    assert about["NeuroflowVersion"] == "d3"
+    only_time, _ = results_table(xr.open_zarr(store), ("time",))
+    assert only_time["variable"].unique().tolist() == ["cluster_p"]
+
+
+def test_export_folder_is_a_bids_derivative_naming_its_stages(
+    rng: np.random.Generator, tmp_path: Path
+) -> None:
+    import neuroflow
+
+    results = tmp_path / "results"
+    _scores(rng, results / "evaluation", "v1")
+    _features(rng, results / "features", ("stimulus", "feature"))
+    out = tmp_path / "out"
+    export_results([results], out, kinds=["maps"])
+    description = json.loads((out / "dataset_description.json").read_text())
+    assert description["DatasetType"] == "derivative" and description["BIDSVersion"]
+    (generated,) = description["GeneratedBy"]
+    assert generated["Name"] == "neuroflow" and generated["Version"] == neuroflow.__version__
+    assert generated["Stages"] == [
+        {"Stage": "evaluation/effnet__blocks_7", "Version": "v1", "FormatVersion": 1}
+    ]
+    # a second export into the folder adds its stages (not a clash with the first)
+    export_results([results], out, kinds=["features"])
+    stages = json.loads((out / "dataset_description.json").read_text())["GeneratedBy"][0]
+    assert [s["Stage"] for s in stages["Stages"]] == [
+        "evaluation/effnet__blocks_7",
+        "features/clip",
+    ]
+    # a description that neuroflow did not write is never replaced without --force
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "dataset_description.json").write_text('{"Name": "mine"}')
+    with pytest.raises(FileExistsError, match=r"already holds 1 of the 4 files .*dataset_desc"):
+        export_results([results], tmp_path / "theirs", kinds=["features"])
+
+
+def test_sources_are_relative_to_the_results_folder() -> None:
+    from neuroflow.export import results_relative
+
+    store = Path("/data/study/results/evaluation/visual-abc/sub-01_scores.zarr")
+    assert (
+        results_relative(store, "evaluation/visual") == "evaluation/visual-abc/sub-01_scores.zarr"
+    )
+    # a results folder inside a folder named like a stage: the innermost one counts
+    nested = Path("/evaluation/results/evaluation/m-1/s.zarr")
+    assert results_relative(nested, "evaluation/m") == "evaluation/m-1/s.zarr"
+    assert results_relative(Path("/elsewhere/s.zarr"), "evaluation/m") == "/elsewhere/s.zarr"

@@ -37,7 +37,7 @@ def movie(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ds117(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("ds117") / "bids"
-    make_ds000117_like(root, seed=0, n_volumes=40)
+    make_ds000117_like(root, seed=0, n_volumes=100)
     return root
 
 
@@ -169,7 +169,7 @@ def test_captions_from_a_table_elsewhere(defaults, movie, tmp_path):
 
 
 def test_fmriprep_derivatives_of_a_sessions_dataset(defaults, tmp_path):
-    facts = make_ds000117_like(tmp_path / "bids", seed=1, n_volumes=30, fmriprep=True)
+    facts = make_ds000117_like(tmp_path / "bids", seed=1, n_volumes=100, fmriprep=True)
     config = _bids(
         defaults,
         tmp_path / "bids",
@@ -246,7 +246,7 @@ def test_cross_field_settings_fail_before_any_job(defaults, movie):
 
 
 def test_auto_test_runs_order_runs_by_number():
-    from neuroflow.workflow.design import auto_test_runs
+    from neuroflow.trial_split import auto_test_runs
 
     keys = [f"sub-01_task-x_run-{i}" for i in range(1, 12)]
     assert auto_test_runs(keys, {}) == ["sub-01_task-x_run-11"]
@@ -390,7 +390,7 @@ def _rewrite_events(path: Path, column: str, value: str) -> None:
 
 
 def test_fmri_decoding_is_planned_from_the_jobs_own_check(defaults, tmp_path):
-    facts = make_ds000117_like(tmp_path / "bids", seed=0, fmriprep=True, n_volumes=40)
+    facts = make_ds000117_like(tmp_path / "bids", seed=0, fmriprep=True, n_volumes=100)
     prep = str(tmp_path / "bids" / "derivatives" / "fmriprep")
     config = _with(
         defaults,
@@ -514,8 +514,8 @@ def test_a_subject_without_classes_is_left_out_of_decoding(defaults, tmp_path):
 def test_plan_and_job_share_the_decoding_checks():
     import numpy as np
 
+    from neuroflow.analysis_inputs import SubjectEpochs
     from neuroflow.decoding.cross_subject_stage import shared_classes
-    from neuroflow.decoding.inputs import SubjectEpochs
     from neuroflow.decoding.stage import _applicable_parts, applicable_parts, resolve_config
 
     rng = np.random.default_rng(0)

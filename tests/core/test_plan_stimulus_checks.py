@@ -13,8 +13,8 @@ import pytest
 from dataset_shapes import make_eeg_only, make_fmri_movie, make_nsd_like, show_images
 
 from neuroflow.config import load_schema, validate_config
+from neuroflow.trial_split import select_test_stimuli
 from neuroflow.workflow import WorkflowPlan
-from neuroflow.workflow.design import select_test_stimuli
 from neuroflow.workflow.stimulus_checks import eeg_epoch_labels, eeg_test_stimuli
 
 REPO = Path(__file__).resolve().parents[2]

@@ -209,6 +209,7 @@ def test_plan_indexes_real_bids_tree_with_missing_session(
         ("decoding_fmri", "neuroflow.decoding.fmri"),
         ("decoding_cross_subject", "neuroflow.decoding.cross_subject_stage"),
         ("rsa", "neuroflow.rsa.stage"),
+        ("geometry", "neuroflow.geometry.stage"),
     ],
 )
 def test_stage_modules_agree_with_format_versions(stage: str, module: str) -> None:

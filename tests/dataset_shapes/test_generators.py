@@ -759,7 +759,7 @@ def test_algonauts_visual_parcels(algonauts):
 
 
 def test_ds000117_one_subject_is_the_first_of_two(tmp_path):
-    sizes = {"n_volumes": 20, "n_fmri_runs": 2, "fmri_per_run": 2, "eeg_per_run": 2}
+    sizes = {"n_volumes": 34, "n_fmri_runs": 2, "fmri_per_run": 2, "eeg_per_run": 2}
     one = make_ds000117_like(tmp_path / "one", seed=0, n_subjects=1, **sizes)
     two = make_ds000117_like(tmp_path / "two", seed=0, **sizes)
     assert one["subjects"] == ["01"] and two["subjects"] == ["01", "02"]

@@ -15,8 +15,8 @@ from neuroflow.decoding.cross_subject_stage import (
     load_units,
     resolve_cross_subject_config,
 )
-from neuroflow.decoding.plotting import plot_cross_subject
-from neuroflow.decoding.summary import cross_subject_rows
+from neuroflow.evaluation.analysis_plotting import plot_cross_subject
+from neuroflow.evaluation.analysis_summary import cross_subject_rows
 from neuroflow.evaluation.summary import TABLE_COLUMNS, summary_table
 from neuroflow.variables import undescribed
 

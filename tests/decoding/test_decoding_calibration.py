@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy.ndimage import gaussian_filter1d
 
-from neuroflow.decoding.inputs import SubjectEpochs
+from neuroflow.analysis_inputs import SubjectEpochs
 from neuroflow.decoding.stage import _classification, inconclusive_tests, resolve_config
 from neuroflow.decoding.temporal import (
     cluster_permutation_test,

@@ -166,7 +166,7 @@ def test_events_of_runs_identify_and_decode_concepts(tmp_path, rng):
     assert float(ds["concept_map_p"].sel(subject="03", roi="sig")) == pytest.approx(0.01)
     assert float(ds["concept_map_chance"].sel(subject="03")) == pytest.approx(1 / 3, abs=0.01)
     # summary rows: ridge identification and the concept means, with chance levels
-    from neuroflow.decoding.summary import fmri_decoding_rows
+    from neuroflow.evaluation.analysis_summary import fmri_decoding_rows
 
     rows = fmri_decoding_rows(ds)
     concept = rows[rows["analysis"] == "concept_decoding_fmri"]
@@ -437,7 +437,7 @@ def test_group_rows_of_identification_and_concepts(rng):
     """Group means per ROI, with a one-sided t-test of the subjects' scores beyond chance."""
     from scipy.stats import ttest_1samp
 
-    from neuroflow.decoding.summary import fmri_decoding_rows, group_t_test
+    from neuroflow.evaluation.analysis_summary import fmri_decoding_rows, group_t_test
 
     subjects, rois, metrics = ["01", "02", "03", "04"], ["v1", "all"], ["top1", "mean_rank"]
     ident = rng.uniform(0.1, 0.5, (4, 2, 1, 1, 2))
@@ -479,3 +479,37 @@ def test_group_rows_of_identification_and_concepts(rng):
     assert np.isnan(group.loc[("concept_decoding_fmri", "v1", "mean_average_precision")]["p_value"])
     assert np.isnan(group_t_test(np.array([0.2, np.nan])))  # one subject: no test
     assert np.isnan(group_t_test(np.array([0.2, 0.2, 0.2])))  # no spread: no test
+
+
+def test_identification_logs_its_progress(tmp_path, rng, caplog):
+    import logging
+    import re
+
+    X, stim, F, _ = _world(rng, n_train=30, n_test=6, n_vox=16)
+    rois = np.array(["v1", "v2", "v3", "v4"] * 4, dtype=object)
+    betas = xr.Dataset(
+        {"betas": (("trial", "voxel"), X.astype(np.float32))},
+        coords={"stimulus": ("trial", np.array(stim, dtype=object)), "roi": ("voxel", rois)},
+        attrs={"entities": {"subject": "03"}},
+    )
+    store = write_dataset(betas, tmp_path / "betas.zarr", provenance={})
+    unique, first = np.unique(stim, return_index=True)
+    spaces = {}
+    for name, cols in (("a", slice(0, 3)), ("b", slice(2, 5))):
+        feats = xr.Dataset(
+            {"features": (("stimulus", "feature"), F[first][:, cols])},
+            coords={"stimulus": ("stimulus", np.array(unique, dtype=object))},
+        )
+        spaces[name] = write_dataset(feats, tmp_path / f"{name}.zarr", provenance={})
+    config = {"identification": {"n_permutations": 5}, "contrastive": {"enabled": False}}
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        decode_fmri(
+            brain=[store], features=spaces, output=tmp_path / "o.zarr", config=config,
+            provenance={},
+        )  # fmt: skip
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuroflow.progress"]
+    lines = [line for line in lines if line.startswith("sub-03: stimulus identification: ")]
+    # 5 regions (4 ROIs and all voxels) x 2 feature spaces, each a tenth of the job
+    assert len(lines) == 10, lines
+    assert all(re.search(r"% \(\d+/10 region x feature space\), [\d,.]+/s, ", s) for s in lines)
+    assert all(" left (" in line for line in lines[:-1]) and ", done (" in lines[-1]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr
 
+from neuroflow.analysis_inputs import average_by_stimulus
 from neuroflow.decoding.identification import (
-    average_by_stimulus,
     correlation_matrix,
     identification_metrics,
     identification_null,

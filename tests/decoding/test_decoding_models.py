@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from sklearn.model_selection import GroupKFold, cross_val_score
 
+from neuroflow.analysis_inputs import average_by_stimulus
 from neuroflow.decoding.classification import (
     classify,
     labels_constant_within_groups,
@@ -14,7 +15,7 @@ from neuroflow.decoding.classification import (
 )
 from neuroflow.decoding.contrastive import fit_contrastive, info_nce
 from neuroflow.decoding.features import fit_feature_decoder, flatten_window
-from neuroflow.decoding.identification import average_by_stimulus, identification_metrics
+from neuroflow.decoding.identification import identification_metrics
 
 
 def _planted(rng, n_stim=90, n_feat=7, n_brain=23, repeats=2, noise=0.8):

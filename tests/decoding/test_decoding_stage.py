@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
 
+from neuroflow.analysis_inputs import event_responses
 from neuroflow.artifacts import open_dataset, write_dataset
-from neuroflow.decoding import decode_eeg, decoding_rows
-from neuroflow.decoding.plotting import (
+from neuroflow.decoding import decode_eeg
+from neuroflow.decoding.stage import resolve_config
+from neuroflow.evaluation.analysis_plotting import (
     plot_alignment,
     plot_cross_temporal,
     plot_generalization,
     plot_rdm,
     plot_time_courses,
 )
-from neuroflow.decoding.stage import resolve_config
-from neuroflow.decoding.summary import append_rows, rsa_rows
+from neuroflow.evaluation.analysis_summary import append_rows, decoding_rows, rsa_rows
 from neuroflow.evaluation.summary import TABLE_COLUMNS
-from neuroflow.rsa import event_responses, rsa_eeg, rsa_fmri
+from neuroflow.rsa import rsa_eeg, rsa_fmri
 
 N_TRAIN, N_TEST, N_REP, N_CH, N_T = 30, 10, 3, 6, 12
 
@@ -450,3 +452,40 @@ def test_config_errors():
         resolve_config({"identification": {"windw": [0, 1]}})
     with pytest.raises(ValueError, match=r"`decoding.cv_groups` must be"):
         resolve_config({"cv_groups": "run"})
+
+
+def test_eeg_decoding_logs_its_progress(tmp_path, eeg_inputs, caplog):
+    from neuroflow.decoding.stage import decode_eeg_subject
+
+    epochs, features = eeg_inputs
+    # two classes of stimuli (alternate ones), balanced between shown-once and repeated
+    ds = open_dataset(epochs[0]).load()
+    number = np.array([int(s.split("-")[1]) for s in ds["stimulus"].values])
+    ds = ds.assign_coords(condition=("epoch", np.where(number % 2, "odd", "even").astype(object)))
+    store = write_dataset(
+        ds.drop_encoding(), tmp_path / "classes" / "sub-01_epo.zarr", provenance={}
+    )
+    config = {
+        "classification": {"n_permutations": 12, "generalization": False},
+        "features": {"n_components": 2, "n_permutations": 0},
+        "identification": {"n_permutations": 5, "window": [0.0, 0.3], "test_condition": None},
+        "contrastive": {"enabled": False},
+        "n_splits": 3,
+        "decim": 1,
+    }
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        decode_eeg_subject(
+            epochs=[store],
+            features=features,
+            output=tmp_path / "sub.zarr",
+            config=config,
+            provenance={},
+        )
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuroflow.progress"]
+    null = [line for line in lines if line.startswith("classification null: ")]
+    # a line per 10 % of the 12 permutations, each with its rate and the time left
+    assert len(null) == 10, lines
+    assert all(re.search(r"% \(\d+/12 permutations\), [\d,.]+/s, ", line) for line in null)
+    assert all(" left (" in line for line in null[:-1]) and ", done (" in null[-1]
+    for step in ("feature time courses", "stimulus identification"):
+        assert f"sub-01: {step}: 100% (2/2 feature spaces)" in " ".join(lines), step

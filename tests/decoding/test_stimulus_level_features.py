@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from neuroflow.analysis_inputs import feature_info, stimulus_features
 from neuroflow.artifacts import write_dataset
-from neuroflow.decoding.inputs import feature_info, stimulus_features
 
 
 def _store(path, ids, sources, values, **attrs):

@@ -8,7 +8,7 @@ import xarray as xr
 
 from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
 from neuroflow.encoding import fit_encoding
-from neuroflow.encoding.stage import filter_like_data
+from neuroflow.encoding.stored import filter_like_data
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.preprocessing.fmri.clean import clean_signals, cleaning_basis
 

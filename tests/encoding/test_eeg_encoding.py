@@ -16,11 +16,11 @@ from neuroflow.encoding.eeg import (
     fit_trf,
     lag_samples,
     lagged_impulse_design,
-    select_test_stimuli,
     with_defaults,
 )
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.models import ridge_cv, run_splits
+from neuroflow.trial_split import select_test_stimuli
 
 SFREQ = 100.0
 ALPHAS = {"start": -1.0, "stop": 4.0, "num": 6}

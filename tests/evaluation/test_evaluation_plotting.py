@@ -12,8 +12,8 @@ from neuroflow.evaluation.plotting import (
     plot_score_timecourse,
     plot_topomap,
     save_figure,
-    scores_to_nifti,
 )
+from neuroflow.io.files import scores_to_nifti
 
 
 def test_scores_to_nifti_places_values():

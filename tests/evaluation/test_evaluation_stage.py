@@ -259,3 +259,53 @@ def test_roi_summary_fractions_of_fdr_and_fwer_discoveries():
     assert without["frac_significant_fwer"].isna().all()
     with pytest.raises(ValueError, match=r"`significant_fwer` must have shape \(5,\)"):
         roi_summary(**kw, significant_fwer=np.ones(4, bool))
+
+
+def test_exceeds_ceiling_flags_reach_scores_tsv_and_nan_stays_nan(
+    make_prediction_store, tmp_path, provenance
+):
+    """Each ROI's share of targets above the ceiling beyond its uncertainty, among those
+    with a normalised score, is a ``frac_exceeds_ceiling`` row of scores.tsv; undefined
+    normalised scores stay NaN in the store and ``n/a`` in the table, never 0."""
+    from neuroflow.artifacts import write_dataset
+    from neuroflow.evaluation.summary import roi_summary
+
+    pred = make_prediction_store(rois={"a": (5, 1.0), "b": (6, 0.0)}, n_repeats=2)
+    config = {**FAST, "plots": {"enabled": False}}
+    scored = evaluate_model(
+        prediction=pred, output=tmp_path / "s.zarr", config=config, provenance=provenance
+    )
+    ds = open_dataset(scored).load()
+    assert ds["exceeds_ceiling"].dtype == bool
+    # two of the four normalised scores of `a` above their ceiling (a mean above 1),
+    # every normalised score of `b` undefined
+    normalized = np.full(11, np.nan, dtype=np.float32)
+    normalized[:5] = [1.3, 0.8, np.nan, 1.1, 0.9]
+    flags = np.zeros(11, bool)
+    flags[[0, 3]] = True
+    ds["exceeds_ceiling"] = ("voxel", flags)
+    ds["r_normalized"] = ("voxel", normalized, ds["r_normalized"].attrs)
+    edited = write_dataset(ds, tmp_path / "edited.zarr", provenance=provenance)
+    reread = open_dataset(edited).load()
+    np.testing.assert_array_equal(reread["r_normalized"].values, normalized)
+    table = tmp_path / "t.tsv"
+    summarize_scores(
+        scores=[edited], table=table, plots_dir=tmp_path / "p", config=config, provenance=provenance
+    )
+    text = table.read_text()
+    assert "\tnan\t" not in text.lower()
+    df = pd.read_csv(
+        table, sep="\t", dtype={"subject": str}, keep_default_na=False, na_values=["n/a"]
+    )
+    value = df[df["statistic"] == "value"].set_index(["roi", "metric"])["value"]
+    assert value[("a", "frac_exceeds_ceiling")] == pytest.approx(2 / 4)
+    assert np.isnan(value[("b", "frac_exceeds_ceiling")])  # no ceiling to exceed
+    assert value[("all", "frac_exceeds_ceiling")] == pytest.approx(2 / 4)
+    assert np.isnan(value[("b", "mean_r_normalized")])
+    assert value[("a", "mean_r_normalized")] == pytest.approx(1.025, rel=1e-5)
+    # without the flag (older stores, variants) the share is undefined, not 0
+    kw = {"r": np.ones(3), "r_normalized": np.ones(3), "noise_ceiling_r": np.ones(3)}
+    unknown = roi_summary(**kw, significant=None, roi=["a", "a", "b"])
+    assert unknown["frac_exceeds_ceiling"].isna().all()
+    with pytest.raises(ValueError, match=r"`exceeds_ceiling` must have shape \(3,\)"):
+        roi_summary(**kw, significant=None, roi=["a", "a", "b"], exceeds_ceiling=np.ones(2, bool))

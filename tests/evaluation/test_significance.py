@@ -371,8 +371,50 @@ def test_null_widened_for_projected_out_dimensions():
     wide = permutation_inference(y, pred, nuisance=basis, **kwargs)
     assert np.mean(plain.p <= 0.05) > 0.075
     assert 0.035 <= np.mean(wide.p <= 0.05) <= 0.065, np.mean(wide.p <= 0.05)
-    np.testing.assert_array_equal(wide.r, plain.r)
+    np.testing.assert_allclose(wide.r, plain.r, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match=r"`nuisance` must have one row per time point \(130\)"):
         permutation_inference(y, pred, nuisance=basis[:-1], **kwargs)
     with pytest.raises(ValueError, match=r"must leave at least 3 of the 130"):
         permutation_inference(y, pred, nuisance=np.zeros((130, 128)), **kwargs)
+
+
+def test_null_widening_matches_brute_force_over_every_realignment(rng):
+    """The expected projection of a re-aligned prediction, exact over all 24 orders of 4
+    blocks (a trailing block of 3 kept) and over every admissible circular shift."""
+    import itertools
+
+    from neuroflow.evaluation.permutation import valid_shifts
+    from neuroflow.evaluation.significance import null_widening, whitened_basis
+
+    n_times, block, n_targets = 4 * 5 + 3, 5, 7
+    nuisance = np.linalg.qr(rng.standard_normal((n_times, 3)))[0]
+    basis = whitened_basis(nuisance, 0)
+    assert basis.shape == (n_times, 4)
+    pred = _ar(rng, n_times, n_targets, 0.8)
+    p = pred - pred.mean(axis=0)
+    norm = (p**2).sum(axis=0)
+    retained = norm - ((basis.T @ p) ** 2).sum(axis=0)
+
+    def expected(aligned):
+        proj = [((basis.T @ a) ** 2).sum(axis=0) for a in aligned]
+        return np.sqrt(retained / (norm - np.mean(proj, axis=0)))
+
+    orders = itertools.permutations(range(4))
+    blocks = [
+        np.concatenate([p[o * block : (o + 1) * block] for o in order] + [p[20:]])
+        for order in orders
+    ]
+    np.testing.assert_allclose(null_widening(pred, basis, block_length=block), expected(blocks))
+    shifts = valid_shifts(n_times, 4)
+    rolled = [np.roll(p, -s, axis=0) for s in shifts]
+    got = null_widening(pred, basis, method="circular_shift", block_length=4)
+    np.testing.assert_allclose(got, expected(rolled))
+    # smooth cleaned predictions need more widening than white ones
+    white = rng.standard_normal((n_times, n_targets))
+    white -= basis @ (basis.T @ white)
+    smooth = pred - basis @ (basis.T @ pred)
+    assert np.median(null_widening(smooth, basis, block_length=block)) > np.median(
+        null_widening(white, basis, block_length=block)
+    )
+    # whitening drops the first `order` samples of every run
+    assert whitened_basis(nuisance, 2, [10, 13]).shape == (n_times - 4, 4)

@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.decoding.summary import decoding_rows, rsa_eeg_rows
+from neuroflow.evaluation.analysis_summary import decoding_rows, rsa_eeg_rows
 from neuroflow.evaluation.report import summarize_all
 from neuroflow.evaluation.stage import _store_summary
 from neuroflow.evaluation.summary import (

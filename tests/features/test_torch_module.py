@@ -15,6 +15,7 @@ from torch_module_helpers import TinyConvNet, trained_state
 from neuroflow.artifacts import open_dataset
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.extract import extract_features
+from neuroflow.features.inventory import entry_records
 from neuroflow.features.stimuli import Video, load_image
 from neuroflow.features.torch_module import (
     PRESETS,
@@ -24,6 +25,7 @@ from neuroflow.features.torch_module import (
     prepare_images,
     store_name,
 )
+from neuroflow.stage_warnings import record_warnings
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -263,9 +265,21 @@ def test_torchscript_file(tmp_path, rng):
         }
     )
     assert entry["layers"] == ["output"] and layer_names(entry) == ["output"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # reading it warns nothing
+    with warnings.catch_warnings(), record_warnings() as recorded:
+        warnings.simplefilter("error", DeprecationWarning)  # torch's own warning stays inside
         extractor = TorchModuleExtractor(entry, "image")
+    # torch deprecates TorchScript: the job's warnings (the summary's table) say how to re-save
+    notes = [m for m in recorded if "a format torch deprecates" in m]
+    assert len(notes) == 1 and f"'ts': `torchscript` {path} is a TorchScript file" in notes[0]
+    assert "torch.export.save(torch.export.export(model.eval()" in notes[0]
+    (record,) = entry_records(entry)  # `neuroflow models` says so before any job runs
+    assert (
+        record.status == "present"
+        and record.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    )
+    assert "a format torch deprecates; re-save the model with torch.export.save" in record.note
+    gone = entry_records({**entry, "torchscript": str(tmp_path / "gone.pt2")})[0]
+    assert gone.status == "missing" and "torch.export.save(torch.export.export(" in gone.use[0]
     images = _images(rng, 3)
     feats = extractor.extract(images)
     pixels = torch.stack(prepare_images(images, entry["input"]))
@@ -315,10 +329,17 @@ def test_exported_program_file(tmp_path, rng, caplog):
             "input": {"resize": [12, 13]},
         }
     )
-    with warnings.catch_warnings(), caplog.at_level("INFO", logger="neuroflow"):
+    with (
+        warnings.catch_warnings(),
+        caplog.at_level("INFO", logger="neuroflow"),
+        record_warnings() as recorded,
+    ):
         warnings.simplefilter("error", DeprecationWarning)
         extractor = TorchModuleExtractor(entry, "image")
     assert f"loading {path} (sha256 {digest})" in caplog.text
+    assert not [m for m in recorded if "deprecates" in m]  # the supported format: no note
+    (record,) = entry_records(entry)
+    assert record.sha256 == digest and record.note.startswith("exported program (`torchscript`")
     images = _images(rng, 3)
     feats = extractor.extract(images)
     pixels = torch.stack(prepare_images(images, entry["input"]))

@@ -9,6 +9,7 @@ from neuroflow.geometry import (
     class_manifold_geometry,
     default_fit_range,
     eigenspectrum,
+    ood_readout,
     participation_ratio,
     power_law_exponent,
 )
@@ -159,10 +160,11 @@ def test_class_labels_are_checked(rng):
     X = rng.standard_normal((9, 4))
     with pytest.raises(ValueError, match=r"labels must have one entry per stimulus \(9\)"):
         class_manifold_geometry(X, ["a"] * 8)
-    with pytest.raises(
-        ValueError, match="Every class must have at least 2 stimuli, got 'b' \\(1\\)"
-    ):
-        class_manifold_geometry(X, ["a"] * 8 + ["b"])
+    single = class_manifold_geometry(X, ["a"] * 8 + ["b"])
+    assert single.degenerate.tolist() == [False, True]
+    assert np.isnan(single.fisher_ratio) and np.isnan(single.linear_separability)
+    assert "fewer than 2 members: 'b'" in single.note
+    assert "fewer than 2 usable classes (1)" in single.note
     with pytest.raises(ValueError, match="at least 2 classes, got 1"):
         class_manifold_geometry(X, ["a"] * 9)
     X[0, 0] = np.nan
@@ -173,3 +175,107 @@ def test_class_labels_are_checked(rng):
 def test_small_classes_use_fewer_folds(rng):
     X, labels = _classes(rng, (3, 4, 6), separation=6.0, d=8)
     assert class_manifold_geometry(X, labels).n_folds == 3
+
+
+def test_constant_class_is_left_out(rng):
+    X, labels = _classes(rng, (23, 9, 31, 14), separation=3.0)
+    X[labels == "c2"] = 0.7  # every member of c2 has the same features
+    X = np.concatenate([X, rng.standard_normal((1, X.shape[1]))])
+    labels = np.append(labels, "c4")  # a class of one stimulus
+    geo = class_manifold_geometry(X, labels, n_folds=4, seed=3)
+    assert geo.degenerate.tolist() == [False, False, True, False, True]
+    assert "zero within-class variance: 'c2'" in geo.note
+    assert "fewer than 2 members: 'c4'" in geo.note
+    assert "left out 2 of 5 classes" in geo.note
+    kept = ~np.isin(labels, ["c2", "c4"])
+    ref = class_manifold_geometry(X[kept], labels[kept], n_folds=4, seed=3)
+    assert ref.note == "" and not ref.degenerate.any()
+    used = ~geo.degenerate
+    assert np.all(np.isfinite(geo.dimension[used])) and np.all(np.isfinite(geo.radius[used]))
+    assert np.isnan(geo.dimension[~used]).all() and np.isnan(geo.radius[~used]).all()
+    np.testing.assert_allclose(geo.dimension[used], ref.dimension, rtol=1e-12)
+    np.testing.assert_allclose(geo.radius[used], ref.radius, rtol=1e-12)
+    assert geo.fisher_ratio == pytest.approx(ref.fisher_ratio, rel=1e-12)
+    assert geo.linear_separability == ref.linear_separability
+    assert geo.n_folds == ref.n_folds == 4
+    assert geo.n_members.tolist() == [23, 9, 31, 14, 1]
+
+
+def test_too_few_usable_classes_is_nan_with_reason(rng):
+    X = rng.standard_normal((12, 5))
+    X[:7] = 1.5
+    geo = class_manifold_geometry(X, ["a"] * 7 + ["b"] * 5)
+    assert geo.degenerate.tolist() == [True, False]
+    assert np.isnan(geo.fisher_ratio) and np.isnan(geo.linear_separability)
+    assert np.isnan(geo.dimension).all() and geo.n_folds == 0
+    assert "fewer than 2 usable classes (1), class metrics are NaN" in geo.note
+
+
+def _shifted_sets(
+    rng: np.random.Generator, transfer: bool, sizes: tuple[int, ...] = (31, 22, 40)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Train and shifted test sets of three classes, in 17 features.
+
+    With ``transfer`` the shifted set keeps the class axes (plus an offset and more
+    noise); without, the shift wipes the classes out (every class at the same place).
+    """
+    d, k = 17, len(sizes)
+    axes = 4.0 * np.eye(k, d)
+    y_train = np.repeat([f"c{i}" for i in range(k)], sizes)
+    y_test = np.repeat([f"c{i}" for i in range(k)], [s // 2 + 3 for s in sizes])
+    codes_train = np.unique(y_train, return_inverse=True)[1]
+    codes_test = np.unique(y_test, return_inverse=True)[1]
+    X_train = axes[codes_train] + rng.standard_normal((y_train.size, d))
+    shift = 2.0 + 1.5 * rng.standard_normal((y_test.size, d))
+    X_test = (axes[codes_test] if transfer else 0.0) + shift
+    return X_train, y_train, X_test, y_test
+
+
+def test_ood_readout_transfers_only_with_shared_class_structure(rng):
+    good = ood_readout(*_shifted_sets(rng, True), n_folds=4, n_permutations=400, seed=1)
+    bad = ood_readout(*_shifted_sets(rng, False), n_folds=4, n_permutations=400, seed=1)
+    for readout in (good, bad):
+        assert readout.chance == pytest.approx(1 / 3)
+        assert readout.in_accuracy > 0.9  # both separate their training classes
+        assert readout.n_classes == 3 and readout.n_folds == 4 and readout.note == ""
+        assert readout.n_train == 93 and readout.n_test == 18 + 14 + 23
+    assert good.ood_accuracy > 0.8 and good.p_value < 0.05
+    assert bad.ood_accuracy < 0.6 and bad.p_value > 0.05
+    assert good.p_value >= 1 / 401
+
+
+def test_ood_accuracy_matches_sklearn_and_permutations_are_seeded(rng):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import balanced_accuracy_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X_train, y_train, X_test, y_test = _shifted_sets(rng, True, sizes=(12, 19))
+    X_test = X_test + 1.0 * rng.standard_normal(X_test.shape)
+    readout = ood_readout(X_train, y_train, X_test, y_test, n_permutations=50, seed=4)
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
+    expected = balanced_accuracy_score(y_test, model.fit(X_train, y_train).predict(X_test))
+    assert readout.ood_accuracy == pytest.approx(expected, rel=1e-12)
+    again = ood_readout(X_train, y_train, X_test, y_test, n_permutations=50, seed=4)
+    assert again == readout
+
+
+def test_ood_readout_leaves_out_unusable_classes(rng):
+    X_train, y_train, X_test, y_test = _shifted_sets(rng, True)
+    y_train = y_train.astype(object)
+    y_train[0] = "lonely"
+    X_test = np.concatenate([X_test, X_test[:2]])
+    y_test = np.append(y_test, ["unseen", "unseen"])
+    readout = ood_readout(X_train, y_train, X_test, y_test, n_permutations=20)
+    assert "fewer than 2 stimuli left out: 'lonely'" in readout.note
+    assert "2 held-out stimuli of classes not trained on left out" in readout.note
+    assert readout.n_test == 55 and readout.n_train == 92
+    none = ood_readout(X_train, y_train, X_test[-2:], y_test[-2:], n_permutations=20)
+    assert np.isnan(none.ood_accuracy) and np.isnan(none.p_value)
+    assert "no held-out stimulus of a trained class" in none.note
+    with pytest.raises(ValueError, match=r"X_test must have shape \(n_test, 17\) .* got \(57, 3\)"):
+        ood_readout(X_train, y_train, X_test[:, :3], y_test)
+    with pytest.raises(ValueError, match="n_permutations must be at least 1, got 0"):
+        ood_readout(X_train, y_train, X_test, y_test, n_permutations=0)
+    with pytest.raises(ValueError, match=r"labels_test must have one entry per stimulus \(57\)"):
+        ood_readout(X_train, y_train, X_test, y_test[:-1])

@@ -20,6 +20,7 @@ from neuroflow.geometry import (
     participation_ratio,
     plot_geometry,
     read_class_labels,
+    read_held_out,
     resolve_config,
     write_geometry,
 )
@@ -207,3 +208,121 @@ def test_inputs_checked(stores, tmp_path):
     bad.write_text("stim_file\tcategory\nx.png\ta\n")
     with pytest.raises(ValueError, match="must have a column 'label'"):
         read_class_labels(bad)
+
+
+def _store(tmp_path: Path, space: str, layer: str, X: np.ndarray, ids: list[str]) -> Path:
+    ds = xr.Dataset(
+        {"features": (("stimulus", "feature"), X.astype(np.float32))},
+        coords={"stimulus": np.array(ids, dtype=object), "feature": np.arange(X.shape[1])},
+        attrs={"feature_set": space, "layer": layer},
+    )
+    return write_dataset(ds, tmp_path / space / f"{layer}.zarr", provenance={})
+
+
+def test_constant_class_is_left_out_of_the_store(tmp_path):
+    from neuroflow.geometry import class_manifold_geometry
+
+    rng = np.random.default_rng(8)
+    classes = np.repeat(["a", "b", "c", "d"], [9, 14, 5, 11])
+    ids = [f"x{i:02d}.png" for i in range(classes.size)]
+    X = (
+        rng.standard_normal((classes.size, 7))
+        + 3.0 * np.eye(4, 7)[np.searchsorted(list("abcd"), classes)]
+    )
+    flat = X.copy()
+    flat[classes == "c"] = 0.25  # every member of class c has the same features
+    paths = {"s:plain": _store(tmp_path, "s", "plain", X, ids)}
+    paths["s:flat"] = _store(tmp_path, "s", "flat", flat, ids)
+    labels = pd.Series(classes, index=ids)
+    ds = geometry_of_features(paths, labels=labels, cfg={"n_folds": 3}, provenance=PROV)
+    out = xr.open_zarr(write_geometry(tmp_path / "geometry.zarr", ds, PROV))
+    assert out["n_degenerate_classes"].values.tolist() == [[0, 1]]
+    assert out["class_metrics_note"].values.tolist() == [
+        ["", "left out 1 of 4 classes (zero within-class variance: 'c')"]
+    ]
+    assert "left out of the class metrics" in out.attrs["degenerate_classes"]
+    dim = out["manifold_dimension"].values[0]
+    assert (
+        np.isfinite(dim[0]).all() and np.isnan(dim[1, 2]) and np.isfinite(dim[1, [0, 1, 3]]).all()
+    )
+    kept = classes != "c"
+    stored = open_dataset(paths["s:flat"])["features"].values.astype(np.float64)
+    ref = class_manifold_geometry(stored[kept], classes[kept], n_folds=3, seed=0)
+    assert float(out["fisher_ratio"].values[0, 1]) == pytest.approx(ref.fisher_ratio, rel=1e-10)
+    np.testing.assert_allclose(dim[1, [0, 1, 3]], ref.dimension, rtol=1e-10)
+    table = geometry_table(out)
+    assert not table["value"].isna().any()
+    row = table[(table["layer"] == "flat") & (table["metric"] == "manifold_dimension")]
+    assert row["value"].item() == pytest.approx(np.mean(ref.dimension), rel=1e-10)
+    assert undescribed(out) == []
+
+
+def test_ood_readout_per_layer(tmp_path):
+    rng = np.random.default_rng(21)
+    sizes_in, sizes_out = (26, 17, 33), (12, 15, 9)
+    y_in = np.repeat(["cat", "cup", "car"], sizes_in)
+    y_out = np.repeat(["cat", "cup", "car"], sizes_out)
+    code_in = np.unique(y_in, return_inverse=True)[1]
+    code_out = np.unique(y_out, return_inverse=True)[1]
+    axes = 4.0 * np.eye(3, 11)
+    train = axes[code_in] + rng.standard_normal((y_in.size, 11))
+    shift = 1.5 + 1.5 * rng.standard_normal((y_out.size, 11))
+    layers = {
+        "transfers": np.concatenate([train, axes[code_out] + shift]),
+        "wiped": np.concatenate([train, shift]),  # the shift erases the classes
+    }
+    ids = [f"photo/{i:02d}.png" for i in range(y_in.size)]
+    ids += [f"sketch/{i:02d}.png" for i in range(y_out.size)]
+    paths = {f"net:{k}": _store(tmp_path, "net", k, X, ids) for k, X in layers.items()}
+    tsv = tmp_path / "labels.tsv"
+    pd.DataFrame(
+        {
+            "stim_file": ids,
+            "label": np.concatenate([y_in, y_out]),
+            "set": ["photo"] * y_in.size + ["sketch"] * y_out.size,
+        }
+    ).to_csv(tsv, sep="\t", index=False)
+    labels = read_class_labels(tsv)
+    held_out = read_held_out(tsv, distribution_column="set", train_distribution="photo")
+    assert held_out.sum() == y_out.size and held_out.index.tolist() == ids
+    cfg = {"n_folds": 4, "ood_permutations": 500, "seed": 2}
+    ds = geometry_of_features(paths, labels=labels, cfg=cfg, provenance=PROV, held_out=held_out)
+    out = xr.open_zarr(write_geometry(tmp_path / "geometry.zarr", ds, PROV))
+    acc, p = out["ood_accuracy"].values[0], out["ood_p_value"].values[0]
+    print(f"OOD accuracy {acc}, p {p}, in-distribution {out['ood_in_accuracy'].values[0]}")
+    np.testing.assert_allclose(out["ood_chance"].values[0], 1 / 3)
+    assert acc[0] > 0.8 and p[0] < 0.05
+    assert acc[1] < 0.6 and p[1] > 0.05
+    assert (out["ood_in_accuracy"].values[0] > 0.9).all()
+    assert out["ood_n_test"].values.tolist() == [[36, 36]]
+    assert out.attrs["ood_permutations"] == 500 and out.attrs["ood_notes"] == []
+    assert undescribed(out) == []
+    table = geometry_table(out)
+    ood = table[table["metric"] == "ood_accuracy"].set_index("layer")["value"]
+    np.testing.assert_allclose(ood.loc[["transfers", "wiped"]], acc)
+    assert {"participation_ratio", "ood_p_value", "ood_chance"} <= set(table["metric"])
+
+
+def test_held_out_inputs_checked(tmp_path, stores):
+    tsv = tmp_path / "labels.tsv"
+    pd.DataFrame({"stim_file": IDS, "label": CLASSES, "set": "a"}).to_csv(
+        tsv, sep="\t", index=False
+    )
+    with pytest.raises(
+        ValueError, match=r"must have the column 'group' named by `geometry.distribution_column`"
+    ):
+        read_held_out(tsv, distribution_column="group", train_distribution="a")
+    with pytest.raises(
+        ValueError,
+        match=r"`geometry.train_distribution` \('a'\) and at least one other value, got \['a'\]",
+    ):
+        read_held_out(tsv, distribution_column="set", train_distribution="a")
+    all_in = pd.Series(False, index=IDS)
+    with pytest.raises(
+        ValueError, match="some labelled stimuli held out and some not, got 0 of 41"
+    ):
+        geometry_of_features(stores, labels=_labels(), cfg=None, provenance=PROV, held_out=all_in)
+    with pytest.raises(
+        ValueError, match=r"`geometry\.ood_permutations` must be a positive int, got 0"
+    ):
+        resolve_config({"ood_permutations": 0})

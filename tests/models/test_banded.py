@@ -103,3 +103,23 @@ def test_gammas_errors(rng):
         banded_ridge_cv(Xs, Y, alphas=[1.0], splits=splits, gammas=np.ones((2, 2)))
     with pytest.raises(ValueError, match="`n_iter` must be a positive int"):
         dirichlet_gammas(0, 3)
+
+
+def test_banded_ridge_search_logs_its_progress(rng, caplog):
+    import logging
+    import re
+
+    Xs, Y = _bands(rng, n_samples=90, sizes=(5, 4), signal=(1.0, 0.2), n_targets=7)
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        banded_ridge_cv(
+            Xs,
+            Y,
+            alphas=[0.1, 10.0],
+            splits=run_splits(np.repeat(np.arange(3), 30)),
+            n_iter=13,
+            device="cpu",
+        )
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuroflow.progress"]
+    assert len(lines) == 10, lines  # every 10 % of the 13 band weightings, the end once
+    assert all(re.search(r"% \(\d+/13 band weightings\), [\d,.]+/s, ", line) for line in lines)
+    assert all(" left (" in line for line in lines[:-1]) and ", done (" in lines[-1]

@@ -221,3 +221,20 @@ def test_refit_trains_again_on_every_run(rng):
     # the statistics come from every run the final model saw
     y = np.concatenate(subjects[0].targets)
     np.testing.assert_allclose(refit.target_mean["01"], y.mean(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_training_logs_its_progress(rng, caplog):
+    import logging
+    import re
+
+    subjects = _subjects(rng, n_voxels=(4,), n_runs=2, n_times=(43, 37))
+    options = {**TINY, "epochs": 5, "patience": 10, "validation_runs": 0, "batch_size": 16}
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        train_encoder(subjects, ["a", "b"], options)
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuroflow.progress"]
+    # every batch of the 5 epochs counted: a line per 10 %
+    assert len(lines) == 10, lines
+    assert all(line.startswith("transformer training (seed 3): ") for line in lines)
+    assert all(re.search(r"% \(\d+/\d+ batches\), [\d,.]+/s, ", line) for line in lines)
+    assert all(" left (" in line for line in lines[:-1]) and ", done (" in lines[-1]

@@ -392,3 +392,19 @@ def test_stage_entry_point_writes_store_and_figures(run, with_confounds, tmp_pat
     written = open_dataset(store)
     np.testing.assert_allclose(written["tsnr"].values, with_confounds["qc"]["tsnr"].values)
     assert list(written["confound"].values) == list(with_confounds["qc"]["confound"].values)
+
+
+def test_variance_explained_logs_its_progress(rng, caplog):
+    import logging
+
+    data = rng.standard_normal((31, 47))
+    designs = {"motion": rng.standard_normal((31, 3)), "none": np.zeros((31, 0))}
+    whole = variance_explained(data, designs)  # one block
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        r2 = variance_explained(data, designs, block=3)
+    np.testing.assert_allclose(r2, whole, rtol=1e-12)
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuroflow.progress"]
+    assert len(lines) == 10, lines  # a line per 10 % of the voxels
+    assert all(line.startswith("QC: variance explained by confounds: ") for line in lines)
+    assert all(re.search(r"% \(\d+/47 voxels\), [\d,.]+/s, ", line) for line in lines)
+    assert all(" left (" in line for line in lines[:-1]) and ", done (" in lines[-1]

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from rsatoolbox.data import Dataset
@@ -12,6 +18,7 @@ from scipy.spatial.distance import pdist
 from neuroflow.rsa import compare as rsa_compare
 from neuroflow.rsa.analysis import alignment_patterns, cross_temporal_rsa, roi_alignment
 from neuroflow.rsa.compare import compare_rdms, kendall_tau_a, noise_ceiling, rank_rows
+from neuroflow.rsa.kendall import pair_counts
 from neuroflow.rsa.rdm import correlation_rdm, crossnobis_rdm, n_conditions, square_rdm
 
 
@@ -43,10 +50,10 @@ def test_compare_matches_rsatoolbox(rng, method):
     np.testing.assert_allclose(compare_rdms(a, b, method=method), ref, atol=1e-10)
 
 
-@pytest.mark.parametrize("scipy_counter", [True, False], ids=["private", "public"])
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "public"])
 @pytest.mark.parametrize("ties", ["none", "a", "b", "both", "constant"])
-def test_kendall_tau_a_matches_rsatoolbox_with_ties(rng, monkeypatch, ties, scipy_counter):
-    if not scipy_counter:  # a SciPy without the private counter: tau-a from tau-b
+def test_kendall_tau_a_matches_rsatoolbox_with_ties(rng, monkeypatch, ties, compiled):
+    if not compiled:  # without numba: tau-a from SciPy's public tau-b
         monkeypatch.setattr(rsa_compare, "_discordant_counter", lambda: None)
     a, b = rng.random((3, 57)), rng.random((4, 57))
     if ties in ("a", "both"):
@@ -59,6 +66,107 @@ def test_kendall_tau_a_matches_rsatoolbox_with_ties(rng, monkeypatch, ties, scip
     np.testing.assert_allclose(kendall_tau_a(a, b), ref, atol=1e-12)
     # tau-a sees ranks only: a monotone transform of either side changes nothing
     np.testing.assert_allclose(kendall_tau_a(np.exp(a), b**3), ref, atol=1e-12)
+
+
+def _brute_counts(x, y):
+    """Discordant, jointly tied and y-tied pairs by looking at all n (n - 1) / 2 pairs."""
+    i, j = np.triu_indices(x.size, 1)
+    dx, dy = np.sign(x[j] - x[i]), np.sign(y[j] - y[i])
+    return int((dx * dy < 0).sum()), int(((dx == 0) & (dy == 0)).sum()), int((dy == 0).sum())
+
+
+def _brute_tau_a(a, b):
+    tau = np.empty((a.shape[0], b.shape[0]))
+    for k, x in enumerate(a):
+        for m, y in enumerate(b):
+            i, j = np.triu_indices(x.size, 1)
+            tau[k, m] = (np.sign(x[j] - x[i]) * np.sign(y[j] - y[i])).mean()
+    return tau
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 32, 33, 64, 97, 300, 1021])
+def test_pair_counts_match_all_pairs(rng, n):
+    """The merge-sort counts equal a look at every pair, ties or not, at uneven sizes."""
+    levels = max(2, n // 5)
+    for x, y in [
+        (rng.integers(0, levels, n), rng.integers(0, levels + 1, n)),  # ties in both
+        (rng.random(n), rng.integers(0, 3, n).astype(float)),  # ties in y only
+        (rng.integers(0, 2, n).astype(float), rng.random(n)),  # ties in x only
+        (rng.random(n), rng.random(n)),  # none
+        (np.arange(n, dtype=float), np.arange(n, 0, -1.0)),  # all discordant
+    ]:
+        order = np.argsort(x)
+        y_in_order = y[order].copy()
+        counts = pair_counts(x[order], y_in_order)
+        assert counts == _brute_counts(x[order], y[order])
+        np.testing.assert_array_equal(y_in_order, y[order])  # the input is not modified
+    with pytest.raises(ValueError, match="must be vectors of one length, got shapes"):
+        pair_counts(np.arange(4.0), np.arange(5.0))
+
+
+@pytest.mark.parametrize("shape", [(5, 2), (2, 5)], ids=["more_a", "more_b"])
+def test_kendall_tau_a_matches_all_pairs_and_rsatoolbox(rng, shape):
+    """Either side may be the sorted one; values equal the O(n^2) definition."""
+    n_pairs = 253
+    a, b = rng.random((shape[0], n_pairs)), rng.random((shape[1], n_pairs))
+    a[0] = rng.integers(0, 4, n_pairs)
+    b[-1] = rng.integers(0, 6, n_pairs)
+    b[0, :40] = b[0, 0]
+    tau = kendall_tau_a(a, b)
+    assert tau.shape == shape
+    np.testing.assert_allclose(tau, _brute_tau_a(a, b), rtol=0, atol=1e-12)
+    ref = compare(RDMs(a), RDMs(b), method="tau-a")
+    np.testing.assert_allclose(tau, ref, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="`a` and `b` must have the same number of pairs"):
+        kendall_tau_a(a, b[:, 1:])
+    b[1, 7] = np.nan
+    with pytest.raises(ValueError, match="`b` must hold no NaN, got 1 NaN values instead"):
+        kendall_tau_a(a, b)
+
+
+def test_kendall_tau_a_without_numba_logs_and_agrees(rng, monkeypatch, caplog):
+    a, b = rng.random((3, 45)), rng.integers(0, 3, (2, 45)).astype(float)
+    compiled = kendall_tau_a(a, b)
+    rsa_compare._discordant_counter.cache_clear()
+    monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
+    try:
+        with caplog.at_level("WARNING", logger="neuroflow.rsa.compare"):
+            public = kendall_tau_a(a, b)
+    finally:
+        rsa_compare._discordant_counter.cache_clear()
+    assert "numba cannot be imported" in caplog.text and "scipy.stats.kendalltau" in caplog.text
+    np.testing.assert_allclose(public, compiled, rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_pair_counter_compiles_once_into_the_cache(tmp_path):
+    """`cache=True`: a second process loads the machine code the first one wrote."""
+    script = (
+        "import numpy as np; from neuroflow.rsa.kendall import pair_counts; "
+        "print(pair_counts(np.arange(40.0), np.arange(40.0)[::-1]))"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DEBUG_CACHE": "1"}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        for _ in range(2)
+    ]
+    assert all(run.stdout.strip().endswith("(780, 0, 0)") for run in runs)
+    assert list(tmp_path.rglob("*.nbi")) and "data saved to" in runs[0].stdout
+    assert "data loaded from" in runs[1].stdout and "data saved to" not in runs[1].stdout
+
+
+def test_package_uses_no_private_scipy_name():
+    src = Path(rsa_compare.__file__).resolve().parents[1]
+    private = re.compile(r"scipy\.[a-z_.]*\._|from scipy[\w.]* import \(?\s*_")
+    hits = [
+        f"{path}:{k}"
+        for path in sorted(src.rglob("*.py"))
+        for k, line in enumerate(path.read_text().splitlines(), 1)
+        if private.search(line)
+    ]
+    assert not hits, f"private SciPy names in {hits}"
 
 
 def test_rank_rows_matches_scipy(rng):
@@ -112,6 +220,19 @@ def test_crossnobis_matches_rsatoolbox_call(rng):
     assert np.corrcoef(vec, true)[0, 1] > 0.8
     with pytest.raises(ValueError, match="at least 2 partitions"):
         crossnobis_rdm(pats[:7], cond[:7], part[:7])
+
+
+def test_crossnobis_cells_of_labels_whose_concatenations_coincide(rng):
+    # partitions "1"/"11" and conditions "1x"/"x": "1" + "1x" and "11" + "x" read alike
+    # once joined, yet they are four different cells
+    cond = np.array(["1x", "x", "1x", "x", "1x", "x", "1x", "x", "1x", "x"])
+    part = np.array(["1", "1", "11", "11", "1", "11", "2", "2", "2", "1"])
+    pats = rng.standard_normal((cond.size, 5))
+    vec, ids = crossnobis_rdm(pats, cond, part)
+    codes = {"1": "a", "11": "b", "2": "c"}
+    ref, ref_ids = crossnobis_rdm(pats, cond, np.array([codes[p] for p in part]))
+    assert ids.tolist() == ref_ids.tolist() == ["1x", "x"]
+    np.testing.assert_allclose(vec, ref, rtol=1e-12)
 
 
 def test_cross_temporal_and_alignment(rng):

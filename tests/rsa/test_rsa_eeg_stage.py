@@ -12,7 +12,7 @@ import xarray as xr
 import yaml
 
 from neuroflow.artifacts import open_dataset, write_dataset
-from neuroflow.decoding.summary import rsa_eeg_rows
+from neuroflow.evaluation.analysis_summary import rsa_eeg_rows
 from neuroflow.evaluation.report import _rsa_figures
 from neuroflow.rsa import eeg as rsa_eeg_module
 from neuroflow.rsa import rsa_eeg
@@ -335,3 +335,20 @@ def test_summary_rows_carry_the_peak_interval(tmp_path, planted):
     )
     assert ("spearman_peak", "bootstrap_se") in by_stat
     assert (group["n_subjects"] == 3).all()
+
+
+def test_rsa_eeg_logs_its_progress(tmp_path, planted, caplog):
+    import logging
+
+    epochs, features = planted
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        _run(tmp_path, epochs, features, bootstrap={"over": "none"})
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "neuroflow.progress" and r.getMessage().startswith("EEG RSA time courses")
+    ]
+    # 3 subjects x 27 time points, 8 at a time: every 10 % is reported, with rate and time left
+    assert len(lines) == 10, lines
+    assert all(re.search(r"% \(\d+/81 time points\), [\d,.]+/s, ", line) for line in lines)
+    assert all(" left (" in line for line in lines[:-1]) and ", done (" in lines[-1]

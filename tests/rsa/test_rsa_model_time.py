@@ -246,13 +246,13 @@ def test_max_statistic_p_and_config_checks() -> None:
 
 
 def test_the_figure_draws_every_channel_group(tmp_path, rng, monkeypatch) -> None:
-    from neuroflow.decoding import plotting
+    from neuroflow.evaluation import analysis_plotting
 
     drawn = []
-    monkeypatch.setattr(plotting, "_save", lambda fig, path: drawn.append(fig) or path)
+    monkeypatch.setattr(analysis_plotting, "_save", lambda fig, path: drawn.append(fig) or path)
     sim = rng.standard_normal((3, 2, MODEL_TIMES.size, BRAIN_TIMES.size))
     lag = np.array([[0.1, np.nan], [np.nan, np.nan], [0.12, 0.2]])  # NaN: inconclusive
-    plotting.plot_model_time(
+    analysis_plotting.plot_model_time(
         sim,
         MODEL_TIMES,
         BRAIN_TIMES,

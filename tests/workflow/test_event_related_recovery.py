@@ -114,7 +114,8 @@ def test_each_feature_space_recovers_nine_tenths_of_the_oracle(event_run):
     # the plan read the event-related design from the events and said so
     (note,) = [n for n in summary_notes(workdir) if n.startswith("features.alignment.method")]
     assert "the design is event-related" in note, note
-    assert "method hrf, hrf_model ['glover', 'spm'], event_regressor true" in note, note
+    library = "['spm peak 4 s', 'spm', 'spm peak 6 s', 'spm peak 7 s']"
+    assert f"method hrf, hrf_model {library}, event_regressor true" in note, note
     assert "encoding.delays.method none" in note, note
     for ds in open_stores(workdir, "align_features").values():
         assert ds.attrs["alignment"]["method"] == "hrf"
@@ -131,7 +132,7 @@ def test_each_feature_space_recovers_nine_tenths_of_the_oracle(event_run):
         assert [k.split("_run-")[1] for k in test] == ["04", "04", "04"]
         inside = facts["rois"][roi][enc["i"].values, enc["j"].values, enc["k"].values]
         # the preset's HRF library: the planted (SPM) shape is chosen in most ROI voxels
-        assert enc.attrs["hrf_models"] == ["glover", "spm"]
+        assert enc.attrs["hrf_models"] == ["spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"]
         chosen = np.asarray(enc["hrf_model"].values, dtype=object)[inside]
         assert np.mean(chosen == "spm") > 0.75, (model, np.mean(chosen == "spm"))
         oracle, y_test = _oracle_r2(facts, runs, list(enc.attrs["train_runs"]), test, roi)
@@ -182,7 +183,7 @@ def test_auto_alignment_reads_the_design_and_refuses_mixed_designs(tmp_path):
     alignment = plan.config["features"]["alignment"]
     assert (alignment["method"], alignment["hrf_model"], alignment["event_regressor"]) == (
         "hrf",
-        ["glover", "spm"],
+        ["spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"],
         True,
     )
     assert plan.config["encoding"]["delays"]["method"] == "none"

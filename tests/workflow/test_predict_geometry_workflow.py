@@ -66,13 +66,16 @@ def predicted(tmp_path_factory: pytest.TempPathFactory) -> dict:
     z = (pool_raw - shots.mean(axis=0)) / shots.std(axis=0)
     (subject,) = facts["subjects"]
     drive = z @ facts["planted"]["weights"][subject].mean(axis=0)
-    # class labels: shots brighter or darker than the median
+    # class labels: shots brighter or darker than the median; every third shot forms the
+    # held-out set of the out-of-distribution readout
     luminance = shots[:, 0]
+    n_shots = len(facts["stimuli"])
     write_tsv(
         root / "labels.tsv",
         {
             "stim_file": [*facts["stimuli"], "shots/never_extracted.png"],
             "label": [*np.where(luminance > np.median(luminance), "bright", "dark"), "dark"],
+            "set": [*np.where(np.arange(n_shots) % 3 == 2, "held", "seen"), "seen"],
         },
     )
     # an atlas: the blob, and the rest of the brain
@@ -118,7 +121,12 @@ def predicted(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "models": ["visual", "semantic"],
             "k": 5,
         },
-        "geometry": {"labels": str(root / "labels.tsv")},
+        "geometry": {
+            "labels": str(root / "labels.tsv"),
+            "distribution_column": "set",
+            "train_distribution": "seen",
+            "ood_permutations": 200,
+        },
     }
     run = run_shape(root / "run", config)
     return {"run": run, "ids": pool_ids, "drive": drive, "subject": subject}
@@ -203,6 +211,12 @@ def test_geometry_of_every_layer_beside_its_scores(predicted):
     sep = table[(table["feature_space"] == "image_statistics")]
     sep = sep[sep["metric"] == "linear_separability"]["value"].item()
     assert sep > 0.8, sep
+    # the readout trained on the seen shots reads the held-out ones by their luminance
+    ood = table[(table["feature_space"] == "image_statistics")].set_index("metric")["value"]
+    assert ood["ood_accuracy"] > 0.8 and ood["ood_p_value"] < 0.05, ood
+    assert ood["ood_chance"] == 0.5
+    assert table[table["metric"] == "ood_accuracy"]["layer"].nunique() == 8
+    assert ds["n_degenerate_classes"].dims == ("feature_space", "layer")
     alignment = pd.read_csv(folder / "geometry_alignment.tsv", sep="\t")
     assert set(alignment["feature_space"]) == {"cnn"}
     assert alignment["n_layers"].eq(6).all()

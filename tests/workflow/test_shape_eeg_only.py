@@ -9,6 +9,7 @@ the summary) and leave out, with a note each, those that need stimulus features.
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,17 @@ def test_default_config_reaches_every_applicable_analysis(eeg_only):
     ds = _decoding(run)
     assert ds.attrs["classification_cv_groups"] == ["epoch"]
     assert set(ds.attrs["skipped"]) == {"features", "identification"}
+    # the long steps of the subjects' decoding and QC jobs report their progress in the
+    # job logs: a line per 10 %, with the count, the rate and the time left
+    decoding = {p: p.read_text() for p in (run / "logs" / "decoding").rglob("sub-*.log")}
+    qc = {p: p.read_text() for p in (run / "logs" / "qc_eeg").rglob("*.log")}
+    assert len(decoding) == len(facts["subjects"]) and len(qc) == len(epochs)
+    for log, text in decoding.items():
+        # (the permutations of the temporal generalisation give the sliding null too)
+        lines = re.findall(r"classification null[^:]*: \d+% \(\d+/\d+ permutations\), .*", text)
+        assert len(lines) >= 10 and " left (" in lines[0] and "done" in lines[-1], log
+    for log, text in qc.items():
+        assert re.search(r"QC: spectra of the recording: 100% \(\d+/\d+ channels\), ", text), log
 
 
 def test_quality_control_of_every_recording(eeg_only):

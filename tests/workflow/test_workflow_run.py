@@ -112,6 +112,15 @@ def test_summary_table_ranks_planted_feature_spaces(tiny_run: Path) -> None:
     rows = fmri[fmri["metric"] == "mean_r"].set_index(["model", "roi"])["value"]
     assert rows[("visual", "early_visual")] > rows[("semantic", "early_visual")]
     assert rows[("semantic", "semantic")] > rows[("visual", "semantic")]
+    # every ROI row says which share of its targets exceeds the noise ceiling beyond the
+    # ceiling's uncertainty (the score stores' exceeds_ceiling); undefined exactly where
+    # no normalised score is
+    exceeds = fmri[fmri["metric"] == "frac_exceeds_ceiling"].set_index(["model", "roi"])
+    normalized = fmri[fmri["metric"] == "mean_r_normalized"].set_index(["model", "roi"])
+    assert exceeds.index.equals(rows.index)
+    defined = exceeds["value"].notna()
+    assert defined.any() and (defined == normalized["value"].notna()).all()
+    assert exceeds["value"][defined].between(0.0, 1.0).all()
     plots = list(table.parent.joinpath("plots").glob("*.png"))
     assert plots
 
@@ -249,7 +258,12 @@ def test_export_in_the_formats_of_the_field(tiny_run: Path, tmp_path: Path) -> N
     sidecar = json.loads(
         next((out / "sub-01" / "func").glob("*visual_stat-r_statmap.json")).read_text()
     )
-    assert sidecar["Sources"] == [str(scores.relative_to(tiny_run))]
+    assert sidecar["Sources"] == [scores.relative_to(tiny_run / "results").as_posix()]
+    assert img.header.get_xyzt_units() == ("mm", "sec")
+    assert int(img.header["qform_code"]) == int(img.header["sform_code"]) > 0
+    description = json.loads((out / "dataset_description.json").read_text())
+    assert description["DatasetType"] == "derivative"
+    assert description["GeneratedBy"][0]["Name"] == "neuroflow"
     assert sidecar["NeuroflowVersion"] == scores.parent.name.rsplit("-", 1)[1]
     # epochs and evoked responses that MNE reads back
     (epo_store,) = (tiny_run / "results" / "preprocess_eeg").glob("*/sub-01/*_epo.zarr")
@@ -258,6 +272,9 @@ def test_export_in_the_formats_of_the_field(tiny_run: Path, tmp_path: Path) -> N
         epochs.get_data(), xr.open_zarr(epo_store)["epochs"].values, rtol=1e-5, atol=1e-12
     )
     assert set(epochs.metadata["stimulus"]) == set(xr.open_zarr(epo_store)["stimulus"].values)
+    filters = xr.open_zarr(epo_store).attrs["filters"]
+    assert epochs.info["highpass"] == pytest.approx(filters["l_freq"] or 0.0)
+    assert epochs.info["lowpass"] == pytest.approx(filters["h_freq"] or epochs.info["sfreq"] / 2)
     evokeds = mne.read_evokeds(next((out / "sub-01" / "eeg").glob("*_ave.fif")), verbose="error")
     assert {e.comment for e in evokeds} == set(epochs.event_id)
     # features as arrays with their stimulus order, and the summary with its sidecar

@@ -2,6 +2,7 @@
 
 from neuroflow.config.validation import (
     ConfigError,
+    coerce_overrides,
     fill_defaults,
     load_config,
     load_schema,
@@ -13,6 +14,7 @@ from neuroflow.config.validation import (
 
 __all__ = [
     "ConfigError",
+    "coerce_overrides",
     "fill_defaults",
     "load_config",
     "load_schema",

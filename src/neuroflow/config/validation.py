@@ -21,6 +21,7 @@ import yaml
 
 __all__ = [
     "ConfigError",
+    "coerce_overrides",
     "deep_update",
     "fill_defaults",
     "load_config",
@@ -258,6 +259,107 @@ def validate_config(
         more = f"\n(and {len(errors) - 10} more)" if len(errors) > 10 else ""
         raise ConfigError("Invalid configuration:\n- " + "\n- ".join(lines) + more)
     return filled
+
+
+def _valid(value: Any, node: Mapping[str, Any]) -> bool:
+    """Whether ``value`` matches the (resolved) schema ``node``."""
+    return jsonschema.Draft202012Validator(node).is_valid(value)
+
+
+def _expected_types(node: Mapping[str, Any]) -> str:
+    """The JSON types a schema node accepts, in words (``"a number or null"``)."""
+    names: list[str] = []
+    for branch in [node, *node.get("oneOf", []), *node.get("anyOf", [])]:
+        kind = branch.get("type") if isinstance(branch, Mapping) else None
+        for name in [kind] if isinstance(kind, str) else list(kind or []):
+            if _JSON_TYPES.get(name, name) not in names:
+                names.append(_JSON_TYPES.get(name, name))
+    return " or ".join(names) or "a value of the schema"
+
+
+def _coerce_children(value: Any, node: Mapping[str, Any], where: str, source: str) -> Any:
+    """Coerce the entries of a mapping or list override, each by its own schema node."""
+    if isinstance(value, Mapping):
+        return {
+            key: _coerce_override(item, _schema_at(node, [key]), f"{where}.{key}", source)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        items = node.get("items")
+        items = items if isinstance(items, Mapping) else {}
+        return [
+            _coerce_override(item, items, f"{where}[{i}]", source) for i, item in enumerate(value)
+        ]
+    return value
+
+
+def _coerce_override(value: Any, node: Mapping[str, Any], where: str, source: str) -> Any:
+    """``value`` typed as ``node`` expects: a string parsed as YAML where a string fails."""
+    if _valid(value, node):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            problem = str(err).splitlines()[0]
+            raise ConfigError(
+                f"'{where}' in {source} must be {_expected_types(node)} written in YAML, "
+                f"got {value!r} instead ({problem})."
+            ) from err
+        if isinstance(parsed, str):
+            return value  # a string after all: validation names what was expected
+        value = parsed
+        if _valid(value, node):
+            return value
+    for branch in [*node.get("oneOf", []), *node.get("anyOf", [])]:
+        if isinstance(branch, Mapping):
+            candidate = _coerce_children(value, branch, where, source)
+            if _valid(candidate, branch):
+                return candidate
+    return _coerce_children(value, node, where, source)
+
+
+def coerce_overrides(
+    overrides: Mapping[str, Any],
+    schema: Mapping[str, Any] | str | os.PathLike,
+    *,
+    source: str = "--config",
+) -> dict[str, Any]:
+    """Type the values of ``--config KEY=VALUE`` overrides as the schema expects.
+
+    Snakemake parses an override's value as an integer, a float, a boolean, then with
+    YAML's base loader, which keeps every value inside a mapping or list a string
+    (``encoding='{"delays": {"lags": [1, 2]}}'`` gives ``{"lags": ["1", "2"]}``).
+    Each string where the schema expects something else is read again with
+    ``yaml.safe_load``; strings the schema accepts are kept as they are.
+
+    Parameters
+    ----------
+    overrides : dict
+        The parsed overrides (Snakemake's ``parse_config`` result), top-level keys.
+    schema : dict | path-like
+        Resolved schema, or the path of ``config.schema.yaml``.
+    source : str
+        How to name the overrides in messages.
+
+    Returns
+    -------
+    overrides : dict
+        A new dict; values that neither form matches are left for
+        :func:`validate_config` to report with their key path.
+
+    Raises
+    ------
+    ConfigError
+        When a string where the schema expects another type is not valid YAML,
+        naming the entry's key path.
+    """
+    if not isinstance(schema, Mapping):
+        schema = load_schema(schema)
+    return {
+        key: _coerce_override(value, _schema_at(schema, [key]), str(key), source)
+        for key, value in overrides.items()
+    }
 
 
 def load_config(

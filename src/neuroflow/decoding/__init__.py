@@ -13,8 +13,8 @@
   Euclidean alignment, time-resolved and whole-epoch (shrinkage LDA, tangent space);
   :mod:`~neuroflow.decoding.cross_subject_stage` runs it as the
   ``decode_eeg_cross_subject`` stage;
-- :func:`decode_eeg`: the stage entry point; :mod:`~neuroflow.decoding.summary` and
-  :mod:`~neuroflow.decoding.plotting` for tables and figures.
+- :func:`decode_eeg`: the stage entry point; :mod:`~neuroflow.evaluation.analysis_summary` and
+  :mod:`~neuroflow.evaluation.analysis_plotting` for tables and figures.
 """
 
 from .classification import ClassificationResult, classify, make_classifier
@@ -27,14 +27,12 @@ from .features import (
     zscore_features,
 )
 from .identification import (
-    average_by_stimulus,
     correlation_matrix,
     identification_metrics,
     identification_null,
     identification_ranks,
 )
 from .stage import DEFAULT_CONFIG, decode_eeg
-from .summary import append_rows, decoding_rows, rsa_rows
 from .temporal import (
     ClusterResult,
     cluster_permutation_test,
@@ -50,14 +48,11 @@ __all__ = [
     "ClusterResult",
     "ContrastiveDecoder",
     "FeatureDecoder",
-    "append_rows",
-    "average_by_stimulus",
     "bin_window",
     "classify",
     "cluster_permutation_test",
     "correlation_matrix",
     "decode_eeg",
-    "decoding_rows",
     "fit_contrastive",
     "fit_feature_decoder",
     "flatten_window",
@@ -67,7 +62,6 @@ __all__ = [
     "identification_ranks",
     "info_nce",
     "make_classifier",
-    "rsa_rows",
     "sliding_ridge_scores",
     "time_resolved_null",
     "time_resolved_scores",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from neuroflow.models._device import resolve_device
+from neuroflow.models import resolve_device
 
 __all__ = ["ContrastiveDecoder", "contrastive_options", "fit_contrastive", "info_nce"]
 

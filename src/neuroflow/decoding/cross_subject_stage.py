@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from neuroflow.analysis_inputs import SubjectEpochs, load_subject_epochs
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.variables import describe_variables
 
 from .cross_subject import cross_subject_scores, euclidean_alignment
 from .features import bin_window
-from .inputs import SubjectEpochs, load_subject_epochs
 from .stage import resolve_config
 
 __all__ = [

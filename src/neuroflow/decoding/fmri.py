@@ -57,20 +57,25 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from neuroflow.analysis_inputs import (
+    average_by_stimulus,
+    feature_info,
+    stimulus_features,
+    stimulus_patterns,
+)
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.io.events import is_missing
+from neuroflow.progress import Progress
 from neuroflow.rois import labelled_rois
 from neuroflow.variables import describe_variables
 
 from .concepts import concept_matrix, decode_concepts, read_concept_annotations, run_sets
 from .features import fit_feature_decoder, zscore_features
 from .identification import (
-    average_by_stimulus,
     identification_metrics,
     identification_null,
     presentation_order,
 )
-from .inputs import feature_info, stimulus_features
 from .stage import (
     _metric_names,
     _obj,
@@ -266,8 +271,6 @@ def fmri_patterns(
     roi : ndarray of str, shape (n_voxels,)
         ROI label of each voxel.
     """
-    from neuroflow.rsa.stage import stimulus_patterns
-
     paths = [Path(p) for p in paths]
     for p in paths:
         ds = open_dataset(p)
@@ -447,6 +450,8 @@ def _identify_regions(
     feats = {n: stimulus_features(p, stim) for n, p in features.items()}
     contrastive = cfg["contrastive"] if cfg["contrastive"]["enabled"] else None
     out = {}
+    cells = sum(region in own for region in regions) * len(features)
+    progress = Progress(cells, f"{label}: stimulus identification", "region x feature space")
     for b, region in enumerate(regions):
         if region not in own:
             continue
@@ -464,6 +469,8 @@ def _identify_regions(
                 seed=int(cfg["seed"]),
                 contrastive=contrastive,
             )
+            progress.update()
+    progress.close()
     return out, n_test
 
 
@@ -473,7 +480,7 @@ def session_splits(
     """Train and test presentations of every held-out session of one subject.
 
     The test stimuli are chosen once among all the subject's presentations, as within
-    subjects (:func:`neuroflow.encoding.eeg.select_test_stimuli` ``"auto"``). Held-out
+    subjects (:func:`neuroflow.trial_split.select_test_stimuli` ``"auto"``). Held-out
     session ``s`` tests its presentations of test stimuli; the decoders train on the
     other sessions' presentations of the other stimuli, so that neither the session nor
     the stimulus of a test pattern is ever seen in training.
@@ -491,7 +498,7 @@ def session_splits(
         Session label (sorted) to boolean masks of shape (n_presentations,); empty when
         the subject has fewer than 2 sessions.
     """
-    from neuroflow.encoding.eeg import select_test_stimuli
+    from neuroflow.trial_split import select_test_stimuli
 
     stimuli, sessions = np.asarray(stimuli, dtype=str), np.asarray(sessions, dtype=str)
     if stimuli.shape != sessions.shape:
@@ -561,6 +568,8 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
         stim, parts, ids, n_splits=cfg["n_splits"], seed=int(cfg["seed"])
     )
     out = {}
+    n_regions = sum(region in own for region in regions)
+    progress = Progress(n_regions, f"sub-{subject}: concept decoding", "regions")
     for b, region in enumerate(regions):
         if region not in own:
             continue
@@ -578,6 +587,8 @@ def _concepts(data, stim, parts, own, regions, annotations, cfg, subject):
             order=presentation_order(stim),
             blocks=run_sets(stim, parts, ids) if grouping == "run" else None,
         )
+        progress.update()
+    progress.close()
     return out, grouping
 
 

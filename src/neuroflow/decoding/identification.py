@@ -26,7 +26,6 @@ import numpy as np
 from scipy.stats import rankdata
 
 __all__ = [
-    "average_by_stimulus",
     "correlation_matrix",
     "identification_metrics",
     "identification_null",
@@ -82,38 +81,6 @@ def correlation_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             f"got {a.shape} and {b.shape} instead."
         )
     return np.clip(_zrows(a) @ _zrows(b).T, -1.0, 1.0)
-
-
-def average_by_stimulus(
-    values: np.ndarray, stimuli: Sequence[str] | np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Average rows that belong to the same stimulus (repeated presentations).
-
-    Parameters
-    ----------
-    values : array-like, shape (n_items, ...)
-        One row per presentation.
-    stimuli : sequence of str, shape (n_items,)
-        Stimulus id of every row.
-
-    Returns
-    -------
-    ids : ndarray of str, shape (n_stimuli,)
-        Sorted unique ids.
-    means : ndarray of float64, shape (n_stimuli, ...)
-        Mean of the rows of each id.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    stimuli = np.asarray([str(v) for v in np.asarray(stimuli).ravel()], dtype=str)
-    if stimuli.ndim != 1 or stimuli.shape[0] != values.shape[0]:
-        raise ValueError(
-            f"`stimuli` must have shape ({values.shape[0]},) like the rows of `values`, "
-            f"got {stimuli.shape} instead."
-        )
-    ids, inverse, counts = np.unique(stimuli, return_inverse=True, return_counts=True)
-    sums = np.zeros((ids.size, *values.shape[1:]))
-    np.add.at(sums, inverse, values)
-    return ids, sums / counts.reshape(-1, *([1] * (values.ndim - 1)))
 
 
 def rank_matrix(similarity: np.ndarray) -> np.ndarray:

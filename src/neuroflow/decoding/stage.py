@@ -42,16 +42,23 @@ import numpy as np
 import xarray as xr
 from sklearn.decomposition import PCA
 
+from neuroflow.analysis_inputs import (
+    SubjectEpochs,
+    average_by_stimulus,
+    feature_info,
+    load_subject_epochs,
+    stimulus_features,
+)
 from neuroflow.artifacts import write_dataset
 from neuroflow.config import merge_defaults
 from neuroflow.peaks import peak_index
+from neuroflow.progress import Progress
 from neuroflow.variables import describe_variables
 
 from .classification import labels_constant_within_groups
 from .contrastive import contrastive_options, fit_contrastive
 from .features import bin_window, fit_feature_decoder, zscore_features
-from .identification import average_by_stimulus, identification_metrics, identification_null
-from .inputs import SubjectEpochs, feature_info, load_subject_epochs, stimulus_features
+from .identification import identification_metrics, identification_null
 from .temporal import (
     ClusterResult,
     cluster_permutation_test,
@@ -466,6 +473,8 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
     groups = _groups(sub, cfg["cv_groups"])
     n_times = X.shape[2]
     out = {k: [] for k in ("score", "null_mean", "cluster_p", "cluster_p_raw", "n_components")}
+    what = f"sub-{sub.subject}: feature time courses"
+    progress = Progress(len(features), what, "feature spaces")
     for name, path in features.items():
         uniq, inverse = np.unique(sub.stimulus, return_inverse=True)
         F = stimulus_features(path, uniq)
@@ -495,7 +504,9 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
         out["cluster_p"].append(p)
         out["cluster_p_raw"].append(p_raw)
         out["n_components"].append(n_comp)
+        progress.update()
         del name
+    progress.close()
     return {k: np.asarray(v) for k, v in out.items()}
 
 
@@ -521,7 +532,7 @@ def held_out_mask(
         Every presentation of a test stimulus (a stimulus is either a test or a
         training stimulus, never both).
     """
-    from neuroflow.encoding.eeg import select_test_stimuli
+    from neuroflow.trial_split import select_test_stimuli
 
     stimulus = np.asarray(stimulus, dtype=str)
     if condition is not None and test_condition is not None:
@@ -577,6 +588,8 @@ def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray
     chance = np.full((n_f, n_m), np.nan)
     null = np.full((n_f, len(decoders), ic["n_permutations"], n_m), np.nan)
     groups = _groups(sub, cfg["cv_groups"])[~test]
+    what = f"sub-{sub.subject}: stimulus identification"
+    progress = Progress(n_f, what, "feature spaces")
     for i, path in enumerate(features.values()):
         ids, _ = average_by_stimulus(np.zeros((test.sum(), 1)), sub.stimulus[test])
         F_test = stimulus_features(path, ids)
@@ -619,6 +632,8 @@ def _identification(sub, X3, times, features, cfg, seed) -> dict[str, np.ndarray
                 )
                 empty = np.full(ic["n_permutations"], nan)
                 null[i, j] = np.stack([nl.get(k, empty) for k in keys], axis=1)
+        progress.update()
+    progress.close()
     with np.errstate(invalid="ignore"):
         better = np.where(
             np.array(keys) == "mean_rank",

@@ -54,13 +54,12 @@ from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import RidgeCVResult, parse_cv, resolve_device, ridge_cv, run_splits
 from neuroflow.peaks import peak_latency as _post_stimulus_peak
-from neuroflow.workflow.design import MIN_TEST_STIMULI, select_test_stimuli
+from neuroflow.trial_split import select_test_stimuli
 
 __all__ = [
     "CROSS_VALIDATED",
     "DEFAULT_CONFIG",
     "HELD_OUT",
-    "MIN_TEST_STIMULI",
     "block_groups",
     "cross_validated_predictions",
     "designated_test_stimuli",
@@ -72,7 +71,6 @@ __all__ = [
     "lagged_impulse_design",
     "peak_latency",
     "scoring_design",
-    "select_test_stimuli",
     "stimulus_folds",
     "with_defaults",
 ]
@@ -254,7 +252,7 @@ def _features(
     features: Mapping[str, Path], spaces: Sequence[str], ids: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Concatenated feature rows of ``ids`` and the space of every column."""
-    from neuroflow.decoding.inputs import stimulus_features
+    from neuroflow.analysis_inputs import stimulus_features
 
     blocks, labels = [], []
     for s in spaces:
@@ -849,7 +847,7 @@ def fit_eeg_encoding(
         ``peak_significant``), which the evaluation
         stage copies into the score store for the summary.
     """
-    from neuroflow.decoding.inputs import load_subject_epochs
+    from neuroflow.analysis_inputs import load_subject_epochs
 
     cfg = with_defaults(config)
     inf = _inference_settings(cfg)

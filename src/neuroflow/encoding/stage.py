@@ -19,12 +19,11 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
-from neuroflow.encoding.stored import encoder_dataset
+from neuroflow.encoding.stored import encoder_dataset, filter_like_data
 from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.records import entity_key, run_matches
 from neuroflow.models import (
     banded_ridge_cv,
-    matmul,
     parse_cv,
     r2_split,
     resolve_device,
@@ -32,7 +31,7 @@ from neuroflow.models import (
     run_splits,
 )
 from neuroflow.models.delays import apply_delays
-from neuroflow.workflow.design import N_BLOCKS_ONE_RUN, auto_test_runs
+from neuroflow.trial_split import N_BLOCKS_ONE_RUN, auto_test_runs
 
 __all__ = ["DEFAULT_CONFIG", "fit_encoding", "make_alphas", "with_defaults"]
 
@@ -290,27 +289,6 @@ def _standardizer(
         std = X.std(0) if enabled else np.ones_like(mean)
         stats[s] = (mean, np.where(std > 0, std, 1.0))
     return stats
-
-
-def filter_like_data(X: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
-    """Remove from a run's design what the cleaning removed from its BOLD.
-
-    Parameters
-    ----------
-    X : ndarray, shape (n_times, n_features)
-        Delayed design of one run.
-    basis : ndarray, shape (n_times, n_nuisance) | None
-        Orthonormal nuisance basis of the run (``nuisance_basis`` of the preprocessed
-        store); ``None`` leaves ``X`` unchanged.
-
-    Returns
-    -------
-    X_filtered : ndarray, shape (n_times, n_features)
-        ``(I - Q Qᵀ) X``, the same bits for any number of threads.
-    """
-    if basis is None or basis.shape[1] == 0:
-        return X
-    return X - matmul(basis, matmul(basis.T, X))
 
 
 def _design(

@@ -20,7 +20,7 @@ import xarray as xr
 from neuroflow.models import matmul
 from neuroflow.models.delays import apply_delays
 
-__all__ = ["ENCODER_VARIABLES", "NO_DELAYS", "encoder_dataset", "predict_run"]
+__all__ = ["ENCODER_VARIABLES", "NO_DELAYS", "encoder_dataset", "filter_like_data", "predict_run"]
 
 #: The delays of stimulus-level models (single trials, EEG epochs): none.
 NO_DELAYS: dict[str, str] = {"method": "none"}
@@ -139,6 +139,27 @@ def encoder_dataset(
     return xr.Dataset(data, coords=coords)
 
 
+def filter_like_data(X: np.ndarray, basis: np.ndarray | None) -> np.ndarray:
+    """Remove from a run's design what the cleaning removed from its BOLD.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_times, n_features)
+        Delayed design of one run.
+    basis : ndarray, shape (n_times, n_nuisance) | None
+        Orthonormal nuisance basis of the run (``nuisance_basis`` of the preprocessed
+        store); ``None`` leaves ``X`` unchanged.
+
+    Returns
+    -------
+    X_filtered : ndarray, shape (n_times, n_features)
+        ``(I - Q Qᵀ) X``, the same bits for any number of threads.
+    """
+    if basis is None or basis.shape[1] == 0:
+        return X
+    return X - matmul(basis, matmul(basis.T, X))
+
+
 def _check_encoder(encoder: xr.Dataset) -> None:
     missing = [name for name in ENCODER_VARIABLES if name not in encoder]
     needs_tr = (encoder.attrs.get("delays") or {}).get("method") == "hrf"
@@ -158,8 +179,6 @@ def _design(
     nuisance: np.ndarray | None,
 ) -> np.ndarray:
     """The centred design of one run for one HRF variant, shape (n_times, n_design)."""
-    from neuroflow.encoding.stage import filter_like_data
-
     spaces = list(dict.fromkeys(str(s) for s in encoder["input_space"].values))
     input_space = encoder["input_space"].values
     mean = encoder["feature_mean"].values[variant]

@@ -31,10 +31,10 @@ from neuroflow.encoding.stage import (
     _Run,
     _standardizer,
     _voxel_coords,
-    filter_like_data,
     group_repeats,
     with_defaults,
 )
+from neuroflow.encoding.stored import filter_like_data
 from neuroflow.models.transformer import (
     SubjectData,
     TrainedEncoder,
@@ -42,7 +42,7 @@ from neuroflow.models.transformer import (
     resolve_options,
     train_encoder,
 )
-from neuroflow.workflow.design import auto_test_runs
+from neuroflow.trial_split import auto_test_runs
 
 __all__ = ["fit_transformer_encoding", "load_encoder", "training_dataset"]
 

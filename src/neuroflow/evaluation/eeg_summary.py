@@ -353,7 +353,7 @@ def eeg_encoding_figures(
     paths : list of Path
         The written figures, in model order.
     """
-    from neuroflow.decoding import plotting
+    from neuroflow.evaluation import analysis_plotting
 
     paths = list(paths) or ["score store"] * len(stores)
     by_model: dict[str, dict[str, tuple[xr.Dataset, str | os.PathLike]]] = {}
@@ -366,7 +366,7 @@ def eeg_encoding_figures(
         grid = xr.concat(list(courses.values()), dim="subject", join="outer")["latency"]
         lines = {f"sub-{s}": course.reindex(latency=grid).values for s, course in courses.items()}
         out.append(
-            plotting.plot_time_courses(
+            analysis_plotting.plot_time_courses(
                 np.asarray(grid.values, dtype=float),
                 lines,
                 Path(plots_dir) / f"eeg_encoding_{model}_r.png",

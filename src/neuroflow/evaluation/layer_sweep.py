@@ -54,9 +54,8 @@ from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
 from neuroflow.encoding.trials import TRIAL_MODEL_SUFFIX
-from neuroflow.evaluation.plotting import _new_figure
-from neuroflow.evaluation.summary import ALL_ROI, GROUP_SUBJECT
-from neuroflow.rois import labelled_rois
+from neuroflow.figures import new_figure
+from neuroflow.rois import ALL_ROI, GROUP_SUBJECT, labelled_rois
 
 __all__ = [
     "ALIGNMENT_COLUMNS",
@@ -621,7 +620,7 @@ def plot_layer_sweep(
         )
     rois = sorted(part["roi"].unique().tolist())
     shown = _shown_rois(part, rois, max_rois)
-    fig = _new_figure((7.0, 3.8))
+    fig = new_figure((7.0, 3.8))
     ax = fig.add_subplot()
     resampled = ""
     for roi, rows in part[part["roi"].isin(shown)].groupby("roi", sort=True):
@@ -869,7 +868,7 @@ def plot_metric_agreement(table: pd.DataFrame, *, sweep: str, max_rois: int = 8)
         for key, layers in pairs
     }
     n_rows, n_cols = len(rois), len(columns)
-    fig = _new_figure((3.6 * n_cols + 0.8, 2.2 * n_rows + 0.8))
+    fig = new_figure((3.6 * n_cols + 0.8, 2.2 * n_rows + 0.8))
     for i, roi in enumerate(rois):
         for j, (stage, metric) in enumerate(columns):
             ax = fig.add_subplot(n_rows, n_cols, i * n_cols + j + 1)

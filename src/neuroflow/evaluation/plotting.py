@@ -17,8 +17,9 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from neuroflow.figures import new_figure
 
 __all__ = [
     "BRAIN_MAP_KINDS",
@@ -29,67 +30,10 @@ __all__ = [
     "plot_topomap",
     "plot_training_curves",
     "save_figure",
-    "scores_to_nifti",
 ]
 
 #: Accepted values of ``kind`` in :func:`plot_brain_map`.
 BRAIN_MAP_KINDS = ("glass_brain", "stat_map")
-
-
-def _new_figure(size: tuple[float, float]) -> Figure:
-    """A figure on the Agg canvas, outside pyplot's figure manager."""
-    fig = Figure(figsize=size)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def scores_to_nifti(
-    values: np.ndarray,
-    ijk: np.ndarray,
-    *,
-    affine: np.ndarray,
-    mask_shape: Sequence[int],
-    undefined: float = 0.0,
-) -> nib.Nifti1Image:
-    """Place per-voxel scores back on their volume grid.
-
-    Parameters
-    ----------
-    values : array-like, shape (n_voxels,)
-        Score per voxel.
-    ijk : array-like of int, shape (n_voxels, 3)
-        Voxel indices on the grid.
-    affine : array-like, shape (4, 4)
-        Voxel-to-world affine of the grid.
-    mask_shape : sequence of 3 int
-        Grid shape.
-    undefined : float
-        Value written where a score is NaN: 0 for maps that are drawn, NaN for maps
-        that are results (exported), so that an undefined score is not read as 0.
-
-    Returns
-    -------
-    img : nibabel.Nifti1Image, shape mask_shape
-        float32 image, 0 outside the voxels and ``undefined`` where a score is NaN.
-    """
-    values = np.asarray(values, dtype=np.float32)
-    ijk = np.asarray(ijk)
-    shape = tuple(int(s) for s in mask_shape)
-    affine = np.asarray(affine, dtype=np.float64)
-    if len(shape) != 3 or min(shape) < 1:
-        raise ValueError(f"`mask_shape` must be 3 positive ints, got {list(mask_shape)} instead.")
-    if affine.shape != (4, 4):
-        raise ValueError(f"`affine` must have shape (4, 4), got {affine.shape} instead.")
-    if ijk.shape != (values.size, 3) or ijk.dtype.kind not in "iu":
-        raise ValueError(
-            f"`ijk` must be integers of shape ({values.size}, 3), "
-            f"got {ijk.dtype} of shape {ijk.shape} instead."
-        )
-    if ijk.size and ((ijk < 0).any() or (ijk >= np.array(shape)).any()):
-        raise ValueError(f"`ijk` must index the grid of shape {shape}, got indices outside it.")
-    data = np.zeros(shape, dtype=np.float32)
-    data[ijk[:, 0], ijk[:, 1], ijk[:, 2]] = np.where(np.isnan(values), undefined, values)
-    return nib.Nifti1Image(data, affine)
 
 
 def map_color_limits(data: np.ndarray, percentile: float = 99.0) -> tuple[float, float]:
@@ -134,7 +78,7 @@ def plot_brain_map(
     Parameters
     ----------
     img : nibabel.Nifti1Image
-        3-D score image (see :func:`scores_to_nifti`).
+        3-D score image (see :func:`neuroflow.io.files.scores_to_nifti`).
     kind : ``"glass_brain"`` | ``"stat_map"``
         :func:`nilearn.plotting.plot_glass_brain` or
         :func:`nilearn.plotting.plot_stat_map` (on the image's own grid, no
@@ -160,7 +104,7 @@ def plot_brain_map(
     threshold, robust = map_color_limits(np.asarray(img.dataobj))
     if vmax is None or not np.isfinite(vmax) or vmax <= 0:
         vmax = robust
-    fig = _new_figure((8, 3))
+    fig = new_figure((8, 3))
     common = {
         "figure": fig,
         "title": title,
@@ -214,7 +158,7 @@ def plot_roi_bars(
     rois = sorted(subjects["roi"].unique().tolist())
     models = sorted(subjects["model"].unique().tolist())
     width = 0.8 / max(len(models), 1)
-    fig = _new_figure((max(4.0, 1.2 * len(rois) * max(len(models), 1)), 3.5))
+    fig = new_figure((max(4.0, 1.2 * len(rois) * max(len(models), 1)), 3.5))
     ax = fig.add_subplot()
     rng = np.random.default_rng(0)  # fixed jitter keeps figures reproducible
     for m, model in enumerate(models):
@@ -299,7 +243,7 @@ def plot_score_timecourse(
                 )
             extras[name] = value
     if ax is None:
-        fig = _new_figure((6, 3))
+        fig = new_figure((6, 3))
         ax = fig.add_subplot()
     else:
         fig = ax.figure
@@ -359,7 +303,7 @@ def plot_topomap(
             f"got {scores.shape} instead."
         )
     if axes is None:
-        fig = _new_figure((3, 3))
+        fig = new_figure((3, 3))
         axes = fig.add_subplot()
     else:
         fig = axes.figure
@@ -448,7 +392,7 @@ def plot_training_curves(
     labels = [f"seed {k}" for k in range(n_seeds)] if seeds is None else [str(s) for s in seeds]
     if len(labels) != n_seeds:
         raise ValueError(f"`seeds` must have {n_seeds} entries, got {len(labels)} instead.")
-    fig = _new_figure((9, 3.5))
+    fig = new_figure((9, 3.5))
     loss_ax, r_ax = fig.subplots(1, 2)
     for k in range(n_seeds):
         (line,) = loss_ax.plot(x, train_loss[k], lw=1.5, label=labels[k])

@@ -66,7 +66,7 @@ def _plotted_cluster_p(ds: xr.Dataset, name: str) -> np.ndarray | None:
 
 def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Path]:
     """Time courses with significant clusters and the generalisation matrix."""
-    from neuroflow.decoding import plotting
+    from neuroflow.evaluation import analysis_plotting
 
     out: list[Path] = []
     times = np.asarray(ds["time"].values, float)
@@ -78,7 +78,7 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
         if p is not None:
             sig = {s: p[i] < alpha for i, s in enumerate(spaces)}
         out.append(
-            plotting.plot_time_courses(
+            analysis_plotting.plot_time_courses(
                 times,
                 {s: score[i] for i, s in enumerate(spaces)},
                 plots_dir / "decoding_features_timecourse.png",
@@ -93,7 +93,7 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
         if p is not None:
             sig = {"classification": p < alpha}
         out.append(
-            plotting.plot_time_courses(
+            analysis_plotting.plot_time_courses(
                 times,
                 {"classification": _mean_over_subjects(ds["class_score"])},
                 plots_dir / "decoding_classification_timecourse.png",
@@ -104,7 +104,7 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
         )
     if "generalization" in ds:
         out.append(
-            plotting.plot_generalization(
+            analysis_plotting.plot_generalization(
                 times,
                 _mean_over_subjects(ds["generalization"]),
                 plots_dir / "decoding_generalization.png",
@@ -115,7 +115,7 @@ def _decoding_figures(ds: xr.Dataset, plots_dir: Path, alpha: float) -> list[Pat
 
 def _fmri_decoding_figures(ds: xr.Dataset, plots_dir: Path) -> list[Path]:
     """Identification rank accuracy per ROI and space; concept decoding per ROI."""
-    from neuroflow.decoding import plotting
+    from neuroflow.evaluation import analysis_plotting
 
     out: list[Path] = []
     rois = [str(r) for r in ds["roi"].values]
@@ -124,7 +124,7 @@ def _fmri_decoding_figures(ds: xr.Dataset, plots_dir: Path) -> list[Path]:
         n_test = ds["n_test_stimuli"].where(ds["n_test_stimuli"] > 1)
         accuracy = (1 - (rank - 1) / (n_test - 1)).mean("subject", skipna=True)
         out.append(
-            plotting.plot_fmri_identification(
+            analysis_plotting.plot_fmri_identification(
                 accuracy.transpose("decoder", "roi", "feature_space").values,
                 rois,
                 [str(s) for s in ds["feature_space"].values],
@@ -134,7 +134,7 @@ def _fmri_decoding_figures(ds: xr.Dataset, plots_dir: Path) -> list[Path]:
         )
     if "concept_auc" in ds:
         out.append(
-            plotting.plot_concept_decoding(
+            analysis_plotting.plot_concept_decoding(
                 ds["concept_mean_auc"].transpose("subject", "roi").values,
                 ds["concept_auc"].mean("subject", skipna=True).transpose("roi", "concept").values,
                 rois,
@@ -147,7 +147,7 @@ def _fmri_decoding_figures(ds: xr.Dataset, plots_dir: Path) -> list[Path]:
 
 def _cross_subject_figure(ds: xr.Dataset, plots_dir: Path) -> Path:
     """Held-out balanced accuracy over time and of whole epochs, aligned vs unaligned."""
-    from neuroflow.decoding import plotting
+    from neuroflow.evaluation import analysis_plotting
 
     alignments = [str(a) for a in ds["alignment"].values]
     courses, epoch_scores, classifiers = {}, {}, []
@@ -158,7 +158,7 @@ def _cross_subject_figure(ds: xr.Dataset, plots_dir: Path) -> Path:
         da = ds["cross_subject_epoch_score"].transpose("alignment", "held_out", "classifier")
         epoch_scores = {a: np.asarray(v, float) for a, v in zip(alignments, da.values, strict=True)}
         classifiers = [str(c) for c in ds["classifier"].values]
-    return plotting.plot_cross_subject(
+    return analysis_plotting.plot_cross_subject(
         np.asarray(ds["time"].values, float),
         courses,
         epoch_scores,
@@ -172,7 +172,7 @@ def _cross_subject_figure(ds: xr.Dataset, plots_dir: Path) -> Path:
 def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
     """Cross-temporal RSA maps (EEG: with bootstrap intervals; model time x brain time for
     frame-level layers), layer x ROI similarity and ROI x ROI alignment patterns."""
-    from neuroflow.decoding import plotting
+    from neuroflow.evaluation import analysis_plotting
 
     out: list[Path] = []
     if "cross_temporal" in ds:
@@ -188,7 +188,7 @@ def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
         times = np.asarray(ds["time"].values, float)
         bounds = {"bound": ["lower", "upper"], **group}
         out.append(
-            plotting.plot_cross_temporal(
+            analysis_plotting.plot_cross_temporal(
                 times,
                 sim,
                 layers,
@@ -212,7 +212,7 @@ def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
             [ds["model_time_peak_model_time"].values, ds["model_time_peak_brain_time"].values], -1
         )
         out.append(
-            plotting.plot_model_time(
+            analysis_plotting.plot_model_time(
                 _mean_over_subjects(maps),
                 ds["model_time"].values,
                 ds["time"].values,
@@ -232,7 +232,7 @@ def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
         if "noise_ceiling" in ds:
             ceiling = ds["noise_ceiling"].sel(comparison=comparison, bound=["lower", "upper"])
         out.append(
-            plotting.plot_layer_similarity(
+            analysis_plotting.plot_layer_similarity(
                 sim.transpose("layer", "roi").values,
                 ds["model_similarity_ci"].sel(bound=["lower", "upper"]).values,
                 [str(v) for v in ds["layer"].values],
@@ -245,7 +245,7 @@ def _rsa_figures(ds: xr.Dataset, name: str, plots_dir: Path) -> list[Path]:
     if "roi_alignment" in ds:
         rois = [str(v) for v in ds["roi_a"].values]
         out.append(
-            plotting.plot_alignment(
+            analysis_plotting.plot_alignment(
                 _mean_over_subjects(ds["roi_alignment"]),
                 rois,
                 plots_dir / f"{name}_roi_alignment.png",
@@ -389,7 +389,7 @@ def trf_figures(stores: Sequence[xr.Dataset], plots_dir: str | os.PathLike) -> l
     paths : list of Path
         The written figures, in model order.
     """
-    from neuroflow.decoding import plotting
+    from neuroflow.evaluation import analysis_plotting
 
     by_model: dict[str, dict[str, list[xr.DataArray]]] = {}
     for ds in stores:
@@ -410,7 +410,7 @@ def trf_figures(stores: Sequence[xr.Dataset], plots_dir: str | os.PathLike) -> l
         lags = np.asarray(power["lag"].values, dtype=float)
         lines = {f"sub-{s}": np.asarray(power.values[i], float) for i, s in enumerate(subjects)}
         out.append(
-            plotting.plot_time_courses(
+            analysis_plotting.plot_time_courses(
                 lags,
                 lines,
                 Path(plots_dir) / f"trf_{model}_power.png",
@@ -713,7 +713,7 @@ def summarize_all(
         encoding scores, else the tidy table itself (one ``row`` per line of the TSV).
     """
     from neuroflow.artifacts import atomic_directory, write_dataset
-    from neuroflow.decoding.summary import (
+    from neuroflow.evaluation.analysis_summary import (
         cross_subject_rows,
         decoding_rows,
         fmri_decoding_rows,

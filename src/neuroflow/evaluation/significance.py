@@ -45,7 +45,7 @@ import numpy as np
 from scipy import ndimage, special
 
 from neuroflow.evaluation.metrics import pearson_r
-from neuroflow.evaluation.permutation import ALTERNATIVES, permutation_null
+from neuroflow.evaluation.permutation import ALTERNATIVES, permutation_null, valid_shifts
 
 __all__ = [
     "MIN_EXCEEDANCES",
@@ -60,10 +60,12 @@ __all__ = [
     "gaussian_tail_pvalues",
     "gpd_tail_pvalues",
     "maxstat_pvalues",
+    "null_widening",
     "permutation_inference",
     "projected_lag_matrix",
     "standardize_by_null",
     "tail_pvalues",
+    "whitened_basis",
 ]
 
 #: Accepted values of ``tail``.
@@ -694,16 +696,131 @@ class PermutationInference:
     notes: list[str] = field(default_factory=list)
 
 
-def _null_widening(n_times: int, nuisance_rank: int) -> float:
-    """Factor on null correlations for ``nuisance_rank`` projected-out dimensions."""
+def _check_nuisance_rank(n_times: int, nuisance_rank: int) -> None:
+    """Refuse a nuisance basis that leaves fewer than 3 time points of freedom."""
     if nuisance_rank > n_times - 3:
         raise ValueError(
             f"`nuisance` must leave at least 3 of the {n_times} (whitened) time points, "
             f"got {nuisance_rank} columns instead."
         )
-    if nuisance_rank <= 1:  # the mean, which every correlation removes anyway
-        return 1.0
-    return float(np.sqrt((n_times - 1) / (n_times - nuisance_rank)))
+
+
+def whitened_basis(
+    nuisance: np.ndarray, order: int, segments: Sequence[int] | None = None
+) -> np.ndarray:
+    """Orthonormal basis of the nuisance and the constant on the rows whitening keeps.
+
+    Parameters
+    ----------
+    nuisance : ndarray, shape (n_times, n_nuisance)
+        Basis the cleaning projected out of the time courses.
+    order : int
+        AR order of :func:`ar_prewhiten` (0: no whitening, every row kept).
+    segments : sequence of int | None
+        Lengths of the runs (the first ``order`` samples of each are dropped).
+
+    Returns
+    -------
+    basis : ndarray of float64, shape (n_times - order * n_segments, rank)
+        Orthonormal columns spanning the constant and the kept rows of ``nuisance``.
+    """
+    nuisance = np.asarray(nuisance, dtype=np.float64)
+    n_times = nuisance.shape[0]
+    keep = np.ones(n_times, dtype=bool)
+    for start, _ in _bounds(segments if segments is not None else [n_times], n_times):
+        keep[start : start + order] = False
+    rows = np.column_stack([np.ones(int(keep.sum())), nuisance[keep]])
+    u, s, _ = np.linalg.svd(rows, full_matrices=False)
+    return u[:, s > 1e-8 * s[0]]
+
+
+def _expected_block_projection(p: np.ndarray, basis: np.ndarray, block_length: int) -> np.ndarray:
+    """``E_π |Qᵀ p_π|²`` over uniformly random orders of the complete blocks.
+
+    Block ``b`` of ``p_π`` is block ``π(b)`` of ``p``; a trailing incomplete block stays.
+    With ``P_c`` the blocks of ``p``, ``S = sum_c P_c``, ``A = sum_b Q_b Q_bᵀ`` and
+    ``T = (sum_b Q_b)(sum_b Q_b)ᵀ``: the diagonal pairs give ``sum_c P_cᵀ A P_c / B``, the
+    others ``(Sᵀ (T - A) S - sum_c P_cᵀ (T - A) P_c) / (B (B - 1))``.
+    """
+    n_times, n_targets = p.shape
+    n_blocks = n_times // block_length
+    used = n_blocks * block_length
+    blocks = p[:used].reshape(n_blocks, block_length, n_targets)
+    q_blocks = basis[:used].reshape(n_blocks, block_length, -1)
+    a = np.einsum("blk,bmk->lm", q_blocks, q_blocks)
+    q_sum = q_blocks.sum(axis=0)
+    off = q_sum @ q_sum.T - a
+    total = blocks.sum(axis=0)
+    diag_a = np.einsum("clv,lm,cmv->v", blocks, a, blocks, optimize=True)
+    diag_off = np.einsum("clv,lm,cmv->v", blocks, off, blocks, optimize=True)
+    cross = np.einsum("lv,lm,mv->v", total, off, total, optimize=True)
+    second = diag_a / n_blocks + (cross - diag_off) / (n_blocks * (n_blocks - 1))
+    fixed = basis[used:].T @ p[used:]  # (rank, n_targets)
+    mean = q_sum.T @ total / n_blocks
+    return second + 2.0 * (fixed * mean).sum(axis=0) + (fixed * fixed).sum(axis=0)
+
+
+def _expected_shift_projection(p: np.ndarray, basis: np.ndarray, min_shift: int) -> np.ndarray:
+    """``E_s |Qᵀ roll(p, s)|²`` over the admissible circular shifts, via FFT."""
+    n_times = p.shape[0]
+    shifts = valid_shifts(n_times, min_shift)
+    spec_p = np.fft.rfft(p, axis=0)  # (n_freq, n_targets)
+    spec_q = np.conj(np.fft.rfft(basis, axis=0))  # (n_freq, rank)
+    total = np.zeros(p.shape[1])
+    for j in range(basis.shape[1]):
+        lagged = np.fft.irfft(spec_q[:, j, None] * spec_p, n=n_times, axis=0)[shifts]
+        total += (lagged**2).mean(axis=0)
+    return total
+
+
+def null_widening(
+    y_pred: np.ndarray,
+    basis: np.ndarray,
+    *,
+    method: str = "block",
+    block_length: int = 10,
+) -> np.ndarray:
+    """Factor on each target's null correlations for a projected-out nuisance basis.
+
+    Cleaned observations vary only outside the basis ``Q`` (``M = I - Q Qᵀ``): under the
+    null their correlation with a prediction ``p`` has variance ``|M p|² / (|p|² (n -
+    k))``, with a re-aligned prediction ``p_π`` the variance ``|M p_π|² / (|p|² (n -
+    k))``. Re-aligning moves a cleaned prediction back into the basis, the more so the
+    smoother it is (drifts and motion are slow, as HRF-convolved predictions are), so
+    the null is too narrow by ``sqrt(|M p|² / E_π |M p_π|²)``: the factor returned,
+    the expectation taken exactly over the re-alignments of ``method``. For white
+    predictions in the complement it is ``sqrt((n - 1) / (n - k))``.
+
+    Parameters
+    ----------
+    y_pred : ndarray, shape (n_times, n_targets)
+        Predictions, as tested.
+    basis : ndarray, shape (n_times, rank)
+        Orthonormal basis projected out of the observations, the constant included
+        (:func:`whitened_basis`).
+    method : ``"block"`` | ``"circular_shift"``
+        Re-alignment of :func:`~neuroflow.evaluation.permutation.permutation_null`.
+    block_length : int
+        Its block length or smallest shift, in samples.
+
+    Returns
+    -------
+    widen : ndarray of float64, shape (n_targets,)
+        Usually above 1 (below 1 where re-aligning takes a prediction out of the
+        basis, as for an uncleaned one); 1 where the prediction is constant or lies in
+        the basis.
+    """
+    p = np.asarray(y_pred, dtype=np.float64)
+    p = p - p.mean(axis=0)
+    norm = (p * p).sum(axis=0)
+    observed = norm - ((basis.T @ p) ** 2).sum(axis=0)
+    if method == "block":
+        expected = norm - _expected_block_projection(p, basis, block_length)
+    else:
+        expected = norm - _expected_shift_projection(p, basis, block_length)
+    ok = (observed > 1e-12 * norm) & (expected > 1e-12 * norm)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ok, np.sqrt(observed / np.where(ok, expected, 1.0)), 1.0)
 
 
 def permutation_inference(
@@ -746,12 +863,14 @@ def permutation_inference(
         the correlation of the whitened ones.
     nuisance : ndarray, shape (n_times, n_nuisance) | None
         Orthonormal basis the cleaning projected out of the time courses (drifts,
-        confounds). Cleaned time courses vary in ``n - k`` dimensions only, so their
-        correlation under the null has variance ``1 / (n - k)``, while re-aligned ones
-        vary in all ``n``: every null correlation is multiplied by
-        ``sqrt((n - 1) / (n - k))``, the expected effect of re-projecting each re-aligned
-        series (Freedman and Lane, 1983), and the whitening's autocovariances are
-        corrected for the projection (:func:`projected_lag_matrix`). ``None``: neither.
+        confounds). Cleaned time courses vary in ``n - k`` dimensions only, while
+        re-aligned ones vary in all ``n``: the whitening's autocovariances are corrected
+        for the projection (:func:`projected_lag_matrix`), both (whitened) series are
+        projected out of the basis again (:func:`whitened_basis`), and each target's null
+        correlations are multiplied by :func:`null_widening`, the exact expected effect of
+        re-projecting each re-aligned prediction (Freedman and Lane, 1983); about
+        ``sqrt((n - 1) / (n - k))`` for white predictions, more for smooth ones. The
+        returned ``r`` stays that of the raw time courses. ``None``: none of these.
     segments : sequence of int | None
         Lengths of the runs the time courses concatenate (whitening stays within each).
     fwer_groups : array-like, shape (n_targets,) | None
@@ -786,13 +905,23 @@ def permutation_inference(
                 f"`nuisance` must have one row per time point ({y_true.shape[0]}), got "
                 f"{nuisance.shape[0]} instead."
             )
-    rank = 0 if nuisance is None else int(nuisance.shape[1])
-    if prewhiten:
+    if prewhiten or nuisance is not None:
         r_raw = np.clip(pearson_r(y_true, y_pred), -1.0, 1.0)
+    if prewhiten:
         y_true, y_pred = ar_prewhiten(
             y_true, y_pred, prewhiten, nuisance=nuisance, segments=segments
         )
-    widen = _null_widening(y_true.shape[0], rank)
+    widen = None
+    if nuisance is not None:
+        _check_nuisance_rank(y_true.shape[0], int(nuisance.shape[1]))
+        # whitening moves the series out of the cleaned subspace: both are projected
+        # again, and the null widened for what re-aligning puts back into the basis
+        basis = whitened_basis(nuisance, int(prewhiten), segments)
+        y_true = np.asarray(y_true, dtype=np.float64)
+        y_pred = np.asarray(y_pred, dtype=np.float64)
+        y_true = y_true - basis @ (basis.T @ y_true)
+        y_pred = y_pred - basis @ (basis.T @ y_pred)
+        widen = null_widening(y_pred, basis, method=method, block_length=block_length)
     if fwer_groups is not None:
         labels = np.array([str(g) for g in np.asarray(fwer_groups).ravel()], dtype=object)
         _, group_idx = np.unique(labels, return_inverse=True)
@@ -819,8 +948,8 @@ def permutation_inference(
             block_length=block_length,
             seed=seed,
         )
-        if widen != 1.0:
-            null = np.clip(null * widen, -1.0, 1.0)
+        if widen is not None:
+            null = np.clip(null * widen[sl], -1.0, 1.0)
         n_null = null.shape[0]
         r[sl] = r_c
         p[sl], p_exact[sl] = tail_pvalues(r_c, null, tail=tail, alternative=alternative)

@@ -29,7 +29,6 @@ from neuroflow.evaluation.plotting import (
     plot_brain_map,
     plot_roi_bars,
     save_figure,
-    scores_to_nifti,
 )
 from neuroflow.evaluation.significance import PermutationInference, permutation_inference
 from neuroflow.evaluation.summary import (
@@ -43,6 +42,7 @@ from neuroflow.evaluation.summary import (
     summary_table,
 )
 from neuroflow.heap import frozen_heap
+from neuroflow.io.files import scores_to_nifti
 from neuroflow.variables import describe_variables
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: Bumped when the meaning of the stage's outputs changes.
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 #: Defaults of the ``evaluation`` config section (mirrors the JSON Schema).
 DEFAULT_CONFIG: dict[str, Any] = {
     "metrics": ["r_per_repeat"],
@@ -746,7 +746,14 @@ def _store_summary(
     for attr in ("subject", "model"):
         if attr not in ds.attrs:
             raise ValueError(f"{path}: attribute `{attr}` is missing from the score store.")
-    names = ["r", "r_normalized", "significant", "noise_ceiling_r", "significant_fwer"]
+    names = [
+        "r",
+        "r_normalized",
+        "significant",
+        "noise_ceiling_r",
+        "significant_fwer",
+        "exceeds_ceiling",
+    ]
     flat = flatten_targets(ds[[n for n in names if n in ds]], ds["r"].dims)
     roi = np.asarray(flat["roi"].values, dtype=object).astype(str)
     table = roi_summary(
@@ -757,6 +764,7 @@ def _store_summary(
         roi=roi,
         topk_percent=topk_percent,
         significant_fwer=flat["significant_fwer"].values if "significant_fwer" in flat else None,
+        exceeds_ceiling=flat["exceeds_ceiling"].values if "exceeds_ceiling" in flat else None,
     )
     spaces = ds.attrs.get("feature_spaces") or [_label(ds.attrs["model"])]
     spaces = [spaces] if isinstance(spaces, str) else list(spaces)
@@ -862,9 +870,9 @@ def _variant_summaries(
     tables : list of pandas.DataFrame
         One per variant, in store order: ``model`` is ``<model>-<variant>``, ``r`` and
         ``r_normalized`` those of the variant, the ceiling the store's, and
-        ``frac_significant`` / ``frac_significant_fwer`` NaN (variants are not
-        tested). ``extractor``, ``feature_space`` and ``layer`` name the spaces the
-        variant predicts from (see :func:`_variant_spaces`).
+        ``frac_significant`` / ``frac_significant_fwer`` / ``frac_exceeds_ceiling`` NaN
+        (variants are neither tested nor flagged). ``extractor``, ``feature_space`` and
+        ``layer`` name the spaces the variant predicts from (see :func:`_variant_spaces`).
     """
     for name in ("variant_r_normalized", VARIANT_DIM):
         if name not in ds.variables:
@@ -1060,8 +1068,9 @@ def summarize_scores(
         (``variant_r``, see :func:`evaluate_model`) adds the rows of each variant
         as a model ``<model>-<variant>`` (e.g. ``tribe-without-minilm``,
         ``tribe-seed-0``): its r and normalised r, the store's noise ceiling,
-        ``frac_significant`` and ``frac_significant_fwer`` NaN, and the feature
-        spaces it predicts from (all but the left-out one for ``without-<space>``).
+        ``frac_significant``, ``frac_significant_fwer`` and ``frac_exceeds_ceiling``
+        NaN, and the feature spaces it predicts from (all but the left-out one for
+        ``without-<space>``).
     plots_dir : Path
         Directory (replaced atomically) receiving, in each configured format,
         brain maps ``sub-<s>_model-<m>_fs-<f>[_layer-<l>]_{r,r_normalized}``

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from neuroflow.rois import labelled_rois
+from neuroflow.rois import ALL_ROI, GROUP_SUBJECT, labelled_rois
 
 __all__ = [
     "ALL_ROI",
@@ -44,10 +44,6 @@ __all__ = [
     "topk_mean",
 ]
 
-#: ROI label of the row summarising every target.
-ALL_ROI = "all"
-#: Subject label of across-subject rows.
-GROUP_SUBJECT = "group"
 #: Layer label of a feature space whose layer no input records.
 UNKNOWN_LAYER = "n/a"
 #: Columns identifying a wide ROI-summary row.
@@ -61,6 +57,7 @@ ENCODING_METRICS = (
     "frac_significant",
     "frac_significant_fwer",
     "noise_ceiling_r",
+    "frac_exceeds_ceiling",
 )
 #: Columns holding wide summary values: the target count and :data:`ENCODING_METRICS`.
 METRIC_COLUMNS = ("n_targets", *ENCODING_METRICS)
@@ -134,6 +131,7 @@ def roi_summary(
     roi: Sequence[str] | np.ndarray,
     topk_percent: float = 10.0,
     significant_fwer: np.ndarray | None = None,
+    exceeds_ceiling: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Summarise per-target scores within each ROI and over all targets.
 
@@ -153,14 +151,21 @@ def roi_summary(
     significant_fwer : array-like of bool, shape (n_targets,) | None
         Significance after family-wise (max-statistic) correction; None when that
         test did not run (``frac_significant_fwer`` is then NaN).
+    exceeds_ceiling : array-like of bool, shape (n_targets,) | None
+        Targets whose r is above the noise ceiling beyond the ceiling's uncertainty
+        (the score store's ``exceeds_ceiling``); None when not known
+        (``frac_exceeds_ceiling`` is then NaN). ``frac_exceeds_ceiling`` is their share
+        among the ROI's targets with a defined ``r_normalized``, NaN where it has none
+        (no ceiling to exceed).
 
     Returns
     -------
-    table : pandas.DataFrame, shape (n_rois + 1, 9)
+    table : pandas.DataFrame, shape (n_rois + 1, 10)
         Columns ``roi`` and :data:`METRIC_COLUMNS`; ROIs in sorted order, then
         ``"all"``. Means, medians and the ceiling ignore NaN scores;
-        ``frac_significant`` and ``frac_significant_fwer`` divide by every target
-        of the ROI.
+        ``frac_significant`` and ``frac_significant_fwer`` divide by every target of
+        the ROI. A ``mean_r_normalized`` above 1 with a ``frac_exceeds_ceiling`` of 0
+        lies within the ceiling's uncertainty.
     """
     arrays = {
         "r": np.asarray(r, dtype=np.float64),
@@ -172,6 +177,8 @@ def roi_summary(
         arrays["significant"] = np.asarray(significant, dtype=bool)
     if significant_fwer is not None:
         arrays["significant_fwer"] = np.asarray(significant_fwer, dtype=bool)
+    if exceeds_ceiling is not None:
+        arrays["exceeds_ceiling"] = np.asarray(exceeds_ceiling, dtype=bool)
     n = arrays["r"].shape
     for name, value in arrays.items():
         if value.ndim != 1 or value.shape != n:
@@ -192,6 +199,9 @@ def roi_summary(
                 "frac_significant": _fraction(arrays.get("significant"), sel),
                 "frac_significant_fwer": _fraction(arrays.get("significant_fwer"), sel),
                 "noise_ceiling_r": _nan_stat(arrays["noise_ceiling_r"][sel], np.mean),
+                "frac_exceeds_ceiling": _fraction(
+                    arrays.get("exceeds_ceiling"), sel & np.isfinite(arrays["r_normalized"])
+                ),
             }
         )
     return pd.DataFrame(rows, columns=["roi", *METRIC_COLUMNS])

@@ -115,7 +115,7 @@ def plot_transform_sweeps(table: pd.DataFrame) -> Figure:
         One panel per sweep and analysis (:data:`HEADLINE_METRICS`), one line per ROI
         or channel set; the group mean where the summary has one.
     """
-    from neuroflow.evaluation.plotting import _new_figure
+    from neuroflow.figures import new_figure
 
     points = _headline(table)
     panels = list(dict.fromkeys(zip(points["sweep"], points["analysis"], strict=True)))
@@ -123,7 +123,7 @@ def plot_transform_sweeps(table: pd.DataFrame) -> Figure:
         raise ValueError("table must hold headline scores of at least one analysis, got none.")
     n_col = min(3, len(panels))
     n_row = -(-len(panels) // n_col)
-    fig = _new_figure((3.4 * n_col, 2.8 * n_row))
+    fig = new_figure((3.4 * n_col, 2.8 * n_row))
     for k, (sweep, analysis) in enumerate(panels):
         ax = fig.add_subplot(n_row, n_col, k + 1)
         part = points[(points["sweep"] == sweep) & (points["analysis"] == analysis)]

@@ -6,9 +6,10 @@ averaged within each TR, Lanczos-resampled, or (``method: hrf``, for event-relat
 designs) each event's boxcar, at its own onset and for its own duration, is
 convolved with a canonical HRF on a fine time grid and sampled at the volumes, as
 a GLM builds its regressors (:func:`hrf_weights`). A list of HRF models
-(``hrf_model: [glover, spm]``) stores one block of columns per model, an HRF library
-as in GLMsingle (Prince et al., 2022): the encoder fits each and keeps, per voxel, the
-one that cross-validates best on the training runs. Rows are placed as follows:
+(``hrf_model: [glover, spm]``, or SPM's HRF at several peak times, ``[spm peak 4 s, spm,
+spm peak 6 s, spm peak 7 s]``) stores one block of columns per model, an HRF library as
+in GLMsingle (Prince et al., 2022): the encoder fits each and keeps, per voxel, the one
+that cross-validates best on the training runs. Rows are placed as follows:
 
 - a stimulus row (image, shot, caption) spans its event;
 - the frame rows of a video (``frame_rate`` set at extraction) each start at the
@@ -45,7 +46,7 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
-from neuroflow.features.config import fill_alignment, hrf_models
+from neuroflow.features.config import SHIFTED_HRF_MODELS, fill_alignment, hrf_models
 from neuroflow.features.events import event_feature_rows, event_ids, events_spec
 from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.events import events_from_store, stimulus_mask
@@ -269,7 +270,10 @@ def hrf_weights(
         nilearn's canonical HRF, ``"glover"`` or ``"spm"``, optionally with its
         time derivative (``"glover + derivative"``) and dispersion derivative
         (``"glover + derivative + dispersion"``): the derivatives let each feature's
-        response peak earlier or later, or be wider, than the canonical shape.
+        response peak earlier or later, or be wider, than the canonical shape. Or SPM's
+        HRF moved to peak at 4, 6 or 7 s instead of 5 (``"spm peak 4 s"``, ``"spm peak
+        6 s"``, ``"spm peak 7 s"``; :data:`neuroflow.features.config.SHIFTED_HRF_MODELS`),
+        members of an HRF library.
     oversampling : int
         Temporal oversampling of the convolution (points per TR).
     slice_time_ref : float
@@ -288,13 +292,17 @@ def hrf_weights(
     """
     from neuroflow.preprocessing.fmri.single_trial import HRF_MODELS, event_regressors
 
-    if hrf_model not in HRF_MODELS:
+    if hrf_model not in HRF_MODELS and hrf_model not in SHIFTED_HRF_MODELS:
         raise ValueError(
-            f"`hrf_model` must be one of {sorted(HRF_MODELS)}, got {hrf_model!r} instead."
+            f"`hrf_model` must be one of {sorted([*HRF_MODELS, *SHIFTED_HRF_MODELS])}, got "
+            f"{hrf_model!r} instead."
         )
     start, _ = _intervals(np.asarray(times, float), float(tr), tr_reference)
     frame_times = start + float(slice_time_ref) * float(tr)
     onsets = np.asarray(onsets, float)
+    # a shifted HRF is the canonical one convolved with events moved by the shift
+    hrf_model, shift = SHIFTED_HRF_MODELS.get(hrf_model, (hrf_model, 0.0))
+    onsets = onsets + shift
     n_basis = len(HRF_MODELS[hrf_model])
     if onsets.size == 0:
         empty = np.zeros((n_basis, frame_times.size, 0))

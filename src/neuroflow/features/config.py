@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_ALIGNMENT",
     "DEFAULT_ENTRY",
     "HRF_MODEL_NAMES",
+    "SHIFTED_HRF_MODELS",
     "fill_alignment",
     "fill_entry",
     "hrf_models",
@@ -72,9 +73,17 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "reduction": {"method": "none", "n_components": 64, "seed": 0},
 }
 
+#: SPM's canonical HRF (which peaks at 5 s) moved in time: name -> (model, shift in s).
+#: An HRF library of them covers the peak times of human responses (about 4-7 s).
+SHIFTED_HRF_MODELS: dict[str, tuple[str, float]] = {
+    "spm peak 4 s": ("spm", -1.0),
+    "spm peak 6 s": ("spm", 1.0),
+    "spm peak 7 s": ("spm", 2.0),
+}
+
 #: HRF models of ``features.alignment.hrf_model`` (the keys of
 #: :data:`neuroflow.preprocessing.fmri.single_trial.HRF_MODELS`, named here so that
-#: validating a config does not import nilearn's GLM).
+#: validating a config does not import nilearn's GLM, and of :data:`SHIFTED_HRF_MODELS`).
 HRF_MODEL_NAMES = (
     "glover",
     "glover + derivative",
@@ -82,6 +91,7 @@ HRF_MODEL_NAMES = (
     "spm",
     "spm + derivative",
     "spm + derivative + dispersion",
+    *SHIFTED_HRF_MODELS,
 )
 
 #: Default alignment settings.

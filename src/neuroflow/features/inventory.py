@@ -365,7 +365,8 @@ def _file_record(
     path = Path(value).expanduser().resolve()
     if not path.is_file():
         saving = (
-            "`torch.jit.save(torch.jit.script(model), path)`"
+            "`torch.export.save(torch.export.export(model.eval(), (example,)), path)`, "
+            "path ending in .pt2"
             if key == "torchscript"
             else "`torch.save(model.state_dict(), path)`"
         )
@@ -395,7 +396,19 @@ def _file_record(
         source=source,
         size_bytes=path.stat().st_size,
         sha256=file_sha256(path) if hashes else None,
-        note=f"{'TorchScript' if key == 'torchscript' else 'weights'} file (`{key}`)",
+        note=_file_note(key, path),
+    )
+
+
+def _file_note(key: str, path: Path) -> str:
+    """What a present ``weights_file`` or ``torchscript`` file is."""
+    if key != "torchscript":
+        return f"weights file (`{key}`)"
+    if path.suffix == ".pt2":
+        return "exported program (`torchscript`, read with torch.export.load)"
+    return (
+        "TorchScript file (`torchscript`): a format torch deprecates; re-save the model with "
+        "torch.export.save as a .pt2 file"
     )
 
 

@@ -13,7 +13,9 @@ An entry gets its model in one of three ways, never from the network:
   (see :mod:`neuroflow.features.trust`); only the extraction job imports it;
 - ``torchscript: path``: a program saved with ``torch.export.save`` (a
   ``.pt2`` file, read with ``torch.export.load``) or a TorchScript file saved
-  with ``torch.jit.save`` (any other suffix), weights included;
+  with ``torch.jit.save`` (any other suffix; torch deprecates the format, so
+  such a file is read with a warning saying how to re-save it as ``.pt2``),
+  weights included;
 - ``model: efficientnet-lite0``: a packaged preset, which fills in the builder,
   its weights file, the input transform and default layers (see
   :data:`PRESETS`).
@@ -139,10 +141,8 @@ _WEIGHTS_HINT = (
     "Save the weights with `torch.save(model.state_dict(), path)` and set `weights_file` to "
     "that path, or set `weights: random` for a seeded random initialisation."
 )
-_TORCHSCRIPT_HINT = (
-    "Save the model with `torch.export.save(torch.export.export(model.eval(), (example,)), "
-    "'model.pt2')` (or, for older files, `torch.jit.save`) and set `torchscript` to that path."
-)
+_EXPORT_SAVE = "`torch.export.save(torch.export.export(model.eval(), (example,)), 'model.pt2')`"
+_TORCHSCRIPT_HINT = f"Save the model with {_EXPORT_SAVE} and set `torchscript` to that path."
 _EXPORT_SUFFIX = ".pt2"
 _STRUCTURE_HINT = (
     "Name the modules exactly in `layers` (e.g. `layers: ['features.3', 'head']`, as "
@@ -286,16 +286,20 @@ def _call_builder(entry: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, 
     return model, {"builder_file": str(origin.file), "builder_sha256": digest}
 
 
-def _load_program(path: Path) -> torch.nn.Module:
-    """A ``torch.export`` program (``.pt2``) or a TorchScript file, on the CPU."""
+def _load_program(path: Path, name: str) -> torch.nn.Module:
+    """A ``torch.export`` program (``.pt2``) or a TorchScript file of entry ``name``, on the CPU."""
     if path.suffix == _EXPORT_SUFFIX:
         return torch.export.load(str(path)).module()
-    # TorchScript has no loader outside torch.jit, which torch deprecates as a whole;
-    # existing files keep loading, with one log line pointing at torch.export.
-    logger.info(
-        "%s is a TorchScript file, a format torch deprecates; save the model with "
-        "torch.export.save as a .pt2 file to read it with torch.export.load.",
+    # TorchScript has no loader outside torch.jit, which torch deprecates as a whole:
+    # existing files keep loading, with a warning (kept in the store and the summary's
+    # warnings) telling how to re-save the model for torch.export.load.
+    logger.warning(
+        "torch_module %r: `torchscript` %s is a TorchScript file, a format torch deprecates "
+        "(a later torch may not read it); re-save the model with %s and set `torchscript` "
+        "to the .pt2 file.",
+        name,
         path,
+        _EXPORT_SAVE,
     )
     with warnings.catch_warnings():
         warnings.filterwarnings(
@@ -330,7 +334,7 @@ def build_module(entry: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, A
         digest = file_sha256(path)
         logger.info("torch_module %r: loading %s (sha256 %s)", entry["name"], path, digest)
         try:
-            model = _load_program(path)
+            model = _load_program(path, entry["name"])
         except Exception as err:
             kind = "an exported program" if path.suffix == _EXPORT_SUFFIX else "a TorchScript file"
             raise ValueError(

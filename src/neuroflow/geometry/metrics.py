@@ -20,7 +20,12 @@ in float64. Definitions:
   each class's dimensionality (participation ratio of its within-class covariance) and
   radius, and two measures of how separable the classes are: the Caliński-Harabasz
   (multivariate Fisher) ratio of between- to within-class variance, and the
-  cross-validated balanced accuracy of a linear classifier.
+  cross-validated balanced accuracy of a linear classifier. Degenerate classes (fewer
+  than 2 members, or members with identical features) are left out of every class
+  metric, which is computed over the remaining classes.
+- **Out-of-distribution readout** (:func:`ood_readout`): a linear classifier of the
+  classes trained on one set of stimuli (cross-validated there) and tested on a
+  held-out, shifted set, with a permutation p-value for its accuracy there.
 """
 
 from __future__ import annotations
@@ -34,10 +39,12 @@ import scipy.linalg
 __all__ = [
     "DEFAULT_MAX_FIT_RANK",
     "ClassGeometry",
+    "OODReadout",
     "PowerLawFit",
     "class_manifold_geometry",
     "default_fit_range",
     "eigenspectrum",
+    "ood_readout",
     "participation_ratio",
     "power_law_exponent",
 ]
@@ -77,8 +84,36 @@ class ClassGeometry(NamedTuple):
     fisher_ratio: float
     #: Cross-validated balanced accuracy of a linear classifier (chance: 1 / n_classes).
     linear_separability: float
-    #: Folds of that cross-validation.
+    #: Folds of that cross-validation (0 when the metrics are NaN).
     n_folds: int
+    #: Whether each class was left out of every metric (fewer than 2 members, or zero
+    #: within-class variance), shape (n_classes,); its ``dimension`` and ``radius``
+    #: are NaN.
+    degenerate: np.ndarray
+    #: Which classes were left out and why, and why the metrics are NaN when fewer
+    #: than 2 usable classes remain; ``""`` when every class is used.
+    note: str
+
+
+class OODReadout(NamedTuple):
+    """A class readout trained on one distribution, tested on another (:func:`ood_readout`)."""
+
+    #: Cross-validated balanced accuracy on the training (in-distribution) stimuli.
+    in_accuracy: float
+    #: Balanced accuracy on the held-out (out-of-distribution) stimuli.
+    ood_accuracy: float
+    #: Chance balanced accuracy, 1 / (classes trained on).
+    chance: float
+    #: Permutation p-value of ``ood_accuracy`` (held-out labels shuffled).
+    p_value: float
+    #: Training stimuli, held-out stimuli tested and classes trained on.
+    n_train: int
+    n_test: int
+    n_classes: int
+    #: Folds of the in-distribution cross-validation (0 when the readout is NaN).
+    n_folds: int
+    #: What was left out and why, or why the readout is NaN; ``""`` when nothing.
+    note: str
 
 
 def _check_matrix(X: Any, name: str = "X") -> np.ndarray:
@@ -259,12 +294,40 @@ def _check_labels(labels: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     classes, index, counts = np.unique(labels, return_inverse=True, return_counts=True)
     if classes.size < 2:
         raise ValueError(f"labels must name at least 2 classes, got {classes.size} instead.")
-    small = [f"{c.item()!r} ({k})" for c, k in zip(classes, counts, strict=True) if k < 2]
-    if small:
-        raise ValueError(
-            f"Every class must have at least 2 stimuli, got {', '.join(small[:5])} instead."
-        )
     return classes, index.ravel(), counts
+
+
+def _degenerate_classes(X: np.ndarray, index: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Whether each class has fewer than 2 members or members with identical features.
+
+    Features count as identical when they differ by at most ``1e-12`` of the largest
+    absolute value of ``X`` (round-off of float32 features cast to float64).
+    """
+    tol = _ZERO_FRACTION * max(float(np.max(np.abs(X))), 1e-300)
+    out = counts < 2
+    for k in np.flatnonzero(~out):
+        members = X[index == k]
+        out[k] = float(np.max(np.abs(members - members[0]))) <= tol
+    return out
+
+
+def _names(classes: np.ndarray, which: np.ndarray) -> str:
+    """The classes flagged in ``which``, quoted, at most five."""
+    names = [repr(c.item() if isinstance(c, np.generic) else c) for c in classes[which]]
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _degenerate_note(classes: np.ndarray, counts: np.ndarray, degenerate: np.ndarray) -> str:
+    """Which classes are left out and why (``""`` when none)."""
+    small, constant = degenerate & (counts < 2), degenerate & (counts >= 2)
+    parts = []
+    if small.any():
+        parts.append(f"fewer than 2 members: {_names(classes, small)}")
+    if constant.any():
+        parts.append(f"zero within-class variance: {_names(classes, constant)}")
+    if not parts:
+        return ""
+    return f"left out {int(degenerate.sum())} of {classes.size} classes ({'; '.join(parts)})"
 
 
 def _fisher_ratio(X: np.ndarray, index: np.ndarray, counts: np.ndarray) -> float:
@@ -308,7 +371,10 @@ def class_manifold_geometry(
     X : array-like, shape (n_stimulus, n_feature)
         One row per stimulus; finite.
     labels : array-like, shape (n_stimulus,)
-        Class of each stimulus; at least 2 classes, each with at least 2 stimuli.
+        Class of each stimulus; at least 2 classes. Degenerate classes (fewer than 2
+        stimuli, or stimuli with identical features) are left out of every metric
+        (:attr:`ClassGeometry.degenerate`, :attr:`ClassGeometry.note`); the metrics
+        are those of the data without them, and NaN when fewer than 2 classes remain.
     n_folds : int
         Folds of the stratified cross-validation of :attr:`ClassGeometry.linear_separability`
         (fewer when the smallest class has fewer members; at least 2).
@@ -332,7 +398,7 @@ def class_manifold_geometry(
           below 1 for compact, well separated classes; inf when the centroid sits at
           the centre.
 
-        Over all classes (``C`` classes, ``n`` stimuli, ``μ`` the grand mean):
+        Over the usable classes (``C`` classes, ``n`` stimuli, ``μ`` the grand mean):
 
         - ``fisher_ratio``: ``[Σ_c n_c ||μ_c - μ||² / (C - 1)] /
           [Σ_c Σ_i ||x_i - μ_c||² / (n - C)]``, the Caliński-Harabasz index
@@ -347,23 +413,187 @@ def class_manifold_geometry(
     classes, index, counts = _check_labels(labels, X.shape[0])
     if int(n_folds) < 2:
         raise ValueError(f"n_folds must be at least 2, got {n_folds} instead.")
-    centroids = np.stack([X[index == k].mean(axis=0) for k in range(classes.size)])
+    degenerate = _degenerate_classes(X, index, counts)
+    note = _degenerate_note(classes, counts, degenerate)
+    dimension = np.full(classes.size, np.nan)
+    radius = np.full(classes.size, np.nan)
+    usable = np.flatnonzero(~degenerate)
+    result = {
+        "classes": classes,
+        "n_members": counts.astype(np.int64),
+        "dimension": dimension,
+        "radius": radius,
+        "degenerate": degenerate,
+    }
+    if usable.size < 2:
+        reason = f"fewer than 2 usable classes ({usable.size}), class metrics are NaN"
+        note = f"{note}; {reason}" if note else reason
+        nan = float("nan")
+        return ClassGeometry(
+            **result, fisher_ratio=nan, linear_separability=nan, n_folds=0, note=note
+        )
+    keep = ~degenerate[index]
+    X, counts_used = X[keep], counts[usable]
+    index = np.searchsorted(usable, index[keep])  # 0 .. n_usable - 1, in class order
+    centroids = np.stack([X[index == k].mean(axis=0) for k in range(usable.size)])
     centre = centroids.mean(axis=0)
-    dimension = np.empty(classes.size)
-    radius = np.empty(classes.size)
-    for k in range(classes.size):
+    for k, c in enumerate(usable):
         members = X[index == k]
-        dimension[k] = participation_ratio(eigenspectrum(members, method=method))
+        dimension[c] = participation_ratio(eigenspectrum(members, method=method))
         spread = np.sqrt(np.mean(np.sum((members - centroids[k]) ** 2, axis=1)))
         distance = float(np.linalg.norm(centroids[k] - centre))
-        radius[k] = spread / distance if distance > 0 else np.inf
-    accuracy, folds = _linear_separability(X, index, counts, int(n_folds), int(seed))
+        radius[c] = spread / distance if distance > 0 else np.inf
+    accuracy, folds = _linear_separability(X, index, counts_used, int(n_folds), int(seed))
     return ClassGeometry(
-        classes=classes,
-        n_members=counts.astype(np.int64),
-        dimension=dimension,
-        radius=radius,
-        fisher_ratio=_fisher_ratio(X, index, counts),
+        **result,
+        fisher_ratio=_fisher_ratio(X, index, counts_used),
         linear_separability=accuracy,
         n_folds=folds,
+        note=note,
+    )
+
+
+def _balanced_accuracy(y: np.ndarray, predicted: np.ndarray, n_classes: int) -> np.ndarray:
+    """Balanced accuracy of ``predicted`` against each row of ``y``.
+
+    ``y`` has shape (n_draws, n_stimulus) of class indices (0 .. n_classes - 1);
+    returns shape (n_draws,): the mean over the classes present in a row of the
+    fraction of that class predicted correctly (scikit-learn's definition).
+    """
+    correct = (y == predicted[None, :]).astype(np.float64)
+    offset = (np.arange(y.shape[0]) * n_classes)[:, None]
+    flat = (y + offset).ravel()
+    size = y.shape[0] * n_classes
+    hits = np.bincount(flat, weights=correct.ravel(), minlength=size).reshape(-1, n_classes)
+    total = np.bincount(flat, minlength=size).reshape(-1, n_classes)
+    present = total > 0
+    recall = np.where(present, hits / np.maximum(total, 1), 0.0)
+    return recall.sum(axis=1) / present.sum(axis=1)
+
+
+def ood_readout(
+    X_train: Any,
+    labels_train: Any,
+    X_test: Any,
+    labels_test: Any,
+    *,
+    n_folds: int = 5,
+    n_permutations: int = 1000,
+    seed: int = 0,
+) -> OODReadout:
+    """Out-of-distribution readout: classes learned on one stimulus set, read on another.
+
+    A standardised, L2-regularised (``C=1``) multinomial logistic regression
+    (scikit-learn, as :attr:`ClassGeometry.linear_separability`) is fitted on the
+    in-distribution stimuli and applied to the held-out ones.
+
+    Parameters
+    ----------
+    X_train : array-like, shape (n_train, n_feature)
+        In-distribution stimuli; finite.
+    labels_train : array-like, shape (n_train,)
+        Their classes. Classes with fewer than 2 stimuli are left out (noted).
+    X_test : array-like, shape (n_test, n_feature)
+        Held-out (shifted) stimuli, the same features; finite.
+    labels_test : array-like, shape (n_test,)
+        Their classes; stimuli of classes not trained on are left out (noted).
+    n_folds : int
+        Folds of the stratified cross-validation of the in-distribution accuracy
+        (fewer when the smallest class has fewer members; at least 2).
+    n_permutations : int
+        Shuffles of the held-out labels for the p-value (at least 1).
+    seed : int
+        Seed of the fold shuffle and of the permutations.
+
+    Returns
+    -------
+    readout : OODReadout
+        ``in_accuracy``: mean balanced accuracy over the stratified folds on the
+        training stimuli; ``ood_accuracy``: balanced accuracy on the held-out stimuli
+        of the model fitted on every training stimulus; ``chance``: ``1 / C`` for the
+        ``C`` classes trained on; ``p_value``: ``(1 + #{b : acc_b >= acc}) / (1 +
+        n_permutations)``, ``acc_b`` the held-out accuracy with the held-out labels
+        shuffled (the predictions fixed). Every value is NaN (with ``note``) when
+        fewer than 2 classes have 2 training stimuli or no held-out stimulus is left.
+    """
+    X_train = _check_matrix(X_train, "X_train")
+    X_test = np.asarray(X_test, dtype=np.float64)
+    if X_test.ndim != 2 or X_test.shape[1] != X_train.shape[1]:
+        raise ValueError(
+            f"X_test must have shape (n_test, {X_train.shape[1]}) like X_train, got "
+            f"{X_test.shape} instead."
+        )
+    if not np.all(np.isfinite(X_test)):
+        bad = int(X_test.size - np.count_nonzero(np.isfinite(X_test)))
+        raise ValueError(f"X_test must be finite, got {bad} NaN or infinite values instead.")
+    y_train, y_test = np.asarray(labels_train), np.asarray(labels_test)
+    for name, y, n in (
+        ("labels_train", y_train, X_train.shape[0]),
+        ("labels_test", y_test, X_test.shape[0]),
+    ):
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ValueError(
+                f"{name} must have one entry per stimulus ({n}), got shape {y.shape} instead."
+            )
+    if int(n_folds) < 2:
+        raise ValueError(f"n_folds must be at least 2, got {n_folds} instead.")
+    if int(n_permutations) < 1:
+        raise ValueError(f"n_permutations must be at least 1, got {n_permutations} instead.")
+    classes, counts = np.unique(y_train, return_counts=True)
+    notes = []
+    small = counts < 2
+    if small.any():
+        notes.append(
+            f"training classes with fewer than 2 stimuli left out: {_names(classes, small)}"
+        )
+    classes = classes[~small]
+    train = np.isin(y_train, classes)
+    test = np.isin(y_test, classes)
+    if not test.all():
+        notes.append(f"{int((~test).sum())} held-out stimuli of classes not trained on left out")
+    nan = float("nan")
+    if classes.size < 2 or not test.any():
+        notes.append(
+            "fewer than 2 training classes with 2 stimuli"
+            if classes.size < 2
+            else "no held-out stimulus of a trained class"
+        )
+        return OODReadout(
+            nan,
+            nan,
+            nan,
+            nan,
+            int(train.sum()),
+            int(test.sum()),
+            int(classes.size),
+            0,
+            "; ".join(notes),
+        )
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X_fit, index = X_train[train], np.searchsorted(classes, y_train[train])
+    in_accuracy, folds = _linear_separability(
+        X_fit, index, np.bincount(index), int(n_folds), int(seed)
+    )
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
+    model.fit(X_fit, index)
+    predicted = model.predict(X_test[test])
+    truth = np.searchsorted(classes, y_test[test])
+    accuracy = float(_balanced_accuracy(truth[None, :], predicted, classes.size)[0])
+    rng = np.random.default_rng(seed)
+    shuffled = np.stack([rng.permutation(truth) for _ in range(int(n_permutations))])
+    null = _balanced_accuracy(shuffled, predicted, classes.size)
+    p_value = float((1 + np.count_nonzero(null >= accuracy - 1e-12)) / (1 + null.size))
+    return OODReadout(
+        in_accuracy=in_accuracy,
+        ood_accuracy=accuracy,
+        chance=1.0 / classes.size,
+        p_value=p_value,
+        n_train=int(train.sum()),
+        n_test=int(test.sum()),
+        n_classes=int(classes.size),
+        n_folds=folds,
+        note="; ".join(notes),
     )

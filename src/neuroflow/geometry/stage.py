@@ -5,7 +5,10 @@ writes one store per layer, variable ``features`` with dims ``(stimulus, feature
 attributes ``feature_set`` and ``layer``). Per store, on a set of stimuli, the stage
 computes the metrics of :mod:`neuroflow.geometry.metrics`: the covariance eigenspectrum,
 its participation ratio and power-law exponent and, given class labels, the class
-manifolds' dimensionality, radius and separability.
+manifolds' dimensionality, radius and separability (degenerate classes left out, counted
+in ``n_degenerate_classes``) and, given which labelled stimuli form a held-out (shifted)
+distribution, an out-of-distribution readout of the classes
+(:func:`neuroflow.geometry.metrics.ood_readout`).
 
 Layout of the output dataset (see :func:`geometry_of_features`): feature spaces have
 layer lists of different lengths, so the ``layer`` dimension is the position of a layer
@@ -33,7 +36,13 @@ from matplotlib.figure import Figure
 from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
 from neuroflow.config import merge_defaults
 
-from .metrics import class_manifold_geometry, eigenspectrum, participation_ratio, power_law_exponent
+from .metrics import (
+    class_manifold_geometry,
+    eigenspectrum,
+    ood_readout,
+    participation_ratio,
+    power_law_exponent,
+)
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -42,11 +51,12 @@ __all__ = [
     "geometry_table",
     "plot_geometry",
     "read_class_labels",
+    "read_held_out",
     "resolve_config",
     "write_geometry",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 #: The default ``geometry`` section.
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -59,7 +69,12 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # eigenvalues from the SVD of the centred data ("svd") or the smaller Gram matrix
     # ("gram": faster, accurate relative to the largest eigenvalue only)
     "eigen_method": "svd",
+    # shuffles of the held-out labels for the p-value of the out-of-distribution readout
+    "ood_permutations": 1000,
 }
+
+#: Variables of the out-of-distribution readout, on ``(feature_space, layer)``.
+OOD_METRICS = ("ood_in_accuracy", "ood_accuracy", "ood_chance", "ood_p_value")
 
 #: Long name and units of every variable of the output.
 _DESCRIPTIONS: dict[str, tuple[str, str]] = {
@@ -94,6 +109,25 @@ _DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "cross-validated balanced accuracy of a linear classifier of the classes",
         "1",
     ),
+    "n_degenerate_classes": (
+        "classes left out of the class metrics (fewer than 2 members or zero variance)",
+        "1",
+    ),
+    "class_metrics_note": ("classes left out and why; why the class metrics are NaN", "1"),
+    "ood_in_accuracy": (
+        "cross-validated balanced accuracy of the class readout on the in-distribution stimuli",
+        "1",
+    ),
+    "ood_accuracy": (
+        "balanced accuracy on the held-out distribution of the readout trained in-distribution",
+        "1",
+    ),
+    "ood_chance": ("chance balanced accuracy of the readout, 1 / classes trained on", "1"),
+    "ood_p_value": (
+        "permutation p-value of ood_accuracy (held-out labels shuffled)",
+        "1",
+    ),
+    "ood_n_test": ("held-out stimuli the readout was tested on", "1"),
 }
 
 
@@ -132,6 +166,11 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ValueError(f"`geometry.n_folds` must be an int, got {cfg['n_folds']!r} instead.")
     if cfg["n_folds"] < 2:
         raise ValueError(f"`geometry.n_folds` must be at least 2, got {cfg['n_folds']} instead.")
+    perms = cfg["ood_permutations"]
+    if isinstance(perms, bool) or not isinstance(perms, int) or perms < 1:
+        raise ValueError(
+            f"`geometry.ood_permutations` must be a positive int, got {perms!r} instead."
+        )
     return cfg
 
 
@@ -171,6 +210,55 @@ def read_class_labels(
     )
 
 
+def read_held_out(
+    path: str | os.PathLike,
+    *,
+    stimulus_column: str = "stim_file",
+    distribution_column: str,
+    train_distribution: str,
+) -> pd.Series:
+    """Which stimuli of a labels TSV form the held-out distribution.
+
+    Parameters
+    ----------
+    path : path-like
+        Tab-separated table with a header (the class labels table).
+    stimulus_column : str
+        Column of stimulus ids.
+    distribution_column : str
+        Column naming each stimulus's distribution (stimulus set).
+    train_distribution : str
+        The value of ``distribution_column`` of the in-distribution (training)
+        stimuli; every other value is held out.
+
+    Returns
+    -------
+    held_out : pandas.Series of bool
+        Indexed by stimulus id, in file order: True for the held-out stimuli.
+    """
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    for column, key in (
+        (stimulus_column, "stimulus_column"),
+        (distribution_column, "distribution_column"),
+    ):
+        if column not in table.columns:
+            raise ValueError(
+                f"{path} must have the column {column!r} named by `geometry.{key}`, got "
+                f"columns {list(table.columns)} instead."
+            )
+    values = table[distribution_column].str.strip()
+    found = sorted(set(values))
+    if train_distribution not in found or len(found) < 2:
+        raise ValueError(
+            f"{path}: column {distribution_column!r} must hold `geometry.train_distribution` "
+            f"({train_distribution!r}) and at least one other value, got {found[:10]} instead."
+        )
+    return pd.Series(
+        (values != train_distribution).to_numpy(),
+        index=pd.Index(table[stimulus_column], name="stimulus"),
+    )
+
+
 def _space_and_layer(key: str, attrs: Mapping[str, Any], path: Path) -> tuple[str, str]:
     """Feature space and layer of a store: its ``feature_set``/``layer`` attributes, else
     the key (``"space:layer"``), else the folder and file names."""
@@ -186,9 +274,9 @@ def _store_rows(path: Path, stimuli: Sequence[str] | None) -> tuple[np.ndarray, 
     ``stimuli`` None: every row, one per distinct file where the store records
     ``canonical_stimulus``. Otherwise the rows of those ids, a clip or narrative of a
     frame or word store as the mean of its rows
-    (:func:`neuroflow.decoding.inputs.stimulus_features`).
+    (:func:`neuroflow.analysis_inputs.stimulus_features`).
     """
-    from neuroflow.decoding.inputs import stimulus_features
+    from neuroflow.analysis_inputs import stimulus_features
 
     ds = open_dataset(path)
     if stimuli is None:
@@ -215,9 +303,12 @@ def _store_rows(path: Path, stimuli: Sequence[str] | None) -> tuple[np.ndarray, 
 
 
 def _layer_metrics(
-    X: np.ndarray, labels: np.ndarray | None, cfg: Mapping[str, Any]
+    X: np.ndarray,
+    labels: np.ndarray | None,
+    cfg: Mapping[str, Any],
+    held_out: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Every metric of one layer."""
+    """Every metric of one layer (``held_out``: boolean per row, the shifted stimuli)."""
     lam = eigenspectrum(X, method=cfg["eigen_method"])
     fit = power_law_exponent(lam, cfg["fit_range"])
     out: dict[str, Any] = {
@@ -236,6 +327,16 @@ def _layer_metrics(
             n_folds=cfg["n_folds"],
             seed=cfg["seed"],
             method=cfg["eigen_method"],
+        )
+    if labels is not None and held_out is not None:
+        out["ood"] = ood_readout(
+            X[~held_out],
+            labels[~held_out],
+            X[held_out],
+            labels[held_out],
+            n_folds=cfg["n_folds"],
+            n_permutations=cfg["ood_permutations"],
+            seed=cfg["seed"],
         )
     return out
 
@@ -263,12 +364,40 @@ def _check_labels(labels: Any) -> pd.Series | None:
     return pd.Series(labels.astype(str).to_numpy(), index=labels.index.astype(str))
 
 
+def _check_held_out(held_out: Any, labels: pd.Series | None) -> np.ndarray | None:
+    """``held_out`` as a boolean array in the order of ``labels``, or None."""
+    if held_out is None:
+        return None
+    if labels is None:
+        raise ValueError("held_out needs class labels, got labels=None instead.")
+    if not isinstance(held_out, pd.Series) or held_out.dtype != bool:
+        raise TypeError(
+            "held_out must be a boolean pandas.Series indexed by stimulus id, got "
+            f"{type(held_out).__name__} instead."
+        )
+    held_out = pd.Series(held_out.to_numpy(), index=held_out.index.astype(str))
+    missing = labels.index.difference(held_out.index)
+    if len(missing):
+        raise ValueError(
+            f"held_out must mark every labelled stimulus, got {len(missing)} without a "
+            f"mark (e.g. {list(missing[:3])}) instead."
+        )
+    mask = held_out.loc[labels.index].to_numpy()
+    if mask.all() or not mask.any():
+        raise ValueError(
+            "held_out must mark some labelled stimuli held out and some not, got "
+            f"{int(mask.sum())} of {mask.size} held out instead."
+        )
+    return mask
+
+
 def geometry_of_features(
     feature_stores: Mapping[str, str | os.PathLike],
     *,
     labels: pd.Series | None,
     cfg: Mapping[str, Any] | None,
     provenance: Mapping[str, Any],
+    held_out: pd.Series | None = None,
 ) -> xr.Dataset:
     """Geometry of every layer of every feature space.
 
@@ -289,6 +418,11 @@ def geometry_of_features(
     provenance : dict
         Record from :func:`neuroflow.artifacts.build_provenance`, kept in
         ``attrs["neuroflow"]``.
+    held_out : pandas.Series of bool | None
+        Per labelled stimulus id, whether it belongs to the held-out (shifted)
+        distribution: the out-of-distribution readout is trained on the others and
+        tested on these (:func:`neuroflow.geometry.metrics.ood_readout`); the other
+        metrics use every labelled stimulus. None: no readout.
 
     Returns
     -------
@@ -305,13 +439,20 @@ def geometry_of_features(
         ``(feature_space, layer, bound)``; ``eigenspectrum`` on
         ``(feature_space, layer, rank)``, zero past ``n_eigenvalues``; with labels
         ``manifold_dimension`` and ``manifold_radius`` on ``(feature_space, layer,
-        class)`` and ``class_size`` on ``class``. Every variable has ``long_name``
-        and ``units``.
+        class)`` and ``class_size`` on ``class``; with labels also
+        ``n_degenerate_classes`` and ``class_metrics_note`` (str) on ``(feature_space,
+        layer)``: classes left out of the class metrics (fewer than 2 members or zero
+        within-class variance; their ``manifold_*`` are NaN) and why, or why the metrics
+        are NaN (fewer than 2 usable classes). With ``held_out`` also
+        ``ood_in_accuracy``, ``ood_accuracy``, ``ood_chance``, ``ood_p_value`` and
+        ``ood_n_test`` on ``(feature_space, layer)`` and ``attrs["ood_notes"]``. Every
+        variable has ``long_name`` and ``units``.
     """
     if not feature_stores:
         raise ValueError("feature_stores must name at least one feature store, got none.")
     cfg = resolve_config(cfg)
     labels = _check_labels(labels)
+    mask = _check_held_out(held_out, labels)
     stimuli = None if labels is None else list(labels.index)
     layers: dict[str, list[tuple[str, Path, dict[str, Any]]]] = {}
     for key, path in feature_stores.items():
@@ -324,7 +465,8 @@ def geometry_of_features(
                 f"twice (again at {path})."
             )
         label_values = None if labels is None else labels.to_numpy()
-        layers.setdefault(space, []).append((layer, path, _layer_metrics(X, label_values, cfg)))
+        metrics = _layer_metrics(X, label_values, cfg, mask)
+        layers.setdefault(space, []).append((layer, path, metrics))
     return _assemble(layers, labels, cfg, provenance)
 
 
@@ -359,6 +501,12 @@ def _assemble(
         separation = {n: np.full(shape, np.nan) for n in ("fisher", "linear")}
         folds = 0
         sizes = np.zeros(n_class, dtype=np.int64)
+        n_degenerate = np.zeros(shape, dtype=np.int64)
+        class_notes = np.full(shape, "", dtype=object)
+        ood = {name: np.full(shape, np.nan) for name in OOD_METRICS}
+        ood_n_test = np.zeros(shape, dtype=np.int64)
+        ood_notes: list[str] = []
+        has_ood = any("ood" in m for v in layers.values() for _, _, m in v)
     for i, space in enumerate(spaces):
         entries = layers[space]
         for j, (layer, path, m) in enumerate(entries):
@@ -377,8 +525,19 @@ def _assemble(
                 per_class["radius"][i, j] = geo.radius
                 separation["fisher"][i, j] = geo.fisher_ratio
                 separation["linear"][i, j] = geo.linear_separability
-                folds = geo.n_folds
+                folds = max(folds, geo.n_folds)
                 sizes = geo.n_members
+                n_degenerate[i, j] = int(geo.degenerate.sum())
+                class_notes[i, j] = geo.note
+                if "ood" in m:
+                    readout = m["ood"]
+                    ood["ood_in_accuracy"][i, j] = readout.in_accuracy
+                    ood["ood_accuracy"][i, j] = readout.ood_accuracy
+                    ood["ood_chance"][i, j] = readout.chance
+                    ood["ood_p_value"][i, j] = readout.p_value
+                    ood_n_test[i, j] = readout.n_test
+                    if readout.note:
+                        ood_notes.append(f"{space}/{layer}: {readout.note}")
     fl = ("feature_space", "layer")
     data: dict[str, Any] = {
         **{name: (fl, values) for name, values in scalar.items()},
@@ -413,8 +572,20 @@ def _assemble(
         data["class_size"] = ("class", np.asarray(sizes, dtype=np.int64))
         data["fisher_ratio"] = (fl, separation["fisher"])
         data["linear_separability"] = (fl, separation["linear"])
+        data["n_degenerate_classes"] = (fl, n_degenerate)
+        data["class_metrics_note"] = (fl, class_notes)
         coords["class"] = ("class", _obj(classes))
         attrs.update(n_folds=int(folds), seed=int(cfg["seed"]), chance=1.0 / classes.size)
+        attrs["degenerate_classes"] = (
+            "classes with fewer than 2 members or zero within-class variance are left out "
+            "of the class metrics (n_degenerate_classes, class_metrics_note); the metrics "
+            "are those of the remaining classes, NaN when fewer than 2 remain"
+        )
+        if has_ood:
+            for name, values in ood.items():
+                data[name] = (fl, values)
+            data["ood_n_test"] = (fl, ood_n_test)
+            attrs.update(ood_permutations=int(cfg["ood_permutations"]), ood_notes=ood_notes)
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     for name, (long_name, units) in _DESCRIPTIONS.items():
         if name in ds:
@@ -459,8 +630,11 @@ def geometry_table(ds: xr.Dataset) -> pd.DataFrame:
     table : pandas.DataFrame
         One row per feature space, layer and metric: columns ``feature_space``,
         ``layer`` (name), ``position``, ``depth``, ``metric``, ``value`` and ``units``;
-        per-class metrics are averaged over classes (``manifold_dimension``,
-        ``manifold_radius``). Cells past the end of a shorter layer list are left out.
+        per-class metrics are averaged over the classes that have them
+        (``manifold_dimension``, ``manifold_radius``; degenerate classes are NaN and
+        left out; NaN when every class is). With an out-of-distribution readout, also
+        its rows (:data:`OOD_METRICS`). Cells past the end of a shorter layer list are
+        left out.
     """
     metrics = [
         "participation_ratio",
@@ -470,6 +644,7 @@ def geometry_table(ds: xr.Dataset) -> pd.DataFrame:
         "linear_separability",
         "manifold_dimension",
         "manifold_radius",
+        *OOD_METRICS,
     ]
     rows = []
     for i, space in enumerate(ds["feature_space"].values):
@@ -480,7 +655,8 @@ def geometry_table(ds: xr.Dataset) -> pd.DataFrame:
             for metric in metrics:
                 if metric not in ds:
                     continue
-                value = ds[metric].values[i, j]
+                value = np.asarray(ds[metric].values[i, j], dtype=np.float64)
+                finite = value[~np.isnan(value)] if value.ndim else value
                 rows.append(
                     {
                         "feature_space": str(space),
@@ -488,7 +664,7 @@ def geometry_table(ds: xr.Dataset) -> pd.DataFrame:
                         "position": j,
                         "depth": float(ds["layer_depth"].values[i, j]),
                         "metric": metric,
-                        "value": float(np.mean(value)),
+                        "value": float(np.mean(finite)) if finite.size else float("nan"),
                         "units": ds[metric].attrs.get("units", ""),
                     }
                 )
@@ -527,7 +703,7 @@ def plot_geometry(table: pd.DataFrame, scores: pd.DataFrame | None = None) -> Fi
         One panel per metric present in ``table`` (:data:`PLOTTED_METRICS`) and per
         analysis of ``scores``.
     """
-    from neuroflow.evaluation.plotting import _new_figure
+    from neuroflow.figures import new_figure as _new_figure
 
     metrics = [m for m in PLOTTED_METRICS if m in set(table["metric"])]
     analyses: list[str] = []
@@ -602,6 +778,7 @@ def run_geometry_stage(
     provenance: Mapping[str, Any],
     labels_path: str | os.PathLike | None = None,
     layer_sweep_tsv: str | os.PathLike | None = None,
+    ood: bool = True,
 ) -> Path:
     """The ``geometry`` stage: metrics per layer, a tidy table, alignment and a plot.
 
@@ -616,27 +793,48 @@ def run_geometry_stage(
         without layer scores) and ``geometry.png`` (:func:`plot_geometry` with the
         layer scores).
     config : dict
-        The ``geometry`` section (``enabled``, ``labels`` and the column names are
-        read here; the rest is :data:`DEFAULT_CONFIG`).
+        The ``geometry`` section (``enabled``, ``labels``, the column names and
+        ``train_distribution`` are read here; the rest is :data:`DEFAULT_CONFIG`).
+        With ``distribution_column`` set, the out-of-distribution readout trains on the
+        labelled stimuli whose value there is ``train_distribution`` and tests on the
+        others (:func:`read_held_out`).
     provenance : dict
         From :func:`neuroflow.artifacts.build_provenance`.
     labels_path : path-like | None
         Class labels TSV; its stimuli that the stores do not hold are left out.
     layer_sweep_tsv : path-like | None
         The summary's layer-sweep table, for the scores of the same layers.
+    ood : bool
+        False: no out-of-distribution readout even with ``distribution_column`` set
+        (the plan found none applies, and noted why).
 
     Returns
     -------
     output : Path
     """
     from neuroflow.artifacts import atomic_file
-    from neuroflow.evaluation.summary import ALL_ROI, GROUP_SUBJECT
     from neuroflow.geometry.alignment import geometry_score_correlations, layer_scores
+    from neuroflow.rois import ALL_ROI, GROUP_SUBJECT
 
     cfg = dict(config)
     metric_cfg = {k: cfg[k] for k in DEFAULT_CONFIG if k in cfg}
     labels, dropped = _labels_for(labels_path, feature_stores, cfg)
-    ds = geometry_of_features(feature_stores, labels=labels, cfg=metric_cfg, provenance=provenance)
+    held_out = None
+    if labels is not None and ood and cfg.get("distribution_column"):
+        if cfg.get("train_distribution") is None:
+            raise ValueError(
+                "`geometry.train_distribution` must name the in-distribution value of "
+                f"column {cfg['distribution_column']!r}, got None instead."
+            )
+        held_out = read_held_out(
+            labels_path,
+            stimulus_column=cfg["stimulus_column"],
+            distribution_column=cfg["distribution_column"],
+            train_distribution=str(cfg["train_distribution"]),
+        )
+    ds = geometry_of_features(
+        feature_stores, labels=labels, cfg=metric_cfg, provenance=provenance, held_out=held_out
+    )
     ds.attrs["labels"] = str(labels_path) if labels_path is not None else None
     ds.attrs["labels_not_in_features"] = int(dropped)
     output = Path(output)

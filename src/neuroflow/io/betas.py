@@ -38,15 +38,15 @@ import pandas as pd
 
 from neuroflow.io.arrays import repeat_index, string_array
 from neuroflow.io.bids import (
-    _as_list,
+    DirectoryListing,
+    EntityFilters,
     _check_filter,
-    _check_root,
-    _Filters,
     _keep,
-    _Listing,
-    _nothing_found,
-    _report,
     _subdirs,
+    check_root,
+    filter_labels,
+    nothing_found,
+    record_seen_labels,
 )
 from neuroflow.io.files import load_nifti, nifti_voxel_rows
 from neuroflow.io.records import BetasSession
@@ -81,7 +81,7 @@ def _inherited(
     *,
     suffix: str,
     extensions: Sequence[str],
-    listing: _Listing,
+    listing: DirectoryListing,
 ) -> list[Path]:
     """Metadata files that apply to a data file in ``folder``, least specific first.
 
@@ -110,7 +110,7 @@ def _inherited(
 
 
 def _session(
-    root: Path, folder: Path, name: str, entities: dict[str, str], listing: _Listing
+    root: Path, folder: Path, name: str, entities: dict[str, str], listing: DirectoryListing
 ) -> BetasSession:
     """Record of one betas file with its trials table, mask and ncsnr."""
     betas = folder / name
@@ -173,12 +173,14 @@ def index_betas(
         Sorted by entity key. Every betas file has its ``_trials.tsv`` (same folder,
         same entities); masks and ncsnr files follow the inheritance principle.
     """
-    root = _check_root(root, "root")
-    filters = _Filters(_as_list(subjects, "subjects"), _as_list(sessions, "sessions"), None, None)
+    root = check_root(root, "root")
+    filters = EntityFilters(
+        filter_labels(subjects, "subjects"), filter_labels(sessions, "sessions"), None, None
+    )
     subject_labels = _subdirs(root, "sub")
     if strict:
         _check_filter("subject", filters.subjects, set(subject_labels), root)
-    listing = _Listing()
+    listing = DirectoryListing()
     records = []
     for sub in subject_labels:
         if not _keep(sub, filters.subjects):
@@ -189,11 +191,11 @@ def index_betas(
                     continue
                 if filters.keep(ents):
                     records.append(_session(root, folder, name, ents, listing))
-    _report(filters, seen)
+    record_seen_labels(filters, seen)
     if strict:
         filters.check(root)
         if not records:
-            raise _nothing_found("single-trial betas", root, "sub-*/**/*_betas.{nii.gz,nii,h5,npy}")
+            raise nothing_found("single-trial betas", root, "sub-*/**/*_betas.{nii.gz,nii,h5,npy}")
     keys = [r.key for r in records]
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:

@@ -29,14 +29,21 @@ from neuroflow.io.records import EegRecording, FmriRun
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DirectoryListing",
+    "EntityFilters",
     "check_filters",
+    "check_root",
     "dataset_description_warnings",
+    "filter_labels",
     "find_inherited",
     "index_eeg_recordings",
     "index_fmri_runs",
     "is_epoched_eeglab",
+    "nothing_found",
     "parse_bids_name",
     "read_sidecar",
+    "record_seen_labels",
+    "scan_files",
 ]
 
 #: Entities in the order the BIDS specification writes them.
@@ -97,7 +104,7 @@ def parse_bids_name(name: str) -> tuple[dict[str, str], str, str] | None:
     return entities, match["suffix"], match["ext"] or ""
 
 
-class _Listing:
+class DirectoryListing:
     """Cached directory listings with parsed BIDS names."""
 
     def __init__(self) -> None:
@@ -151,7 +158,7 @@ def find_inherited(
     datatype: str,
     suffix: str,
     extension: str,
-    listing: _Listing | None = None,
+    listing: DirectoryListing | None = None,
     ignore: Sequence[str] = (),
 ) -> list[Path]:
     """Metadata files that apply to one data file, by the inheritance principle.
@@ -166,7 +173,7 @@ def find_inherited(
         Folder of the data file, e.g. ``"func"`` or ``"eeg"``.
     suffix, extension : str
         Of the metadata file, e.g. ``"bold"`` and ``".json"``.
-    listing : _Listing | None
+    listing : DirectoryListing | None
         Shared listing cache.
     ignore : sequence of str
         Entities of metadata files that need not match the data file (e.g.
@@ -178,7 +185,7 @@ def find_inherited(
         Applicable files, least specific first (dataset, subject, session,
         datatype folder; within a folder, fewer entities first).
     """
-    listing = listing or _Listing()
+    listing = listing or DirectoryListing()
     found: list[Path] = []
     for level in _levels(root, entities, datatype):
         here = [
@@ -220,7 +227,7 @@ def read_sidecar(run: FmriRun | EegRecording | Sequence[str | os.PathLike]) -> d
     return merged
 
 
-def _as_list(value: str | Iterable[str] | None, name: str) -> list[str] | None:
+def filter_labels(value: str | Iterable[str] | None, name: str) -> list[str] | None:
     """Normalise a filter (``None`` or empty = everything) to a list of labels."""
     if value is None:
         return None
@@ -266,7 +273,7 @@ def _keep(label: str | None, wanted: list[str] | None) -> bool:
 
 
 @dataclass
-class _Filters:
+class EntityFilters:
     """Entity filters of one query."""
 
     subjects: list[str] | None
@@ -293,14 +300,14 @@ class _Filters:
         _check_filter("run", self.runs, self.seen["run"], folder)
 
 
-def _scan(
+def scan_files(
     root: Path,
     *,
     datatype: str,
     suffix: str,
     extensions: Sequence[str],
-    filters: _Filters,
-    listing: _Listing,
+    filters: EntityFilters,
+    listing: DirectoryListing,
     extra: Mapping[str, str] | None = None,
     strict: bool = True,
 ) -> list[tuple[dict[str, str], Path]]:
@@ -326,7 +333,7 @@ def _scan(
     return found
 
 
-def _report(filters: _Filters, seen: dict[str, set[str]] | None) -> None:
+def record_seen_labels(filters: EntityFilters, seen: dict[str, set[str]] | None) -> None:
     """Add the labels a scan looked at to ``seen``."""
     if seen is not None:
         for key, labels in filters.seen.items():
@@ -355,13 +362,13 @@ def check_filters(
         The filters.
     """
     root = Path(root)
-    _check_filter("subject", _as_list(subjects, "subjects"), set(_subdirs(root, "sub")), root)
+    _check_filter("subject", filter_labels(subjects, "subjects"), set(_subdirs(root, "sub")), root)
     for name, key, wanted in (
         ("session", "ses", sessions),
         ("task", "task", tasks),
         ("run", "run", runs),
     ):
-        _check_filter(name, _as_list(wanted, f"{name}s"), set(seen.get(key, set())), root)
+        _check_filter(name, filter_labels(wanted, f"{name}s"), set(seen.get(key, set())), root)
 
 
 #: Fields BIDS requires in ``dataset_description.json``.
@@ -410,7 +417,7 @@ def dataset_description_warnings(root: str | os.PathLike) -> list[str]:
     return []
 
 
-def _check_root(path: str | os.PathLike, name: str) -> Path:
+def check_root(path: str | os.PathLike, name: str) -> Path:
     """Resolve a dataset folder, raising when it does not exist."""
     root = Path(path).expanduser()
     if not root.is_dir():
@@ -418,7 +425,7 @@ def _check_root(path: str | os.PathLike, name: str) -> Path:
     return root
 
 
-def _nothing_found(what: str, root: Path, pattern: str) -> ValueError:
+def nothing_found(what: str, root: Path, pattern: str) -> ValueError:
     return ValueError(f"No {what} found in {root} (looked for {pattern}).")
 
 
@@ -485,16 +492,16 @@ def index_fmri_runs(
     runs : list of FmriRun
         Sorted by entity key.
     """
-    root = _check_root(bids_root, "bids_root")
-    filters = _Filters(
-        _as_list(subjects, "subjects"),
-        _as_list(sessions, "sessions"),
-        _as_list(tasks, "tasks"),
-        _as_list(runs, "runs"),
+    root = check_root(bids_root, "bids_root")
+    filters = EntityFilters(
+        filter_labels(subjects, "subjects"),
+        filter_labels(sessions, "sessions"),
+        filter_labels(tasks, "tasks"),
+        filter_labels(runs, "runs"),
     )
-    listing = _Listing()
+    listing = DirectoryListing()
     if fmriprep_dir is None:
-        found = _scan(
+        found = scan_files(
             root,
             datatype="func",
             suffix="bold",
@@ -503,15 +510,15 @@ def index_fmri_runs(
             listing=listing,
             strict=strict,
         )
-        _report(filters, seen)
+        record_seen_labels(filters, seen)
         if strict:
             filters.check(root)
             if not found:
-                raise _nothing_found("BOLD runs", root, "sub-*/[ses-*/]func/*_bold.nii[.gz]")
+                raise nothing_found("BOLD runs", root, "sub-*/[ses-*/]func/*_bold.nii[.gz]")
         records = [_raw_run(root, ents, path, listing, confounds_pattern) for ents, path in found]
     else:
-        deriv = _check_root(fmriprep_dir, "fmriprep_dir")
-        found = _scan(
+        deriv = check_root(fmriprep_dir, "fmriprep_dir")
+        found = scan_files(
             deriv,
             datatype="func",
             suffix="bold",
@@ -522,13 +529,13 @@ def index_fmri_runs(
             strict=strict,
         )
         found = [(e, p) for e, p in found if "space" in e]
-        _report(filters, seen)
+        record_seen_labels(filters, seen)
         if strict:
             filters.check(deriv)
         if not found and not strict:
             return []
         if not found:
-            raise _nothing_found(
+            raise nothing_found(
                 "preprocessed BOLD runs",
                 deriv,
                 "sub-*/[ses-*/]func/*_space-*_desc-preproc_bold.nii.gz",
@@ -561,7 +568,7 @@ def _raw_run(
     root: Path,
     ents: dict[str, str],
     bold: Path,
-    listing: _Listing,
+    listing: DirectoryListing,
     confounds_pattern: str | None,
 ) -> FmriRun:
     """Record of one raw BIDS run."""
@@ -590,7 +597,9 @@ def _raw_run(
     )
 
 
-def _sibling(folder: Path, ents: Mapping[str, str], listing: _Listing, **want: str) -> Path | None:
+def _sibling(
+    folder: Path, ents: Mapping[str, str], listing: DirectoryListing, **want: str
+) -> Path | None:
     """A file in ``folder`` with the same entities except those in ``want``."""
     target = {**{k: v for k, v in ents.items() if k != "desc"}}
     suffix = want.pop("suffix")
@@ -605,7 +614,7 @@ def _sibling(folder: Path, ents: Mapping[str, str], listing: _Listing, **want: s
 
 
 def _fmriprep_run(
-    root: Path, deriv: Path, ents: dict[str, str], bold: Path, listing: _Listing
+    root: Path, deriv: Path, ents: dict[str, str], bold: Path, listing: DirectoryListing
 ) -> FmriRun:
     """Record of one fMRIPrep run, with events and sidecars from the raw dataset."""
     raw_ents = {k: v for k, v in ents.items() if k not in ("space", "res", "den", "desc")}
@@ -738,7 +747,12 @@ def _is_meg_recording(ents: Mapping[str, str]) -> bool:
 
 
 def _eeg_record(
-    root: Path, datatype: str, ents: dict[str, str], path: Path, epoched: bool, listing: _Listing
+    root: Path,
+    datatype: str,
+    ents: dict[str, str],
+    path: Path,
+    epoched: bool,
+    listing: DirectoryListing,
 ) -> EegRecording:
     """Record of one EEG (or MEG + EEG) file with its inherited tables and sidecars."""
 
@@ -854,18 +868,18 @@ def index_eeg_recordings(
         continuous EEG file is kept before an epoched one, and either before a MEG file
         (with a logged warning); two files of the same kind sharing a key are an error.
     """
-    root = _check_root(bids_root, "bids_root")
-    filters = _Filters(
-        _as_list(subjects, "subjects"),
-        _as_list(sessions, "sessions"),
-        _as_list(tasks, "tasks"),
-        _as_list(runs, "runs"),
+    root = check_root(bids_root, "bids_root")
+    filters = EntityFilters(
+        filter_labels(subjects, "subjects"),
+        filter_labels(sessions, "sessions"),
+        filter_labels(tasks, "tasks"),
+        filter_labels(runs, "runs"),
     )
-    listing = _Listing()
+    listing = DirectoryListing()
     kinds = [*_EEG_KINDS, _MEG_KIND] if include_meg else list(_EEG_KINDS)
     found: list[tuple[str, str, dict[str, str], Path]] = []
     for datatype, suffix, extensions, _ in kinds:
-        hits = _scan(
+        hits = scan_files(
             root,
             datatype=datatype,
             suffix=suffix,
@@ -877,11 +891,11 @@ def index_eeg_recordings(
         if datatype == "meg":
             hits = _first_splits([(e, p) for e, p in hits if _is_meg_recording(e)])
         found.extend((datatype, suffix, ents, path) for ents, path in hits)
-    _report(filters, seen)
+    record_seen_labels(filters, seen)
     if strict:
         filters.check(root)
         if not found:
-            raise _nothing_found("EEG recordings", root, ", ".join(kind[3] for kind in kinds))
+            raise nothing_found("EEG recordings", root, ", ".join(kind[3] for kind in kinds))
     records = []
     for datatype, suffix, ents, path in found:
         epoched = suffix == "epo"

@@ -13,10 +13,13 @@ import os
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    import nibabel as nib
 
 __all__ = [
     "check_image",
@@ -26,6 +29,7 @@ __all__ = [
     "read_image",
     "read_image_unit",
     "read_table",
+    "scores_to_nifti",
 ]
 
 #: Compressed bytes read at a time when a gzip stream is checked to its end (deflate
@@ -471,3 +475,54 @@ def read_table(
             f"{list(table.columns)} instead (missing {missing})."
         )
     return table
+
+
+def scores_to_nifti(
+    values: np.ndarray,
+    ijk: np.ndarray,
+    *,
+    affine: np.ndarray,
+    mask_shape: Sequence[int],
+    undefined: float = 0.0,
+) -> nib.Nifti1Image:
+    """Place per-voxel scores back on their volume grid.
+
+    Parameters
+    ----------
+    values : array-like, shape (n_voxels,)
+        Score per voxel.
+    ijk : array-like of int, shape (n_voxels, 3)
+        Voxel indices on the grid.
+    affine : array-like, shape (4, 4)
+        Voxel-to-world affine of the grid.
+    mask_shape : sequence of 3 int
+        Grid shape.
+    undefined : float
+        Value written where a score is NaN: 0 for maps that are drawn, NaN for maps
+        that are results (exported), so that an undefined score is not read as 0.
+
+    Returns
+    -------
+    img : nibabel.Nifti1Image, shape mask_shape
+        float32 image, 0 outside the voxels and ``undefined`` where a score is NaN.
+    """
+    import nibabel as nib
+
+    values = np.asarray(values, dtype=np.float32)
+    ijk = np.asarray(ijk)
+    shape = tuple(int(s) for s in mask_shape)
+    affine = np.asarray(affine, dtype=np.float64)
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(f"`mask_shape` must be 3 positive ints, got {list(mask_shape)} instead.")
+    if affine.shape != (4, 4):
+        raise ValueError(f"`affine` must have shape (4, 4), got {affine.shape} instead.")
+    if ijk.shape != (values.size, 3) or ijk.dtype.kind not in "iu":
+        raise ValueError(
+            f"`ijk` must be integers of shape ({values.size}, 3), "
+            f"got {ijk.dtype} of shape {ijk.shape} instead."
+        )
+    if ijk.size and ((ijk < 0).any() or (ijk >= np.array(shape)).any()):
+        raise ValueError(f"`ijk` must index the grid of shape {shape}, got indices outside it.")
+    data = np.zeros(shape, dtype=np.float32)
+    data[ijk[:, 0], ijk[:, 1], ijk[:, 2]] = np.where(np.isnan(values), undefined, values)
+    return nib.Nifti1Image(data, affine)

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from neuroflow.progress import Progress
+
 from ._workers import Workers
 from .cv import Split
 from .selection import near_best, select_penalty
@@ -279,6 +281,10 @@ def search(
     alpha_of = np.zeros((len(gammas), n_targets), dtype=np.int32)
     score_of = np.full((len(gammas), n_targets), -np.inf)
     alphas_t = torch.as_tensor(alphas, dtype=dtype, device=device)
+    # (a single weighting, as plain ridge has, is one step: nothing to report)
+    progress = Progress(
+        len(gammas) if len(gammas) > 1 else 0, "banded ridge search", "band weightings"
+    )
     for g, gamma in enumerate(gammas):
         folds = _decompose_folds(design, gamma, splits, pool)
         # shrinkage of every alpha per fold, shape (n_alphas, r)
@@ -325,6 +331,8 @@ def search(
         top[g] = np.where(np.isnan(mean), -np.inf, mean).max(0, initial=-np.inf)
         alpha_of[g] = arg
         score_of[g] = mean[arg, np.arange(n_targets)]
+        progress.update()
+    progress.close()
     best_gamma = near_best(top).argmax(0).astype(np.int64)
     targets = np.arange(n_targets)
     best_alpha = alpha_of[best_gamma, targets].astype(np.int64)

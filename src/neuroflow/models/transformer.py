@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from neuroflow.config.transformer_options import DEFAULT_OPTIONS, resolve_options
+from neuroflow.progress import Progress
 
 from ._device import resolve_device
 
@@ -458,6 +459,8 @@ def _train_one(
     curve = TrainingCurve(n_samples=sum(sizes.values()))
     best, best_state, stale = -np.inf, copy.deepcopy(model.state_dict()), 0
     n_spaces = len(dims)
+    # every batch of every epoch (an early stop ends it sooner)
+    progress = Progress(epochs * steps, f"transformer training (seed {seed})", "batches")
     for epoch in range(epochs):
         start = time.perf_counter()
         model.train()
@@ -476,6 +479,7 @@ def _train_one(
             schedule.step()
             total = total + loss.detach() * len(rows)
             count += len(rows)
+            progress.update()
         trained_at = time.perf_counter()
         per_target = {
             s: _target_r(
@@ -502,6 +506,7 @@ def _train_one(
                     "seed %d: early stop at epoch %d (best %d).", seed, epoch, curve.best_epoch
                 )
                 break
+    progress.close()
     model.load_state_dict(best_state)
     return model.cpu().eval(), curve
 

@@ -32,6 +32,7 @@ from neuroflow.artifacts import open_dataset
 from neuroflow.io.records import EegRecording
 from neuroflow.preprocessing.eeg.read import read_epochs_file, read_raw_file
 from neuroflow.preprocessing.eeg.sidecars import recording_from_path
+from neuroflow.progress import Progress
 from neuroflow.qc._variables import described
 
 __all__ = [
@@ -64,6 +65,8 @@ BANDS: dict[str, tuple[float, float]] = {
 }
 #: Welch window (s): 0.5 Hz resolution on continuous data.
 _WELCH_SECONDS = 2.0
+#: Channel groups whose Welch spectra are computed in turn (progress is reported per group).
+_PSD_PARTS = 20
 
 
 def _text(values: Any) -> np.ndarray:
@@ -72,7 +75,7 @@ def _text(values: Any) -> np.ndarray:
 
 
 def psd_welch(
-    data: np.ndarray, sfreq: float, fmax: float, n_fft: int
+    data: np.ndarray, sfreq: float, fmax: float, n_fft: int, what: str = "QC: Welch spectra"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Welch power spectral density of each channel, averaged over leading dims.
 
@@ -86,6 +89,8 @@ def psd_welch(
         Highest frequency kept (Hz).
     n_fft : int
         Window length in samples (at most ``n_times``).
+    what : str
+        The step, as the progress lines name it (channels are counted).
 
     Returns
     -------
@@ -94,18 +99,26 @@ def psd_welch(
     freqs : ndarray, shape (n_freqs,)
         Frequencies (Hz), from 0 to ``fmax``.
     """
+    data = np.asarray(data, dtype=np.float64)
     n_fft = int(min(n_fft, data.shape[-1]))
-    psd, freqs = mne.time_frequency.psd_array_welch(
-        np.asarray(data, dtype=np.float64),
-        sfreq,
-        fmin=0.0,
-        fmax=fmax,
-        n_fft=n_fft,
-        n_per_seg=n_fft,
-        verbose="error",
-    )
-    psd = psd.reshape(-1, *psd.shape[-2:]).mean(axis=0)
-    return psd, freqs
+    n_channels = data.shape[-2]
+    step = max(1, -(-n_channels // _PSD_PARTS))
+    parts = []
+    # channel by channel group (each channel's spectrum is its own): a line per step
+    with Progress(n_channels, what, "channels") as progress:
+        for start in range(0, max(n_channels, 1), step):
+            psd, freqs = mne.time_frequency.psd_array_welch(
+                data[..., start : start + step, :],
+                sfreq,
+                fmin=0.0,
+                fmax=fmax,
+                n_fft=n_fft,
+                n_per_seg=n_fft,
+                verbose="error",
+            )
+            parts.append(psd.reshape(-1, *psd.shape[-2:]).mean(axis=0))
+            progress.update(psd.shape[-2])
+    return np.concatenate(parts, axis=0), freqs
 
 
 def band_power(
@@ -220,8 +233,12 @@ def _spectra(
     window = _WELCH_SECONDS
     if recording.epoched or continuous is None:
         window = min(before.shape[-1] / sfreq_before, after.shape[-1] / sfreq_after)
-    psd_after, freqs = psd_welch(after, sfreq_after, fmax, round(window * sfreq_after))
-    psd_before, freqs_before = psd_welch(before, sfreq_before, fmax, round(window * sfreq_before))
+    psd_after, freqs = psd_welch(
+        after, sfreq_after, fmax, round(window * sfreq_after), "QC: spectra after preprocessing"
+    )
+    psd_before, freqs_before = psd_welch(
+        before, sfreq_before, fmax, round(window * sfreq_before), "QC: spectra of the recording"
+    )
     on_grid = np.stack([np.interp(freqs, freqs_before, row) for row in psd_before])
     return {"before": on_grid, "after": psd_after, "freqs": freqs}
 

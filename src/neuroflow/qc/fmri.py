@@ -37,7 +37,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from neuroflow.artifacts import open_dataset
-from neuroflow.evaluation.plotting import scores_to_nifti
+from neuroflow.io.files import scores_to_nifti
 from neuroflow.preprocessing.fmri.clean import (
     cosine_drifts,
     orthonormal_basis,
@@ -46,6 +46,7 @@ from neuroflow.preprocessing.fmri.clean import (
 from neuroflow.preprocessing.fmri.confounds import read_confounds_table, select_confounds
 from neuroflow.preprocessing.fmri.inputs import load_bold, load_masked, smooth_image
 from neuroflow.preprocessing.fmri.stage import cleaning_steps, resolve_config
+from neuroflow.progress import Progress
 from neuroflow.qc._variables import described
 
 __all__ = [
@@ -328,6 +329,7 @@ def variance_explained(
             )
         bases.append(orthonormal_basis(x - x.mean(axis=0)))
     r2 = np.zeros((len(bases), n_voxels))
+    progress = Progress(n_voxels, "QC: variance explained by confounds", "voxels")
     for start in range(0, n_voxels, block):
         y = np.asarray(data[:, start : start + block], dtype=np.float64)
         ok = _varies(y)
@@ -338,6 +340,8 @@ def variance_explained(
             proj = q.T @ y
             explained = np.einsum("rv,rv->v", proj, proj)
             r2[s, start : start + block][ok] = explained[ok] / total[ok]
+        progress.update(y.shape[1])
+    progress.close()
     return np.clip(r2, 0.0, 1.0)
 
 

@@ -14,8 +14,8 @@
   frame-level features and the bootstrap of the EEG time courses;
 - :func:`rsa_eeg`, :func:`rsa_fmri`: the stage entry points.
 
-Figures: :mod:`neuroflow.decoding.plotting` (``plot_rdm``, ``plot_cross_temporal``,
-``plot_alignment``); tables: :func:`neuroflow.decoding.summary.rsa_rows`.
+Figures: :mod:`neuroflow.evaluation.analysis_plotting` (``plot_rdm``, ``plot_cross_temporal``,
+``plot_alignment``); tables: :func:`neuroflow.evaluation.analysis_summary.rsa_rows`.
 """
 
 from .analysis import (
@@ -30,7 +30,7 @@ from .analysis import (
 from .compare import COMPARISONS, compare_rdms, noise_ceiling
 from .inference import BootstrapResult, bootstrap_evaluations, bootstrap_rsa
 from .rdm import correlation_rdm, crossnobis_rdm, square_rdm
-from .stage import DEFAULT_CONFIG, event_responses, rsa_eeg, rsa_fmri
+from .stage import DEFAULT_CONFIG, rsa_eeg, rsa_fmri
 
 __all__ = [
     "COMPARISONS",
@@ -45,7 +45,6 @@ __all__ = [
     "correlation_rdm",
     "cross_temporal_rsa",
     "crossnobis_rdm",
-    "event_responses",
     "model_time_peaks",
     "model_time_rsa",
     "noise_ceiling",

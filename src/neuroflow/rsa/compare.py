@@ -1,16 +1,18 @@
 """Comparison of RDMs and noise ceilings.
 
 Rank (Spearman) and Pearson comparisons are computed here for many RDMs at once: rank
-every RDM once, then one correlation matrix. Kendall's tau-a sorts every RDM once too and
-then counts the discordant pairs of each pair of RDMs with SciPy's compiled counter (the
-one rsatoolbox's own tau-a calls after sorting both vectors again for every pair; about
-6x faster for 350,000 stimulus pairs, ``bench/bench_rsa.py``). The whitened cosine
+every RDM once, then one correlation matrix. Kendall's tau-a sorts the RDMs of one side
+once each and counts the pairs of each pair of RDMs with one compiled merge sort
+(:mod:`neuroflow.rsa.kendall`, numba; rsatoolbox sorts both vectors twice for every
+pair; ``bench/bench_rsa.py`` times both). The whitened cosine
 (rsatoolbox's ``cosine_cov``, the cosine after whitening by the covariance of the
 distance estimates) calls rsatoolbox's :func:`rsatoolbox.rdm.compare`.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -27,6 +29,8 @@ __all__ = [
 #: Comparison methods: ours (vectorised) and rsatoolbox's.
 COMPARISONS = ("spearman", "corr", "tau-a", "cosine_cov")
 
+logger = logging.getLogger(__name__)
+
 
 def _check_vectors(name: str, a: np.ndarray) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
@@ -35,6 +39,14 @@ def _check_vectors(name: str, a: np.ndarray) -> np.ndarray:
     if a.ndim != 2 or a.shape[1] < 3:
         raise ValueError(f"`{name}` must have shape (n_rdms, n_pairs >= 3), got {a.shape} instead.")
     return a
+
+
+def _check_same_pairs(a: np.ndarray, b: np.ndarray) -> None:
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(
+            f"`a` and `b` must have the same number of pairs, got {a.shape[1]} and "
+            f"{b.shape[1]} instead."
+        )
 
 
 def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -84,42 +96,34 @@ def rank_rows(a: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _dense_ranks(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sort order, dense ranks (1-based; in place and sorted) and tied pairs of every row.
-
-    The order among equal values is arbitrary (an unstable sort is several times
-    faster); tau-a never depends on it.
-    """
-    order = np.argsort(a, axis=1)
-    s = np.take_along_axis(a, order, axis=1)
-    new = np.ones(s.shape, dtype=bool)
-    new[:, 1:] = s[:, 1:] != s[:, :-1]
-    # Cast first: NumPy's cumsum straight from bool is ~40x slower.
-    sorted_ranks = np.cumsum(new.astype(np.intp), axis=1)
-    ranks = np.empty(a.shape, dtype=np.intp)
-    np.put_along_axis(ranks, order, sorted_ranks, axis=1)
-    ties = np.array([_tied_pairs(row) for row in sorted_ranks], dtype=np.int64)
-    return order, ranks, sorted_ranks, ties
-
-
-def _tied_pairs(sorted_ranks: np.ndarray) -> int:
-    """Pairs of equal values in a sorted rank vector."""
-    counts = np.bincount(sorted_ranks).astype(np.int64)
+def _tied_pairs_sorted(s: np.ndarray) -> int:
+    """Pairs of equal values in a vector sorted ascending."""
+    runs = np.flatnonzero(np.r_[True, s[1:] != s[:-1], True])
+    counts = np.diff(runs).astype(np.int64)
     return int((counts * (counts - 1) // 2).sum())
 
 
-def _discordant_counter() -> Callable[[np.ndarray, np.ndarray], int] | None:
-    """SciPy's compiled discordant-pair counter, or None where this SciPy lacks it.
+@functools.cache
+def _discordant_counter() -> Callable[[np.ndarray, np.ndarray], tuple[int, int, int]] | None:
+    """The compiled pair counter (:func:`neuroflow.rsa.kendall.pair_counts`), or None.
 
-    It is private SciPy API (``scipy.stats._stats._kendall_dis``, what
-    :func:`scipy.stats.kendalltau` calls); without it tau-a is derived from the public
-    tau-b instead (:func:`_tau_a_from_tau_b`), equal and about twice as slow.
+    None where numba cannot be imported; tau-a is then derived from SciPy's public
+    tau-b (:func:`_tau_a_from_tau_b`), equal to 1e-12 and about ten times slower. Said
+    once per process in the log.
     """
     try:
-        from scipy.stats._stats import _kendall_dis
-    except ImportError:
+        import numba  # noqa: F401
+    except ImportError as err:
+        logger.warning(
+            "numba cannot be imported (%s): Kendall's tau-a is computed from "
+            "scipy.stats.kendalltau instead of the compiled counter: equal values, about "
+            "ten times slower. Install numba (`pip install numba`) for the compiled counter.",
+            err,
+        )
         return None
-    return _kendall_dis
+    from neuroflow.rsa.kendall import pair_counts
+
+    return pair_counts
 
 
 def _tau_a_from_tau_b(x: np.ndarray, y: np.ndarray, x_ties: int, y_ties: int) -> float:
@@ -138,40 +142,26 @@ def _tau_a_from_tau_b(x: np.ndarray, y: np.ndarray, x_ties: int, y_ties: int) ->
     return float(min(1.0, max(-1.0, tau)))
 
 
-def _tau_a_sorted(
-    x_order: np.ndarray,
-    x_sorted_ranks: np.ndarray,
-    x_ties: int,
-    y_ranks: np.ndarray,
-    y_ties: int,
-    count_discordant: Callable[[np.ndarray, np.ndarray], int] | None,
-) -> float:
-    """Kendall's tau-a of x and y, x already sorted (Knight's algorithm, as SciPy's)."""
-    x, y = x_sorted_ranks, y_ranks[x_order]
-    if count_discordant is None:
-        return _tau_a_from_tau_b(x, y, x_ties, y_ties)
-    joint = 0
-    if x_ties:
-        # Within runs of equal x, y must be ascending as well (a lexicographic sort).
-        order = np.argsort(x * (np.intp(y.max()) + 1) + y)
-        x, y = x[order], y[order]
-        runs = np.r_[True, (x[1:] != x[:-1]) | (y[1:] != y[:-1]), True]
-        counts = np.diff(np.flatnonzero(runs)).astype(np.int64)
-        joint = int((counts * (counts - 1) // 2).sum())
-    discordant = int(count_discordant(x, y))
-    n = x.size
-    total = n * (n - 1) // 2
-    tau = (total - x_ties - y_ties + joint - 2 * discordant) / total
-    return float(min(1.0, max(-1.0, tau)))
+def _tau_a_public(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Kendall's tau-a of every row of ``a`` with every row of ``b`` from the public tau-b."""
+    ties_a = [_tied_pairs_sorted(np.sort(row)) for row in a]
+    ties_b = [_tied_pairs_sorted(np.sort(row)) for row in b]
+    tau = np.empty((a.shape[0], b.shape[0]))
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            tau[i, j] = _tau_a_from_tau_b(a[i], b[j], ties_a[i], ties_b[j])
+    return tau
 
 
 def kendall_tau_a(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Kendall's tau-a of every row of ``a`` with every row of ``b``.
 
-    Every row is sorted once (rsatoolbox sorts both vectors again for each pair); the
-    discordant pairs of each pair of rows are then counted in O(n log n) by SciPy's
-    compiled counter, the one :func:`scipy.stats.kendalltau` and rsatoolbox use. Equal to
-    ``rsatoolbox.rdm.compare(..., method="tau-a")``, ties included.
+    Only the rows of the side with fewer rows are sorted, once each (rsatoolbox sorts
+    both vectors twice for each pair); the other side is put in that order and its
+    discordant, tied and jointly tied pairs are counted in O(n log n) by one compiled
+    merge sort (:func:`neuroflow.rsa.kendall.pair_counts`). Equal to
+    ``rsatoolbox.rdm.compare(..., method="tau-a")``, ties included. Without numba, tau-a
+    is derived from :func:`scipy.stats.kendalltau` (equal, about ten times slower).
 
     Parameters
     ----------
@@ -185,20 +175,30 @@ def kendall_tau_a(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     tau : ndarray of float64, shape (n_a, n_b)
     """
     a, b = _check_vectors("a", a), _check_vectors("b", b)
-    order_a, ranks_a, sorted_a, ties_a = _dense_ranks(a)
-    order_b, ranks_b, sorted_b, ties_b = _dense_ranks(b)
+    _check_same_pairs(a, b)
+    for name, v in (("a", a), ("b", b)):
+        if np.isnan(v).any():
+            raise ValueError(
+                f"`{name}` must hold no NaN, got {int(np.isnan(v).sum())} NaN values instead "
+                "(compare_rdms drops the pairs that are NaN in any RDM)."
+            )
     count = _discordant_counter()
-    tau = np.empty((a.shape[0], b.shape[0]))
-    for i in range(a.shape[0]):
-        for j in range(b.shape[0]):
-            if ties_a[i] and not ties_b[j]:
-                # Sorting by the vector without ties spares the lexicographic sort.
-                tau[i, j] = _tau_a_sorted(order_b[j], sorted_b[j], 0, ranks_a[i], ties_a[i], count)
-            else:
-                tau[i, j] = _tau_a_sorted(
-                    order_a[i], sorted_a[i], ties_a[i], ranks_b[j], ties_b[j], count
-                )
-    return tau
+    if count is None:
+        return _tau_a_public(a, b)
+    by_a = a.shape[0] <= b.shape[0]
+    sorted_side, other = (a, b) if by_a else (b, a)
+    n = a.shape[1]
+    total = n * (n - 1) // 2
+    tau = np.empty((sorted_side.shape[0], other.shape[0]))
+    for i, x in enumerate(sorted_side):
+        order = np.argsort(x)
+        x_sorted = x[order]
+        x_ties = _tied_pairs_sorted(x_sorted)
+        for j, y in enumerate(other):
+            discordant, joint, y_ties = count(x_sorted, y[order])
+            value = (total - x_ties - y_ties + joint - 2 * discordant) / total
+            tau[i, j] = min(1.0, max(-1.0, value))
+    return tau if by_a else tau.T
 
 
 def rsatoolbox_rdms(vectors: np.ndarray):
@@ -242,11 +242,7 @@ def compare_rdms(a: np.ndarray, b: np.ndarray, *, method: str = "spearman") -> n
             f"`method` must be one of {', '.join(COMPARISONS)}, got {method!r} instead."
         )
     a, b = _check_vectors("a", a), _check_vectors("b", b)
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(
-            f"`a` and `b` must have the same number of pairs, got {a.shape[1]} and "
-            f"{b.shape[1]} instead."
-        )
+    _check_same_pairs(a, b)
     keep = ~(np.isnan(a).any(axis=0) | np.isnan(b).any(axis=0))
     a, b = a[:, keep], b[:, keep]
     if method == "spearman":

@@ -36,6 +36,7 @@ import numpy as np
 
 from neuroflow.artifacts import open_dataset
 from neuroflow.peaks import peak_index, post_stimulus
+from neuroflow.progress import Progress
 
 from .analysis import cross_temporal_rsa, model_time_peaks
 from .compare import compare_rdms, rank_rows
@@ -273,6 +274,7 @@ def time_resolved_similarity(
     methods: Sequence[str],
     frames: FrameModels | None = None,
     chunk: int = 8,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """RSA time courses without holding every time point's RDM at once.
 
@@ -288,6 +290,8 @@ def time_resolved_similarity(
         Frame-level model RDMs over the same stimuli, compared with the first method.
     chunk : int
         Time points per RDM batch.
+    progress : Progress | None
+        Counts the time points as they are done.
 
     Returns
     -------
@@ -305,6 +309,8 @@ def time_resolved_similarity(
             out[m, :, start:stop] = cross_temporal_rsa(models, rdm, method=method)
         if frame_out is not None:
             frame_out[:, start:stop] = compare_rdms(frames.rdms, rdm, method=methods[0])
+        if progress is not None:
+            progress.update(stop - start)
     return out, frame_out
 
 
@@ -806,7 +812,10 @@ def eeg_bootstrap(
     blocks = _sample_blocks(
         patterns, channels, models, similarity, subjects, stimuli, method, over, mode, peak_sets
     )
+    n_sets = len(peak_sets) if mode == "peaks" and over != "subjects" else n_groups * n_t
+    progress = Progress(n_sets, f"EEG RSA bootstrap ({n_boot} samples)", "channel group x time")
     for sets, samples in blocks:
+        progress.update(len(sets))
         for k, (g, t) in enumerate(sets):
             for layer in np.flatnonzero(peak[g] == t):
                 peak_samples[:, g, layer] = samples[:, k, layer]
@@ -815,6 +824,7 @@ def eeg_bootstrap(
                 ci[:, g, :, t] = bootstrap_confidence_interval(complete, level)
                 if len(complete) > 1:
                     se[g, :, t] = complete.std(axis=0, ddof=1)
+    progress.close()
     if mode == "all":
         data_vars["model_similarity_ci"] = (("bound", "channel_group", "layer", "time"), ci)
         data_vars["model_similarity_se"] = (("channel_group", "layer", "time"), se)

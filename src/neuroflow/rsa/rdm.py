@@ -140,8 +140,12 @@ def crossnobis_rdm(
                 f"crossnobis needs every condition in at least 2 partitions, got condition "
                 f"{c!r} in {np.unique(partitions[conditions == c]).tolist()} only."
             )
-    keys = np.char.add(np.char.add(partitions, "\x00"), conditions)
-    _, cell = np.unique(keys, return_inverse=True)
+    # one cell per (partition, condition) pair, from the two labels' integer codes
+    _, part_code = np.unique(partitions, return_inverse=True)
+    _, cond_code = np.unique(conditions, return_inverse=True)
+    pairs = np.stack([part_code.ravel(), cond_code.ravel()], axis=1)
+    _, cell = np.unique(pairs, axis=0, return_inverse=True)
+    cell = cell.ravel()
     cell_mean = np.zeros((cell.max() + 1, patterns.shape[1]))
     np.add.at(cell_mean, cell, patterns)
     cell_mean /= np.bincount(cell)[:, None]

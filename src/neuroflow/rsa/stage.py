@@ -32,11 +32,17 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from neuroflow.analysis_inputs import (
+    average_by_stimulus,
+    feature_info,
+    load_subject_epochs,
+    repeat_ranks,
+    stimulus_features,
+    stimulus_patterns,
+)
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
-from neuroflow.decoding.identification import average_by_stimulus
-from neuroflow.decoding.inputs import feature_info, load_subject_epochs, stimulus_features
-from neuroflow.io.events import events_from_store, is_missing, stimulus_mask
+from neuroflow.progress import Progress
 from neuroflow.rois import labelled_rois
 from neuroflow.variables import describe_variables
 
@@ -61,11 +67,9 @@ from .rdm import condensed_index, correlation_rdm, crossnobis_rdm
 __all__ = [
     "DEFAULT_CONFIG",
     "FORMAT_VERSION",
-    "event_responses",
     "resolve_config",
     "rsa_eeg",
     "rsa_fmri",
-    "stimulus_patterns",
 ]
 
 FORMAT_VERSION = 7
@@ -175,18 +179,6 @@ def _check_model_time(cfg: Mapping[str, Any]) -> None:
 def _model_rdms(features: Mapping[str, str | os.PathLike], stimuli: Sequence[str]) -> np.ndarray:
     """Correlation RDM of every layer over ``stimuli``, shape (n_layers, n_pairs)."""
     return np.stack([correlation_rdm(stimulus_features(p, stimuli)) for p in features.values()])
-
-
-def _repeat_index(stimuli: np.ndarray) -> np.ndarray:
-    """0 for the first presentation of each stimulus, 1 for the second, ..."""
-    order = np.argsort(stimuli, kind="stable")
-    sorted_ids = stimuli[order]
-    starts = np.r_[0, np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1]
-    counts = np.diff(np.r_[starts, len(stimuli)])
-    rank = np.arange(len(stimuli)) - np.repeat(starts, counts)
-    out = np.empty(len(stimuli), dtype=int)
-    out[order] = rank
-    return out
 
 
 def _pair_coords(ids: np.ndarray) -> dict[str, Any]:
@@ -342,6 +334,9 @@ def rsa_eeg(
         )
     keep_patterns = cfg["bootstrap"]["over"] != "none"
     brain, ceil_sub, cross, frame_sims, patterns_all, channels_all = [], [], [], [], [], []
+    # every subject's time points, once per channel group
+    n_points = sum(len(groups) * sub.times[:: cfg["decim"]].size for sub in subjects)
+    progress = Progress(n_points, "EEG RSA time courses", "time points")
     for sub, rsa_set in zip(subjects, sub_sets, strict=True):
         models_rsa = models_shared if shared else _model_rdms(features, rsa_set)
         channels = _group_channels(sub.channels, groups)
@@ -351,7 +346,8 @@ def rsa_eeg(
             patterns = patterns.astype(np.float64)
         _, mean = average_by_stimulus(patterns, sub.stimulus[in_set])
         sims = [
-            time_resolved_similarity(mean[:, idx], models_rsa, methods, frames) for idx in channels
+            time_resolved_similarity(mean[:, idx], models_rsa, methods, frames, progress=progress)
+            for idx in channels
         ]
         cross.append(np.stack([sim for sim, _ in sims]))
         if frames is not None:
@@ -372,7 +368,7 @@ def rsa_eeg(
         data = sub.data[keep][:, :, :: cfg["decim"]].astype(np.float64)
         stim = sub.stimulus[keep]
         brain.append(_group_rdms(average_by_stimulus(data, stim)[1], channels))
-        rep = _repeat_index(stim)
+        rep = repeat_ranks(stim)
         n_rep = int(min(np.bincount(rep)[np.bincount(rep) >= common.size].size, 50))
         reps = [
             _group_rdms(average_by_stimulus(data[rep == r], stim[rep == r])[1], channels)
@@ -384,6 +380,7 @@ def rsa_eeg(
             if len(reps) >= 2
             else None
         )
+    progress.close()
     times = subjects[0].times[:: cfg["decim"]]
     n_t = times.size
     nan_ceil = np.full((len(groups), len(methods), 2, n_t), np.nan)
@@ -467,76 +464,6 @@ def rsa_eeg(
         }
     )
     return write_dataset(describe_variables(ds), output, provenance=provenance)
-
-
-def event_responses(run: xr.Dataset, *, lag: float, where: str = "run") -> np.ndarray:
-    """Mean BOLD of every event over its lagged duration.
-
-    Parameters
-    ----------
-    run : xarray.Dataset
-        A ``preprocess_fmri`` run store: ``bold`` (time, voxel), ``event_onset`` and
-        ``event_duration`` (event), ``time`` in s.
-    lag : float
-        Haemodynamic lag (s) added to the event window.
-    where : str
-        Name of the store, for errors.
-
-    Returns
-    -------
-    responses : ndarray of float64, shape (n_events, n_voxels)
-        Volumes with ``onset + lag <= t < onset + duration + lag``; the nearest volume
-        to the window's centre when none falls inside.
-    """
-    for field in ("bold", "event_onset", "event_duration"):
-        if field not in run.variables:
-            raise ValueError(f"{where}: missing field `{field}` of a run store.")
-    t = run["time"].values.astype(np.float64)
-    start = run["event_onset"].values.astype(np.float64) + lag
-    stop = start + run["event_duration"].values.astype(np.float64)
-    weights = ((t[None] >= start[:, None]) & (t[None] < stop[:, None])).astype(np.float64)
-    empty = weights.sum(axis=1) == 0
-    if empty.any():
-        centre = (start[empty] + stop[empty]) / 2
-        weights[np.flatnonzero(empty), np.abs(t[None] - centre[:, None]).argmin(axis=1)] = 1.0
-    weights /= weights.sum(axis=1, keepdims=True)
-    return weights @ run["bold"].values.astype(np.float64)
-
-
-def stimulus_patterns(
-    paths: list[Path], lag: float, stimulus_events: Mapping[str, Any] | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-    """Stimulus patterns, stimulus ids, partitions and ROI labels of one subject.
-
-    A run store gives one pattern per stimulus event (its lagged mean BOLD; events that
-    ``stimulus_events`` rejects and events without a ``stim_file`` are left out), the
-    run as partition. A single-trial store (``betas`` (trial, voxel), estimated or
-    imported) gives its trials, their ``run`` coordinate as partition.
-    """
-    pats, stim, runs, roi = [], [], [], None
-    for k, p in enumerate(paths):
-        ds = open_dataset(p)
-        r = np.asarray([str(v) for v in ds["roi"].values])
-        if roi is not None and not np.array_equal(r, roi):
-            raise ValueError(f"{p}: field `roi` differs from the subject's other runs.")
-        roi = r
-        if "betas" in ds.variables:
-            ids = np.asarray([str(v) for v in ds["stimulus"].values])
-            keep = np.array([not is_missing(v) for v in ids], dtype=bool)
-            pats.append(np.asarray(ds["betas"].values, dtype=np.float64)[keep])
-            stim.append(ids[keep])
-            # the n-th trial of every stimulus forms partition n: each partition then holds
-            # one trial per repeated stimulus, as crossnobis needs
-            runs.append(np.asarray([f"repeat-{r}" for r in _repeat_index(ids[keep])]))
-            continue
-        if "stim_file" not in ds.variables:
-            raise ValueError(f"{p}: missing field `stim_file` of a run store.")
-        table = events_from_store(ds)
-        keep = stimulus_mask(table, stimulus_events, id_column="stim_file", where=p)
-        pats.append(event_responses(ds, lag=lag, where=str(p))[keep])
-        stim.append(np.asarray([str(v) for v in ds["stim_file"].values])[keep])
-        runs.append(np.full(int(keep.sum()), str(k)))
-    return np.concatenate(pats), np.concatenate(stim), np.concatenate(runs), roi
 
 
 def _fmri_inference(

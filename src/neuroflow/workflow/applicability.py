@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neuroflow.io.records import EegRecording, natural_key
-from neuroflow.workflow.design import N_BLOCKS_ONE_RUN, resolve_test_runs
+from neuroflow.trial_split import N_BLOCKS_ONE_RUN
+from neuroflow.workflow.design import resolve_test_runs
 from neuroflow.workflow.predict import PredictPlan, plan_predict
 from neuroflow.workflow.stimulus_checks import (
     check_stimulus_files,
@@ -411,24 +412,48 @@ def _rsa_modalities(plan: WorkflowPlan, spaces: Sequence[str], notes: list[str])
 def _geometry(
     plan: WorkflowPlan, extractors: Sequence[str], notes: list[str]
 ) -> dict[str, Any] | None:
-    """Whether the ``geometry`` stage runs, and the class labels it reads."""
+    """Whether the ``geometry`` stage runs, the class labels it reads and whether its
+    out-of-distribution readout applies."""
     import hashlib
 
     section = plan.config.get("geometry") or {}
     if not section.get("enabled", True) or not extractors:
         return None
     given = section.get("labels")
+    column = section.get("distribution_column")
     if not given:
-        return {"labels": None, "labels_identity": None}
+        if column:
+            notes.append("geometry: out-of-distribution readout left out, no labels table")
+        return {"labels": None, "labels_identity": None, "ood": False}
     path = Path(given).expanduser()
     path = path if path.is_absolute() else plan.bids_root / path
     if plan.is_demo and path.is_relative_to(plan.bids_root):
-        return {"labels": str(path), "labels_identity": None}  # written by the demo job
+        # written by the demo job
+        return {"labels": str(path), "labels_identity": None, "ood": bool(column)}
     if not path.is_file():
         notes.append(f"geometry: class metrics left out, the labels table {path} does not exist")
-        return {"labels": None, "labels_identity": None}
+        return {"labels": None, "labels_identity": None, "ood": False}
     checksum = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return {"labels": str(path), "labels_identity": checksum}
+    why_not = _ood_why_not(path, column, section.get("train_distribution")) if column else ""
+    if why_not:
+        notes.append(f"geometry: out-of-distribution readout left out, {why_not}")
+    return {"labels": str(path), "labels_identity": checksum, "ood": bool(column) and not why_not}
+
+
+def _ood_why_not(path: Path, column: str, train: str | None) -> str:
+    """Why the labels table gives no held-out distribution (``""``: it does)."""
+    import csv
+
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    if not rows or column not in rows[0]:
+        return f"the labels table {path} has no column {column!r}"
+    values = {str(r[column]).strip() for r in rows}
+    if train is None or str(train) not in values:
+        return f"no stimulus of {path} has {column} = {train!r} (geometry.train_distribution)"
+    if len(values) < 2:
+        return f"every stimulus of {path} has {column} = {train!r}, none is held out"
+    return ""
 
 
 def _predict(

@@ -4,16 +4,15 @@ The plan needs a few facts about the stimuli before any job runs: which stimulus
 the recordings show (do image, text or event-based extractors have anything to work
 on?), which fMRI runs repeat a stimulus sequence (held-out test runs, RSA over
 repeated stimuli), which stimuli a decoding job will hold out for testing
-(:func:`select_test_stimuli`) and where the stimulus files and captions are. For a real
-dataset they come from the events tables (small TSVs, read once per invocation); for
-the demo, from its generator's plan, before the demo exists.
+(:func:`neuroflow.trial_split.select_test_stimuli`) and where the stimulus files and
+captions are. For a real dataset they come from the events tables (small TSVs, read
+once per invocation); for the demo, from its generator's plan, before the demo exists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,23 +23,15 @@ import pandas as pd
 
 from neuroflow.io.events import is_missing, read_events_table, stimulus_mask
 from neuroflow.io.records import BetasSession, EegRecording, FmriRun, natural_key
+from neuroflow.trial_split import auto_test_runs
 
 __all__ = [
-    "MIN_TEST_STIMULI",
     "DesignFacts",
-    "auto_test_runs",
     "demo_design",
     "read_design",
     "resolve_test_runs",
-    "select_test_stimuli",
     "table_identity",
 ]
-
-#: Contiguous blocks that stand in for runs in the penalty's cross-validation when a
-#: subject has one training run.
-N_BLOCKS_ONE_RUN = 5
-#: Fewest held-out stimuli ``test: auto`` draws when counts do not single out a test set.
-MIN_TEST_STIMULI = 4
 
 logger = logging.getLogger(__name__)
 
@@ -214,8 +205,7 @@ def demo_design(config: Mapping[str, Any], root: Path, fmri_keys: Mapping[str, s
     -------
     facts : DesignFacts
     """
-    from neuroflow.demo import demo_layout
-    from neuroflow.demo._config import resolve_config
+    from neuroflow.demo import demo_layout, resolve_config
     from neuroflow.demo.layout import run_movies
     from neuroflow.demo.stimuli import plan_eeg_images, plan_movies
 
@@ -295,101 +285,3 @@ def resolve_test_runs(
     if setting != "auto":
         return [r.key for r in runs if run_matches(r, list(setting))]
     return auto_test_runs([r.key for r in runs], run_stimuli)
-
-
-def auto_test_runs(keys: Sequence[str], sequences: Mapping[str, Sequence[str]]) -> list[str]:
-    """Held-out runs chosen by ``test_runs: auto``.
-
-    Parameters
-    ----------
-    keys : sequence of str
-        One subject's run keys.
-    sequences : dict of str to sequence of str
-        Stimulus ids of each run's stimulus events, in order.
-
-    Returns
-    -------
-    keys : list of str
-        The runs whose stimulus sequence another run repeats (a test movie shown
-        twice), when that leaves a training run; else the last run (by key, numbers
-        compared by value: ``run-10`` comes after ``run-9``); empty with fewer than 2
-        runs.
-    """
-    keys = sorted(keys, key=natural_key)
-    if len(keys) < 2:
-        return []
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for key in keys:
-        sequence = tuple(sequences.get(key) or ())
-        if sequence:
-            groups.setdefault(sequence, []).append(key)
-    repeated = [key for group in groups.values() if len(group) >= 2 for key in group]
-    if repeated and len(keys) - len(repeated) >= 1:
-        return sorted(repeated, key=natural_key)
-    return [keys[-1]]
-
-
-def select_test_stimuli(
-    stimuli: Sequence[str],
-    test: str | Sequence[str],
-    *,
-    fraction: float = 0.2,
-    seed: int = 0,
-) -> list[str]:
-    """Stimuli held out for testing, in order of first presentation.
-
-    Parameters
-    ----------
-    stimuli : sequence of str, shape (n_epochs,)
-        Stimulus id of every epoch or event.
-    test : "auto" | "repeated" | sequence of str
-        ``"auto"``: the most-presented stimuli when some stimuli are presented more
-        often than others and those are at most half of all (THINGS-EEG's test images);
-        otherwise (every stimulus shown equally often, or immediate and delayed repeats
-        of most images as in ds000117) a random ``fraction`` of the stimuli, drawn with
-        ``seed`` among those shown the most common number of times. ``"repeated"``:
-        every stimulus presented more than once. Else explicit ids.
-    fraction : float
-        Share of the stimuli ``"auto"`` draws when counts do not single out a test set
-        (at least :data:`MIN_TEST_STIMULI`, leaving at least 2 to train on).
-    seed : int
-        Seed of that draw.
-
-    Returns
-    -------
-    test_ids : list of str
-        Held-out stimulus ids.
-    """
-    ids = [str(s) for s in stimuli]
-    counts = Counter(ids)
-    order = list(dict.fromkeys(ids))
-    if isinstance(test, str):
-        if test == "repeated":
-            return [s for s in order if counts[s] > 1]
-        if test != "auto":
-            raise ValueError(
-                f"`test` must be 'auto', 'repeated' or a list of stimulus ids, got {test!r} "
-                "instead."
-            )
-        top = max(counts.values(), default=0)
-        most = [s for s in order if counts[s] == top]
-        if top > min(counts.values(), default=0) and len(most) <= len(order) / 2:
-            return most
-        # draw among the stimuli shown the most common number of times, so that the
-        # test stimuli share one repeat count (and keep their repeats)
-        mode = Counter(counts.values()).most_common(1)[0][0]
-        pool = sorted(s for s in order if counts[s] == mode)
-        # at least MIN_TEST_STIMULI (scores and their permutation test need a few), and
-        # at least 2 stimuli left to train on
-        wanted = max(MIN_TEST_STIMULI, round(fraction * len(order)))
-        n_test = max(1, min(len(pool), wanted, len(order) - 2))
-        picked = set(np.random.default_rng(seed).choice(pool, n_test, replace=False))
-        return [s for s in order if s in picked]
-    wanted = [str(s) for s in test]
-    missing = [s for s in wanted if s not in counts]
-    if missing:
-        raise ValueError(
-            f"`test` names stimulus id(s) {missing[:5]} that no epoch shows "
-            f"({len(counts)} stimuli are shown)."
-        )
-    return list(dict.fromkeys(wanted))

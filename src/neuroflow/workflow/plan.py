@@ -76,7 +76,7 @@ from neuroflow.workflow.versions import (
     trial_encoding_config,
 )
 
-__all__ = ["WorkflowPlan"]
+__all__ = ["WorkflowPlan", "stage_versions"]
 
 
 def _check_config(config: Mapping[str, Any]) -> None:
@@ -378,7 +378,7 @@ class WorkflowPlan:
         from neuroflow.features.design import classify_run
 
         if self.is_demo:
-            from neuroflow.demo._config import resolve_config
+            from neuroflow.demo import resolve_config
             from neuroflow.demo.layout import run_movies
             from neuroflow.demo.stimuli import plan_movies
 
@@ -964,6 +964,11 @@ class WorkflowPlan:
         """The class labels table the ``geometry`` stage reads (None: no class metrics)."""
         return (self.scope.geometry or {}).get("labels")
 
+    @property
+    def geometry_ood(self) -> bool:
+        """Whether the ``geometry`` stage computes its out-of-distribution readout."""
+        return bool((self.scope.geometry or {}).get("ood"))
+
     def geometry_store(self) -> Path:
         """Geometry of every extractor layer (``geometry.tsv``, ``.png`` beside it)."""
         return self.stage_dir("geometry") / "geometry.zarr"
@@ -1247,3 +1252,22 @@ def _same(a: Any, b: Any) -> bool:
     """Labels match exactly, or as integers (``run-01`` matches ``1``)."""
     a, b = str(a), str(b)
     return a == b or (a.isdigit() and b.isdigit() and int(a) == int(b))
+
+
+def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
+    """Version id of every stage output that the config reaches.
+
+    A shortcut for ``WorkflowPlan(config).versions`` (the plan indexes the dataset to
+    know which analyses apply; for the demo nothing is read).
+
+    Parameters
+    ----------
+    config : dict
+        The whole validated config.
+
+    Returns
+    -------
+    versions : dict of str to str
+        See :func:`neuroflow.workflow.versions.compute_versions`.
+    """
+    return dict(WorkflowPlan(config).versions)

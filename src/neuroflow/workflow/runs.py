@@ -34,6 +34,7 @@ __all__ = [
     "RunRecord",
     "check_yaml_syntax",
     "describe_run",
+    "override_error",
     "read_run_records",
     "recent_runs",
     "run_record",
@@ -379,6 +380,35 @@ def check_yaml_syntax(path: str | os.PathLike) -> None:
         raise ConfigError(f"Config file {path} must be valid YAML, got {err} instead.") from err
 
 
+def override_error(entry: str, error: Exception) -> str:
+    """The message for a ``--config KEY=VALUE`` entry that Snakemake refuses.
+
+    Parameters
+    ----------
+    entry : str
+        The entry as given, e.g. ``"encoding.alpha=3"``.
+    error : Exception
+        Snakemake's error.
+
+    Returns
+    -------
+    message : str
+        Names the entry; a dotted key gets the mapping form that sets the same value.
+    """
+    key, _, value = entry.partition("=")
+    if "." not in key:
+        return f"--config entry {entry!r} is invalid: {error}"
+    first, *rest = key.split(".")
+    nested = value
+    for part in reversed(rest):
+        nested = f"{{{part}: {nested}}}"
+    return (
+        f"--config entry {entry!r} must be KEY=VALUE with a top-level KEY, got {key!r} "
+        f"instead (Snakemake's --config takes no dotted keys). Set a nested value as a "
+        f"mapping: --config {first}='{nested}'."
+    )
+
+
 def snakemake_config(
     configfiles: Sequence[str | os.PathLike] = (),
     config_args: Sequence[str] = (),
@@ -425,7 +455,7 @@ def snakemake_config(
     from snakemake.utils import update_config
     from snakemake_interface_common.exceptions import WorkflowError
 
-    from neuroflow.config import ConfigError, sorted_config, validate_config
+    from neuroflow.config import ConfigError, coerce_overrides, sorted_config, validate_config
 
     def load(path: str | os.PathLike) -> dict[str, Any]:
         if not Path(path).is_file():
@@ -448,11 +478,13 @@ def snakemake_config(
         )
     for path in configfiles:
         update_config(config, load(path))
-    try:
-        overrides = parse_config(list(config_args))
-    except ValueError as err:
-        raise ConfigError(f"--config {' '.join(config_args)}: {err}") from err
-    update_config(config, overrides)
+    overrides: dict[str, Any] = {}
+    for entry in config_args:  # one at a time, so that an error names its entry
+        try:
+            update_config(overrides, parse_config([entry]))
+        except ValueError as err:
+            raise ConfigError(override_error(entry, err)) from err
+    update_config(config, coerce_overrides(overrides, schema))
     sources = [str(p) for p in ([base] if Path(base).exists() else []) + list(configfiles)]
     source = " + ".join(sources) + (" + --config" if config_args else "")
     return sorted_config(validate_config(config, schema, source=source or "the config"))

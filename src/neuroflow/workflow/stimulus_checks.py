@@ -22,7 +22,7 @@ The test stimuli are counted from the events tables as the decoding jobs choose 
 
 - EEG (``decode_eeg``): the stimuli of the epochs whose condition is
   ``decoding.identification.test_condition``, else those ``test: auto`` chooses
-  (:func:`neuroflow.workflow.design.select_test_stimuli`). Each epoch's condition and
+  (:func:`neuroflow.trial_split.select_test_stimuli`). Each epoch's condition and
   stimulus come from its recording's ``_events.tsv`` as ``preprocess_eeg`` reads them
   (``event_column``, ``stim_column``, ``conditions``, ``dataset.stimulus_events``).
   Recordings whose events come from elsewhere (annotations, a stim channel, epochs
@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from neuroflow.io.events import check_stimulus_events, is_missing, stimulus_mask
-from neuroflow.workflow.design import select_test_stimuli
+from neuroflow.trial_split import select_test_stimuli
 
 if TYPE_CHECKING:
     from neuroflow.workflow.plan import WorkflowPlan

@@ -35,7 +35,6 @@ __all__ = [
     "eeg_model_spaces",
     "eeg_trf_config",
     "encoding_config",
-    "stage_versions",
     "trial_encoding_config",
 ]
 
@@ -47,8 +46,8 @@ FORMAT_VERSIONS: dict[str, int] = {
     "features": 5,
     "align_features": 3,
     "encoding": 6,
-    "evaluation": 5,
-    "summary": 8,
+    "evaluation": 6,
+    "summary": 9,
     "single_trial": 3,
     "eeg_encoding": 6,
     "eeg_evaluation": 2,
@@ -64,7 +63,7 @@ FORMAT_VERSIONS: dict[str, int] = {
     "pool_features": 1,
     "predict": 1,
     "predict_eeg": 1,
-    "geometry": 1,
+    "geometry": 2,
 }
 
 #: Stage name -> upstream stages, in execution order.
@@ -201,27 +200,6 @@ def _v(stage: str, section: Any, inputs: Mapping[str, str]) -> str:
     return version_id(
         stage=stage, config=section, inputs=inputs, format_version=FORMAT_VERSIONS[stage]
     )
-
-
-def stage_versions(config: Mapping[str, Any]) -> dict[str, str]:
-    """Version id of every stage output that the config reaches.
-
-    A shortcut for ``WorkflowPlan(config).versions`` (the plan indexes the dataset to
-    know which analyses apply; for the demo nothing is read).
-
-    Parameters
-    ----------
-    config : dict
-        The whole validated config.
-
-    Returns
-    -------
-    versions : dict of str to str
-        See :func:`compute_versions`.
-    """
-    from neuroflow.workflow.plan import WorkflowPlan
-
-    return dict(WorkflowPlan(config).versions)
 
 
 def data_version(config: Mapping[str, Any]) -> tuple[str, str]:

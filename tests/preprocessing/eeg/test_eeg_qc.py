@@ -167,3 +167,22 @@ def test_qc_refuses_a_recording_without_the_stored_channels(processed, rng, tmp_
     other.save(path, verbose="error")
     with pytest.raises(ValueError, match=r"other_raw\.fif.*preprocessed channels"):
         eeg_qc_dataset(recording=path, epochs_store=epochs_path, continuous_store=cont_path)
+
+
+def test_spectra_are_computed_by_channel_group_with_progress(rng, caplog):
+    import logging
+    import re
+
+    data = rng.standard_normal((3, 23, 400))  # epochs, channels, times
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        psd, freqs = psd_welch(data, 200.0, 60.0, 128, "spectra")
+    # the same as one call over every channel
+    ref, ref_freqs = mne.time_frequency.psd_array_welch(
+        data, 200.0, fmin=0.0, fmax=60.0, n_fft=128, n_per_seg=128, verbose="error"
+    )
+    np.testing.assert_allclose(freqs, ref_freqs)
+    np.testing.assert_allclose(psd, ref.mean(axis=0), rtol=1e-12)
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuroflow.progress"]
+    assert len(lines) == 10, lines
+    assert all(re.search(r"^spectra: \d+% \(\d+/23 channels\), [\d,.]+/s, ", s) for s in lines)
+    assert all(" left (" in line for line in lines[:-1]) and ", done (" in lines[-1]

@@ -519,3 +519,27 @@ def test_lss_close_repeats_give_pure_noise_a_split_half_ceiling_near_zero(seed):
     assert abs(r.mean()) < 3 * r.std() / np.sqrt(r.size), r.mean()
     ceiling = estimate_noise_ceiling(y_test, onsets=test_onsets, min_separation=12.0)
     assert np.mean(ceiling.low > 0) < 0.06
+
+
+def test_estimation_logs_its_progress(tmp_path, rng, caplog, monkeypatch):
+    import logging
+    import re
+
+    from neuroflow.preprocessing.fmri import single_trial
+
+    monkeypatch.setattr(single_trial, "_BLOCK_VOXELS", 2)  # many blocks of a small run
+    tr, n_times = 2.0, 43
+    stores = []
+    for run in ("1", "2"):
+        events = make_events(rng, 5, isi=7.0)
+        y = rng.standard_normal((n_times, 11))
+        path = tmp_path / f"run-{run}.zarr"
+        stores.append(write_run_store(path, y, tr=tr, events=events, run=run))
+    with caplog.at_level(logging.INFO, logger="neuroflow.progress"):
+        estimate(tmp_path, stores, method="lss")
+    lines = [r.getMessage() for r in caplog.records if r.name == "neuroflow.progress"]
+    # 2 runs x 11 voxels, 2 at a time: a line per 10 %, with the rate and the time left
+    assert len(lines) == 10, lines
+    assert all(re.search(r"^single-trial betas: \d+% \(\d+/22 voxels", s) for s in lines)
+    assert all(re.search(r"\), [\d,.]+/s, ", line) for line in lines)
+    assert all(" left (" in line for line in lines[:-1]) and ", done (" in lines[-1]

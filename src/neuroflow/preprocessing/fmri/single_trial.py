@@ -81,6 +81,7 @@ from neuroflow.preprocessing.fmri.ncsnr import (
     typical_repeat_count,
     zscore_within,
 )
+from neuroflow.progress import Progress
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -458,8 +459,12 @@ def _run_betas(
     cfg: Mapping[str, Any],
     voxels: np.ndarray,
     stimulus_events: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame, dict[str, Any]]:
-    """Betas ``(n_trials, n_voxels)`` of one run, its trial table and a design record."""
+    """Betas ``(n_trials, n_voxels)`` of one run, its trial table and a design record.
+
+    ``progress`` counts the run's voxels as their betas are estimated.
+    """
     tr, frame_times, rows, first = _frame_grid(ds, path)
     events = _event_table(ds, path, cfg["trial_type_column"])
     selected = events["trial_type"].isin(cfg["trial_types"]) if cfg["trial_types"] else None
@@ -473,6 +478,8 @@ def _run_betas(
     _check_events(modelled, path, frame_times[-1] + tr)
     trials = events[selected].reset_index(drop=True)
     if trials.empty:
+        if progress is not None:
+            progress.update(voxels.size)
         return np.zeros((0, voxels.size), np.float32), trials, {}
     # the design's clock starts at the first frame of the (uncensored) grid
     shift = first * tr
@@ -519,6 +526,8 @@ def _run_betas(
     for start in range(0, voxels.size, _BLOCK_VOXELS):
         y = bold[:, voxels[start : start + _BLOCK_VOXELS]].astype(np.float64)
         betas[:, start : start + _BLOCK_VOXELS] = estimator @ y
+        if progress is not None:
+            progress.update(y.shape[1])
     record["n_excluded_events"] = len(excluded)
     return betas, trials, record
 
@@ -624,8 +633,10 @@ def estimate_single_trials(
     voxel_rows = _common_voxels(stores, paths)
 
     betas, tables, drifts = [], [], []
+    total = sum(rows.size for rows in voxel_rows)
+    progress = Progress(total, "single-trial betas", "voxels (of every run)")
     for ds, path, label, rows in zip(stores, paths, labels, voxel_rows, strict=True):
-        b, table, record = _run_betas(ds, path, cfg, rows, stimulus_events)
+        b, table, record = _run_betas(ds, path, cfg, rows, stimulus_events, progress)
         if b.shape[0] and cfg["zscore"]:
             if b.shape[0] < 2:
                 raise ValueError(
@@ -636,6 +647,7 @@ def estimate_single_trials(
         betas.append(b)
         tables.append(table.assign(run=label))
         drifts.append({"run": label, **record})
+    progress.close()
     trials = pd.concat(tables, ignore_index=True)
     if trials.empty:
         which = cfg["trial_types"] or "any"

@@ -48,16 +48,16 @@ import xarray as xr
 from neuroflow.artifacts import write_dataset
 from neuroflow.io.arrays import string_array
 from neuroflow.io.bids import (
-    _as_list,
-    _check_root,
-    _Filters,
-    _Listing,
-    _nothing_found,
-    _report,
-    _scan,
+    DirectoryListing,
+    EntityFilters,
+    check_root,
+    filter_labels,
     find_inherited,
+    nothing_found,
     parse_bids_name,
     read_sidecar,
+    record_seen_labels,
+    scan_files,
 )
 from neuroflow.io.records import FmriRun
 from neuroflow.preprocessing.fmri.inputs import load_events, load_roi_labels, sidecar_paths
@@ -217,7 +217,7 @@ def _metadata(
     *,
     suffix: str,
     extension: str,
-    listing: _Listing,
+    listing: DirectoryListing,
 ) -> list[Path]:
     """:func:`find_inherited` for a run, also when its session comes from a dataset name."""
     if "ses" in entities and folder.parent.name != f"ses-{entities['ses']}":
@@ -244,7 +244,7 @@ def _metadata(
 
 
 def _record(
-    root: Path, entities: dict[str, str], path: Path, key: str | None, listing: _Listing
+    root: Path, entities: dict[str, str], path: Path, key: str | None, listing: DirectoryListing
 ) -> FmriRun:
     """Record of one time-series run, with inherited events and sidecars."""
     events = _metadata(
@@ -312,20 +312,20 @@ def index_timeseries_runs(
         run's dataset in a container file. ``events`` and ``sidecars``
         (``_bold.json`` and ``_timeseries.json``) follow the inheritance principle.
     """
-    root = _check_root(root, "root")
-    filters = _Filters(
-        _as_list(subjects, "subjects"),
-        _as_list(sessions, "sessions"),
-        _as_list(tasks, "tasks"),
-        _as_list(runs, "runs"),
+    root = check_root(root, "root")
+    filters = EntityFilters(
+        filter_labels(subjects, "subjects"),
+        filter_labels(sessions, "sessions"),
+        filter_labels(tasks, "tasks"),
+        filter_labels(runs, "runs"),
     )
-    listing = _Listing()
-    files = _scan(
+    listing = DirectoryListing()
+    files = scan_files(
         root,
         datatype="func",
         suffix="timeseries",
         extensions=EXTENSIONS,
-        filters=_Filters(filters.subjects, None, None, None),
+        filters=EntityFilters(filters.subjects, None, None, None),
         listing=listing,
         strict=strict,
     )
@@ -359,11 +359,11 @@ def index_timeseries_runs(
             if filters.keep(run_entities):
                 records.append(_record(root, run_entities, path, key, listing))
     _check_orphan_events(containers, claimed, filters, listing)
-    _report(filters, seen)
+    record_seen_labels(filters, seen)
     if strict:
         filters.check(root)
         if not records:
-            raise _nothing_found(
+            raise nothing_found(
                 "time-series runs", root, "sub-*/[ses-*/]func/*_timeseries.{h5,npy,tsv}"
             )
     keys = [r.key for r in records]
@@ -384,8 +384,8 @@ def index_timeseries_runs(
 def _check_orphan_events(
     containers: Mapping[Path, Sequence[tuple[Path, Sequence[str]]]],
     claimed: set[Path],
-    filters: _Filters,
-    listing: _Listing,
+    filters: EntityFilters,
+    listing: DirectoryListing,
 ) -> None:
     """Raise when an events file beside a container file applies to none of its runs.
 
@@ -393,7 +393,7 @@ def _check_orphan_events(
     left out without a word while its events file says it was recorded. Events files
     that the entity filters leave out are not checked.
     """
-    selection = _Filters(filters.subjects, filters.sessions, filters.tasks, filters.runs)
+    selection = EntityFilters(filters.subjects, filters.sessions, filters.tasks, filters.runs)
     for folder, files in containers.items():
         subjects = {(parse_bids_name(p.name) or ({},))[0].get("sub") for p, _ in files}
         for name, ents, suffix, ext in listing.files(folder):
