@@ -284,6 +284,22 @@ class EntityFilters:
         default_factory=lambda: {"ses": set(), "task": set(), "run": set()}
     )
 
+    @classmethod
+    def from_labels(
+        cls,
+        subjects: str | Iterable[str] | None,
+        sessions: str | Iterable[str] | None,
+        tasks: str | Iterable[str] | None,
+        runs: str | Iterable[str] | None,
+    ) -> EntityFilters:
+        """Filters from the labels a user gave (each checked by :func:`filter_labels`)."""
+        return cls(
+            filter_labels(subjects, "subjects"),
+            filter_labels(sessions, "sessions"),
+            filter_labels(tasks, "tasks"),
+            filter_labels(runs, "runs"),
+        )
+
     def keep(self, entities: Mapping[str, str]) -> bool:
         for key in self.seen:
             if key in entities:
@@ -493,12 +509,7 @@ def index_fmri_runs(
         Sorted by entity key.
     """
     root = check_root(bids_root, "bids_root")
-    filters = EntityFilters(
-        filter_labels(subjects, "subjects"),
-        filter_labels(sessions, "sessions"),
-        filter_labels(tasks, "tasks"),
-        filter_labels(runs, "runs"),
-    )
+    filters = EntityFilters.from_labels(subjects, sessions, tasks, runs)
     listing = DirectoryListing()
     if fmriprep_dir is None:
         found = scan_files(
@@ -869,12 +880,7 @@ def index_eeg_recordings(
         (with a logged warning); two files of the same kind sharing a key are an error.
     """
     root = check_root(bids_root, "bids_root")
-    filters = EntityFilters(
-        filter_labels(subjects, "subjects"),
-        filter_labels(sessions, "sessions"),
-        filter_labels(tasks, "tasks"),
-        filter_labels(runs, "runs"),
-    )
+    filters = EntityFilters.from_labels(subjects, sessions, tasks, runs)
     listing = DirectoryListing()
     kinds = [*_EEG_KINDS, _MEG_KIND] if include_meg else list(_EEG_KINDS)
     found: list[tuple[str, str, dict[str, str], Path]] = []

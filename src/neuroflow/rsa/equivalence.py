@@ -24,7 +24,7 @@ import numpy as np
 
 from .compare import COMPARISONS, compare_rdms, rsatoolbox_rdms
 
-__all__ = ["SubjectBaseline", "subject_model_equivalence", "tost_paired"]
+__all__ = ["SubjectBaseline", "baseline_equivalence", "subject_model_equivalence", "tost_paired"]
 
 
 @dataclass(frozen=True)
@@ -144,10 +144,43 @@ def subject_model_equivalence(
             pooled = pool_rdm(rsatoolbox_rdms(others[:, r]), method=method).get_vectors()
             subject_scores[s, r] = compare_rdms(pooled, rdms[s, r], method=method)[0, 0]
         model_scores[:, s, :] = compare_rdms(models, rdms[s], method=method)
+    return baseline_equivalence(model_scores, subject_scores, margin, alpha)
+
+
+def baseline_equivalence(
+    model_scores: np.ndarray,
+    subject_scores: np.ndarray,
+    margin: float | Sequence[float] | None,
+    alpha: float,
+) -> SubjectBaseline:
+    """Paired equivalence of models' scores with the subject-as-model baseline.
+
+    Parameters
+    ----------
+    model_scores : ndarray, shape (n_models, n_subjects, n_rois)
+        Score of each model for each subject and region.
+    subject_scores : ndarray, shape (n_subjects, n_rois)
+        Baseline score of each subject and region.
+    margin : float, sequence of float (one per ROI), or None
+        Equivalence margin (> 0); None: the between-subject SD (``ddof=1``) of the
+        baseline in each region.
+    alpha : float
+        Level of the equivalence decision.
+
+    Returns
+    -------
+    result : SubjectBaseline
+    """
+    n_roi = subject_scores.shape[1]
     if margin is None:
         margins = subject_scores.std(axis=0, ddof=1)
     else:
-        margins = np.broadcast_to(np.asarray(margin, dtype=np.float64), (n_roi,)).copy()
+        try:
+            margins = np.broadcast_to(np.asarray(margin, dtype=np.float64), (n_roi,)).copy()
+        except ValueError:
+            raise ValueError(
+                f"`margin` must be a float or one value per ROI ({n_roi}), got {margin!r} instead."
+            ) from None
     diff = model_scores - subject_scores[None]
     p_eq, p_diff = tost_paired(np.moveaxis(diff, 1, 0), margins)
     return SubjectBaseline(

@@ -16,7 +16,7 @@ predictivity (encoding scores) instead:
   interval over subjects (:func:`relational_criterion_per_roi`);
 - the equivalence of a model's encoding scores with the subject-as-model baseline
   (another subject's responses as the predictor), by the TOST of
-  :func:`~neuroflow.rsa.equivalence.tost_paired` (:func:`encoding_equivalence`).
+  :func:`~neuroflow.rsa.equivalence.baseline_equivalence` (:func:`encoding_equivalence`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.models.cv import run_splits
 
 from .analysis import pattern_agreement
-from .equivalence import tost_paired
+from .equivalence import SubjectBaseline, baseline_equivalence
 
 __all__ = [
     "DEFAULT_ALPHAS",
-    "EncodingEquivalence",
     "RelationalCriterion",
     "brain_predictivity_pattern",
     "cross_roi_predictivity",
@@ -366,37 +365,12 @@ def relational_criterion_per_roi(
     return RelationalCriterion(subject=subject, mean=mean, ci=ci)
 
 
-@dataclass(frozen=True)
-class EncodingEquivalence:
-    """Models' encoding scores against the subject-as-model baseline, per ROI.
-
-    Attributes
-    ----------
-    difference : ndarray of float64, shape (n_models, n_rois)
-        Mean over subjects of ``model_scores - subject_scores``.
-    margin : ndarray of float64, shape (n_rois,)
-        Equivalence margin used.
-    p_equivalent : ndarray of float64, shape (n_models, n_rois)
-        TOST p-value (small: within the margin of the baseline).
-    p_different : ndarray of float64, shape (n_models, n_rois)
-        Two-sided paired t-test p-value of a non-zero difference.
-    equivalent : ndarray of bool, shape (n_models, n_rois)
-        ``p_equivalent < alpha``.
-    """
-
-    difference: np.ndarray
-    margin: np.ndarray
-    p_equivalent: np.ndarray
-    p_different: np.ndarray
-    equivalent: np.ndarray
-
-
 def encoding_equivalence(
     model_scores: np.ndarray,
     subject_scores: np.ndarray,
     margin: float | Sequence[float] | None = None,
     alpha: float = 0.05,
-) -> EncodingEquivalence:
+) -> SubjectBaseline:
     """TOST of models' encoding scores against the subject-as-model baseline.
 
     The baseline score of a subject in a region is the encoding score obtained with
@@ -419,7 +393,7 @@ def encoding_equivalence(
 
     Returns
     -------
-    result : EncodingEquivalence
+    result : SubjectBaseline
         Arrays with a leading models axis (of length 1 for 2-D ``model_scores``).
     """
     base = np.asarray(subject_scores, dtype=np.float64)
@@ -441,22 +415,4 @@ def encoding_equivalence(
         raise ValueError("`model_scores` and `subject_scores` must be finite, got NaN or inf.")
     if not 0 < alpha < 1:
         raise ValueError(f"`alpha` must be in (0, 1), got {alpha!r} instead.")
-    n_roi = base.shape[1]
-    if margin is None:
-        margins = base.std(axis=0, ddof=1)
-    else:
-        try:
-            margins = np.broadcast_to(np.asarray(margin, dtype=np.float64), (n_roi,)).copy()
-        except ValueError:
-            raise ValueError(
-                f"`margin` must be a float or one value per ROI ({n_roi}), got {margin!r} instead."
-            ) from None
-    diff = models - base[None]
-    p_eq, p_diff = tost_paired(np.moveaxis(diff, 1, 0), margins)
-    return EncodingEquivalence(
-        difference=diff.mean(axis=1),
-        margin=margins,
-        p_equivalent=p_eq,
-        p_different=p_diff,
-        equivalent=p_eq < alpha,
-    )
+    return baseline_equivalence(models, base, margin, alpha)

@@ -51,7 +51,6 @@ from neuroflow.io.bids import (
     DirectoryListing,
     EntityFilters,
     check_root,
-    filter_labels,
     find_inherited,
     nothing_found,
     parse_bids_name,
@@ -313,12 +312,7 @@ def index_timeseries_runs(
         (``_bold.json`` and ``_timeseries.json``) follow the inheritance principle.
     """
     root = check_root(root, "root")
-    filters = EntityFilters(
-        filter_labels(subjects, "subjects"),
-        filter_labels(sessions, "sessions"),
-        filter_labels(tasks, "tasks"),
-        filter_labels(runs, "runs"),
-    )
+    filters = EntityFilters.from_labels(subjects, sessions, tasks, runs)
     listing = DirectoryListing()
     files = scan_files(
         root,
