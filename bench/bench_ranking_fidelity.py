@@ -40,12 +40,15 @@ space per ROI (for the spaces planted in that ROI whose planted oracle explains 
 :data:`MIN_ORACLE_R2`), whether the pipeline ranks the four models in each ROI as the
 oracle does, the R² themselves, and each seed's lowest ratio and spread.
 
-Usage: ``python bench/bench_ranking_fidelity.py [--small] [--seed 0] [--seeds 3]
-[--compare] [--hrf-model NAME ...]``; ``--compare`` adds the event-related design
-aligned as before ``method: auto`` (average within TRs and the encoder's HRF) and as
-``config/presets/event_related.yaml`` did before the per-event rows were centred;
+Usage: ``python bench/bench_ranking_fidelity.py [--small] [--seed 0] [--seeds 8]
+[--compare] [--hrf-model NAME ...] [--event-penalty P]``; ``--compare`` adds the
+event-related design aligned as before ``method: auto`` (average within TRs and the
+encoder's HRF) and as ``config/presets/event_related.yaml`` did before the per-event rows
+were centred;
 ``--hrf-model`` replaces the resolved HRF library (``--hrf-model glover --hrf-model spm``:
-the library before the SPM peaks 4-7 s).
+the library before the SPM peaks 4-7 s), and for the movie the encoder's HRF library
+(``--hrf-model glover``: the encoder before its library); ``--event-penalty 1`` penalises the event
+regressor like a feature (the encoder before ``encoding.event_penalty``).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from neuroflow.encoding.stage import DEFAULT_CONFIG, make_alphas
 from neuroflow.features.align import average_weights, event_rows, hrf_weights
 from neuroflow.features.design import classify_run, resolve_alignment
 from neuroflow.models import ridge_cv, run_splits
-from neuroflow.models.delays import apply_delays
+from neuroflow.models.delays import apply_delays, delay_variants
 
 SPACES = ("image_statistics", "condition", "modulator", "embedding")
 #: Strength of space ``(k + j) % 4`` in ROI ``k``.
@@ -319,13 +322,22 @@ def _r2(y, pred):
     return 1.0 - ((y - pred) ** 2).sum(0) / ((y - y.mean(0)) ** 2).sum(0)
 
 
-def _ridge(blocks, ds, train, test, voxels=None):
-    """Stage-like ridge fit of one design (list over runs); test R² and CV score per voxel."""
+def _ridge(blocks, ds, train, test, voxels=None, events=None, event_penalty=None):
+    """Stage-like ridge fit of one design (list over runs); test R² and CV score per voxel.
+
+    ``events``: mask of the event-regressor columns, whose scale is divided by
+    ``1 / sqrt(event_penalty)`` as the encoding stage does (default: the stage's
+    ``event_penalty``).
+    """
     X = np.concatenate(blocks)
     runs = np.concatenate([np.full(ds.n_volumes, r) for r in range(len(ds.bold))])
     tr_mask, te_mask = np.isin(runs, train), np.isin(runs, test)
     mean, std = X[tr_mask].mean(0), X[tr_mask].std(0)
-    Z = (X - mean) / np.where(std > 0, std, 1.0)
+    scale = np.where(std > 0, std, 1.0)
+    if events is not None:
+        penalty = DEFAULT_CONFIG["event_penalty"] if event_penalty is None else event_penalty
+        scale = np.where(events, scale * np.sqrt(penalty), scale)
+    Z = (X - mean) / scale
     Y = np.concatenate(ds.bold)
     if voxels is not None:
         Y = Y[:, voxels]
@@ -342,14 +354,22 @@ def _ridge(blocks, ds, train, test, voxels=None):
 
 
 def pipeline_r2(
-    ds: Dataset, space: str, train, test, *, mode: str = "auto", hrf_model=None
+    ds: Dataset,
+    space: str,
+    train,
+    test,
+    *,
+    mode: str = "auto",
+    hrf_model=None,
+    event_penalty=None,
 ) -> tuple[np.ndarray, dict]:
     """Test R² per voxel of the pipeline's model of one feature space.
 
     ``mode``: ``"auto"`` (the alignment ``method: auto`` resolves to), ``"average"``
     (average within TRs and the encoder's HRF, the path before ``auto``) or
     ``"uncentred"`` (the event-related preset with raw per-event rows). ``hrf_model``
-    replaces the resolved HRF model(s) of the event-related path.
+    replaces the resolved HRF model(s) of the event-related path; ``event_penalty``
+    the encoding stage's relative penalty of the event regressor.
     """
     kinds = {classify_run(o, d, ds.tr).kind for o, d in ds.timing}
     kind = kinds.pop() if len(kinds) == 1 else "unknown"
@@ -359,13 +379,25 @@ def pipeline_r2(
     alignment, delays = resolve_alignment(ALIGNMENT, delays, kind)
     if hrf_model is not None and alignment["method"] == "hrf":
         alignment["hrf_model"] = list(hrf_model)
+    elif hrf_model is not None and delays["method"] == "hrf":
+        delays["hrf_model"] = list(hrf_model)
     times = np.arange(ds.n_volumes) * ds.tr
     if alignment["method"] == "average":
-        blocks = []
-        for (onsets, durations), rows in zip(ds.timing, ds.rows[space], strict=True):
-            w = average_weights(times, ds.tr, onsets, durations)
-            blocks.append(apply_delays(w @ rows, delays, ds.tr))
-        return _ridge(blocks, ds, train, test)[0], alignment
+        averaged = [
+            average_weights(times, ds.tr, onsets, durations) @ rows
+            for (onsets, durations), rows in zip(ds.timing, ds.rows[space], strict=True)
+        ]
+        # standardised on the training runs before the encoder's HRF, as the stage does
+        # (delaying uncentred features adds a ramp at each run's start)
+        pooled = np.concatenate([averaged[r] for r in train])
+        mean, std = pooled.mean(0), pooled.std(0)
+        std = np.where(std > 0, std, 1.0)
+        # one fit per HRF model of the encoder's library, the best in CV kept per voxel
+        fits = [
+            _ridge([apply_delays((a - mean) / std, spec, ds.tr) for a in averaged], ds, train, test)
+            for spec in delay_variants(delays)
+        ]
+        return _best_in_cv(fits), {**alignment, "encoder_hrf": delays.get("hrf_model")}
     centre = np.concatenate(ds.rows[space]).mean(0)
     fits = []
     for model in alignment["hrf_model"]:
@@ -381,11 +413,20 @@ def pipeline_r2(
             else:
                 placed = event_rows(rows, centre, alignment["event_regressor"])
             # one block of columns per basis function, as the features stage stores them
-            blocks.append(np.concatenate([b @ placed for b in (w[None] if w.ndim == 2 else w)], 1))
-        fits.append(_ridge(blocks, ds, train, test))
+            bases = w[None] if w.ndim == 2 else w
+            blocks.append(np.concatenate([b @ placed for b in bases], 1))
+        events = None
+        if alignment["event_regressor"] and mode != "uncentred":
+            events = np.tile(np.arange(placed.shape[1]) == placed.shape[1] - 1, len(bases))
+        fits.append(_ridge(blocks, ds, train, test, events=events, event_penalty=event_penalty))
+    return _best_in_cv(fits), alignment
+
+
+def _best_in_cv(fits) -> np.ndarray:
+    """Per voxel, the test R² of the fit (one per HRF model) with the best CV score."""
     scores = np.stack([f[1] for f in fits])
     choice = np.argmax(scores, 0)
-    return np.stack([f[0] for f in fits])[choice, np.arange(choice.size)], alignment
+    return np.stack([f[0] for f in fits])[choice, np.arange(choice.size)]
 
 
 def oracle_r2(
@@ -416,14 +457,18 @@ def oracle_r2(
     return out
 
 
-def scores(ds: Dataset, *, n_test: int, mode: str = "auto", hrf_model=None) -> dict:
+def scores(
+    ds: Dataset, *, n_test: int, mode: str = "auto", hrf_model=None, event_penalty=None
+) -> dict:
     """Mean test R² (space x ROI) of the pipeline and of both oracles on one dataset."""
     runs = list(range(len(ds.bold)))
     train, test = runs[:-n_test], runs[-n_test:]
     out = {name: np.zeros((4, 4)) for name in ("pipeline", "oracle", "oracle_planted")}
     alignment = None
     for s, space in enumerate(SPACES):
-        p, alignment = pipeline_r2(ds, space, train, test, mode=mode, hrf_model=hrf_model)
+        p, alignment = pipeline_r2(
+            ds, space, train, test, mode=mode, hrf_model=hrf_model, event_penalty=event_penalty
+        )
         o = oracle_r2(ds, space, train, test)
         op = oracle_r2(ds, space, train, test, columns="planted", estimator="ols")
         for k in range(4):
@@ -481,9 +526,13 @@ def summarise(results: list[dict]) -> dict:
     }
 
 
-def fidelity(ds: Dataset, *, n_test: int, mode: str = "auto", hrf_model=None) -> dict:
+def fidelity(
+    ds: Dataset, *, n_test: int, mode: str = "auto", hrf_model=None, event_penalty=None
+) -> dict:
     """:func:`summarise` of one dataset: ratios, rankings and the resolved alignment."""
-    return summarise([scores(ds, n_test=n_test, mode=mode, hrf_model=hrf_model)])
+    return summarise(
+        [scores(ds, n_test=n_test, mode=mode, hrf_model=hrf_model, event_penalty=event_penalty)]
+    )
 
 
 def _print(title: str, result: dict) -> None:
@@ -491,6 +540,7 @@ def _print(title: str, result: dict) -> None:
     print(
         f"\n{title}: alignment {a['method']}, hrf_model {a['hrf_model']}, "
         f"event_regressor {a['event_regressor']}"
+        + (f", encoder's HRF {a['encoder_hrf']}" if a.get("encoder_hrf") else "")
     )
     for suffix, name in (("", "every column, ridge"), ("_planted", "planted columns, OLS")):
         print(f"pipeline/oracle test R2 (oracle: exact regressors, {name})")
@@ -530,7 +580,9 @@ def share_weights(ds: Dataset, others) -> None:
                 return
 
 
-def run(small: bool, seeds: list[int], compare: bool, hrf_model=None) -> dict[str, dict]:
+def run(
+    small: bool, seeds: list[int], compare: bool, hrf_model=None, event_penalty=None
+) -> dict[str, dict]:
     """Print the tables (R² averaged over the seeds' datasets); return them by design."""
     size = {"n_runs": 6, "n_volumes": 120} if small else {"n_runs": 10, "n_volumes": 160}
     out = {}
@@ -538,6 +590,7 @@ def run(small: bool, seeds: list[int], compare: bool, hrf_model=None) -> dict[st
         ("event_related", "canonical", "auto"),
         ("event_related", "mismatch", "auto"),
         ("movie", "canonical", "auto"),
+        ("movie", "mismatch", "auto"),
     ]
     if compare:
         designs += [("event_related", "canonical", "average")]
@@ -551,7 +604,9 @@ def run(small: bool, seeds: list[int], compare: bool, hrf_model=None) -> dict[st
                 cache[kind, hrf, seed] = make_dataset(kind, seed=seed, hrf=hrf, **size)
                 share_weights(cache[kind, hrf, seed], cache.values())
             ds = cache[kind, hrf, seed]
-            per_seed.append(scores(ds, n_test=2, mode=mode, hrf_model=hrf_model))
+            per_seed.append(
+                scores(ds, n_test=2, mode=mode, hrf_model=hrf_model, event_penalty=event_penalty)
+            )
         result = summarise(per_seed)
         key = f"{kind}/{mode}" if hrf == "canonical" else f"{kind}/{mode}/{hrf} HRFs"
         out[key] = result
@@ -570,7 +625,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="6 runs of 120 volumes")
     parser.add_argument("--seed", type=int, default=0, help="the first seed")
-    parser.add_argument("--seeds", type=int, default=3, help="datasets averaged per design")
+    parser.add_argument("--seeds", type=int, default=8, help="datasets averaged per design")
     parser.add_argument("--compare", action="store_true", help="also the paths before auto")
     parser.add_argument(
         "--hrf-model",
@@ -578,9 +633,15 @@ def main() -> None:
         help="HRF model of the event-related path instead of the resolved library (repeat "
         "for a library)",
     )
+    parser.add_argument(
+        "--event-penalty",
+        type=float,
+        help="relative ridge penalty of the event regressor (default: the encoding stage's; "
+        "1 penalises it like a feature)",
+    )
     args = parser.parse_args()
     seeds = list(range(args.seed, args.seed + args.seeds))
-    run(args.small, seeds, args.compare, args.hrf_model)
+    run(args.small, seeds, args.compare, args.hrf_model, args.event_penalty)
 
 
 if __name__ == "__main__":

@@ -211,6 +211,77 @@ DESCRIPTIONS: tuple[tuple[str, str, str], ...] = (
         "mean agreement of one subject's ROI x ROI pattern with the others'",
         "Pearson r",
     ),
+    # RSA store: linear-predictivity alignment patterns (rsa.predictivity_patterns)
+    (
+        "lp_model_score",
+        "cross-validated ridge encoding score of the layer's features for the ROI's "
+        "stimulus responses",
+        "Pearson r",
+    ),
+    (
+        "lp_model_profile",
+        "the model's ROI profile: its best layer's subject-mean encoding score",
+        "Pearson r",
+    ),
+    (
+        "lp_model_pattern",
+        "ROI x ROI pattern of the model's encoding scores (1 - |profile difference|)",
+        "similarity (1 - |difference of Pearson r|)",
+    ),
+    (
+        "lp_brain_pattern",
+        "cross-ROI linear predictivity (ROI x ROI pattern; roi_a predicted from roi_b, "
+        "or the mean of both directions with `lp_symmetric`)",
+        "Pearson r",
+    ),
+    (
+        "lp_brain_pattern_mean",
+        "mean over subjects of the cross-ROI linear predictivity pattern",
+        "Pearson r",
+    ),
+    (
+        "lp_criterion",
+        "relational criterion of the ROI: 1 - mean |model - brain| over its row of the "
+        "linear-predictivity patterns",
+        "agreement (1 = identical patterns)",
+    ),
+    (
+        "lp_criterion_mean",
+        "mean over subjects of the ROI's linear-predictivity relational criterion",
+        "agreement (1 = identical patterns)",
+    ),
+    (
+        "lp_criterion_ci",
+        "percentile bootstrap interval over subjects of the ROI's relational criterion",
+        "agreement (1 = identical patterns)",
+    ),
+    (
+        "lp_subject_baseline",
+        "encoding score of the ROI's stimulus responses predicted from the other "
+        "subjects' (subject as model)",
+        "Pearson r",
+    ),
+    (
+        "lp_baseline_difference",
+        "mean over subjects of the layer's encoding score minus the subject baseline",
+        "Pearson r",
+    ),
+    (
+        "lp_baseline_equivalence_p",
+        "TOST p-value of the layer's encoding score matching the subject baseline within "
+        "the margin",
+        "p-value",
+    ),
+    (
+        "lp_baseline_difference_p",
+        "paired t-test p-value of the layer's encoding score differing from the subject baseline",
+        "p-value",
+    ),
+    (
+        "lp_equivalence_margin",
+        "equivalence margin of the encoding-score TOST",
+        "Pearson r",
+    ),
     # summary (roi x model)
     ("mean_r", "mean test-set Pearson r over the ROI's targets", "Pearson r"),
     ("median_r", "median test-set Pearson r over the ROI's targets", "Pearson r"),

@@ -1,4 +1,4 @@
-"""The event-related alignment path against oracles that know each voxel's exact HRF.
+"""The event-related and movie alignment paths against oracles that know each voxel's exact HRF.
 
 Datasets come from ``bench/bench_ranking_fidelity.py`` (its ``--small`` design): four
 feature spaces of different temporal statistics (per-event image statistics, a
@@ -112,3 +112,31 @@ def test_non_canonical_hrfs_keep_most_of_their_oracle(bench, datasets):
     assert result["lowest"] >= 0.9, result["ratio"]
     assert result["spread"] <= 0.1, result["ratio"]
     assert all(result["rank_equal"]), (result["pipeline"], result["oracle"])
+
+
+@pytest.fixture(scope="module")
+def movies(bench):
+    """Per HRF kind, two movies (contiguous shots, TR 1.5 s) of the bench's full size."""
+    size = {"n_runs": 10, "n_volumes": 160}
+    return {
+        hrf: [bench.make_dataset("movie", hrf=hrf, seed=seed, **size) for seed in SEEDS]
+        for hrf in ("canonical", "mismatch")
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hrf", ["canonical", "mismatch"])
+def test_movie_path_keeps_nine_tenths_with_the_encoders_hrf_library(bench, movies, hrf):
+    """Movies keep their path (features averaged within TRs, convolved by the encoder);
+    the encoder's default HRF library, chosen per voxel, keeps every planted pair at 0.9
+    of its oracle, where one canonical shape (Glover's) does not."""
+    result = bench.summarise([bench.scores(ds, n_test=2) for ds in movies[hrf]])
+    assert result["alignment"]["method"] == "average"
+    assert result["alignment"]["encoder_hrf"] == EVENT_RELATED_HRF_LIBRARY
+    assert result["lowest"] >= 0.9, result["ratio"]
+    assert result["spread"] <= 0.1, result["ratio"]
+    assert all(result["rank_equal"]), (result["pipeline"], result["oracle"])
+    glover = bench.summarise(
+        [bench.scores(ds, n_test=2, hrf_model=["glover"]) for ds in movies[hrf]]
+    )
+    assert glover["lowest"] < 0.9 <= result["lowest"], glover["ratio"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from neuroflow.models import apply_delays, fir_delays, hrf_convolve
+from neuroflow.models.delays import delay_variants, variant_delays
 
 
 def test_fir_shifts_and_zero_pads(rng):
@@ -64,3 +65,38 @@ def test_apply_delays_and_errors(rng):
         hrf_convolve(X, 0.0)
     with pytest.raises(ValueError, match="`X` must be 2-D"):
         fir_delays(X[:, 0], [1])
+
+
+@pytest.mark.parametrize(
+    ("model", "peak"), [("spm peak 4 s", 4.0), ("spm peak 6 s", 6.0), ("spm peak 7 s", 7.0)]
+)
+def test_shifted_spm_models_peak_where_named(model, peak):
+    tr = 0.25
+    impulse = np.zeros((160, 1))
+    impulse[0] = 1.0
+    spm = np.argmax(hrf_convolve(impulse, tr, hrf_model="spm")[:, 0]) * tr
+    moved = np.argmax(hrf_convolve(impulse, tr, hrf_model=model)[:, 0]) * tr
+    assert moved - spm == pytest.approx(peak - 5.0, abs=tr)
+    assert abs(moved - peak) <= 0.5
+
+
+def test_delay_variants():
+    spec = {"method": "hrf", "lags": [1], "hrf_model": ["spm", "spm peak 6 s"]}
+    assert delay_variants(spec) == [
+        {"method": "hrf", "lags": [1], "hrf_model": "spm"},
+        {"method": "hrf", "lags": [1], "hrf_model": "spm peak 6 s"},
+    ]
+    assert variant_delays(spec, 1)["hrf_model"] == "spm peak 6 s"
+    assert delay_variants({"method": "hrf", "hrf_model": ["glover"]}) == [
+        {"method": "hrf", "hrf_model": "glover"}
+    ]
+    fir = {"method": "fir", "lags": [1, 2], "hrf_model": ["spm", "glover"]}
+    assert delay_variants(fir) == [fir] and variant_delays(fir, 0) == fir
+    with pytest.raises(ValueError, match=r"must list distinct models of .*got \['spm', 'spm'\]"):
+        delay_variants({"method": "hrf", "hrf_model": ["spm", "spm"]})
+    with pytest.raises(ValueError, match=r"got \['spm', 'spm peak 9 s'\] instead"):
+        delay_variants({"method": "hrf", "hrf_model": ["spm", "spm peak 9 s"]})
+    with pytest.raises(ValueError, match=r"at least one HRF model, got \[\]"):
+        delay_variants({"method": "hrf", "hrf_model": []})
+    with pytest.raises(ValueError, match="`hrf_model` must be one of"):
+        apply_delays(np.ones((5, 1)), {"method": "hrf", "hrf_model": ["spm"]}, 2.0)

@@ -10,7 +10,12 @@ the geometry of the image statistics the workflow extracts
 - with 3 subjects the store compares the model with the subject-as-model baseline in
   every ROI, and the summary table has one ``baseline_difference`` row per ROI;
 - the bootstrap interval of the model's similarity lies above 0 in the ROI that carries
-  only the image statistics and contains 0 in the ROIs that carry none of them.
+  only the image statistics and contains 0 in the ROIs that carry none of them;
+- the linear-predictivity patterns (``lp_*``) are stored and tabulated: the cross-ROI
+  predictivity pattern recovers the planted structure, and the image statistics' encoding
+  score is high only where they are planted (the two-model properties of the relational
+  criterion and the TOST are checked on synthetic data in
+  ``tests/rsa/test_predictivity_alignment.py``).
 """
 
 from __future__ import annotations
@@ -151,3 +156,62 @@ def test_bootstrap_intervals_follow_the_planted_drive(alignment_run):
         assert lower[roi] > 0.3, intervals
     for roi in facts["planted"]["unrelated_rois"]:
         assert lower[roi] < 0 < upper[roi], intervals
+
+
+def test_linear_predictivity_patterns_in_store_and_table(alignment_run):
+    facts, store, table = alignment_run
+    rois = [str(r) for r in store["roi"].values]
+    assert store.attrs["predictivity_patterns"] == "computed"
+    expected = {
+        "lp_model_score": ("subject", "layer", "roi"),
+        "lp_model_profile": ("model", "roi"),
+        "lp_model_pattern": ("model", "roi_a", "roi_b"),
+        "lp_brain_pattern": ("subject", "roi_a", "roi_b"),
+        "lp_brain_pattern_mean": ("roi_a", "roi_b"),
+        "lp_criterion": ("model", "subject", "roi"),
+        "lp_criterion_mean": ("model", "roi"),
+        "lp_criterion_ci": ("bound", "model", "roi"),
+        "lp_subject_baseline": ("subject", "roi"),
+        "lp_baseline_difference": ("layer", "roi"),
+        "lp_baseline_equivalence_p": ("layer", "roi"),
+        "lp_equivalence_margin": ("roi",),
+    }
+    for name, dims in expected.items():
+        assert store[name].dims == dims, name
+        assert np.isfinite(store[name].values).all(), name
+        assert store[name].attrs["long_name"] and store[name].attrs["units"], name
+    np.testing.assert_allclose(
+        store["lp_brain_pattern_mean"].values, store["lp_brain_pattern"].values.mean(axis=0)
+    )
+    _, planted = _recovered_and_planted(facts, store)
+    # the cross-ROI predictivity pattern recovers the planted ROI x ROI structure too
+    r = np.corrcoef(_upper(store["lp_brain_pattern_mean"].values), _upper(planted))[0, 1]
+    assert r >= 0.9, (r, store["lp_brain_pattern_mean"].values.round(2), planted.round(2))
+    # the image statistics predict the ROIs that carry them, not the unrelated ones
+    score = store["lp_model_score"].mean("subject").to_series().droplevel("layer")
+    image, unrelated = facts["planted"]["image_rois"], facts["planted"]["unrelated_rois"]
+    assert score[image].min() > score[unrelated].max() + 0.3, score
+    # and fall far short of the other subjects where they are absent
+    p_eq = store["lp_baseline_equivalence_p"].to_series().droplevel("layer")
+    assert (p_eq[unrelated] > 0.5).all(), p_eq
+    # every ROI carries stimulus structure the other subjects share
+    assert (store["lp_subject_baseline"].values > 0.2).all(), store["lp_subject_baseline"].values
+    lp = table[table["analysis"] == "rsa_lp"]
+    assert set(lp["metric"]) == {
+        "encoding_r",
+        "cross_roi_r",
+        "profile_similarity",
+        "relational_criterion",
+    }
+    assert np.isfinite(lp["value"].astype(float)).all()
+    pairs = lp[(lp["metric"] == "cross_roi_r") & (lp["statistic"] == "mean")]
+    assert len(pairs) == len(rois) * (len(rois) - 1) // 2
+    tost = lp[lp["statistic"] == "baseline_difference"].set_index("roi")
+    assert sorted(tost.index) == sorted(rois)
+    diff = store["lp_baseline_difference"].to_series().droplevel("layer")
+    p_eq = store["lp_baseline_equivalence_p"].to_series().droplevel("layer")
+    np.testing.assert_allclose(tost["value"][rois], diff[rois], rtol=1e-6)
+    np.testing.assert_allclose(tost["p_value"][rois], p_eq[rois], rtol=1e-6)
+    crit = lp[(lp["metric"] == "relational_criterion") & (lp["subject"] == "group")]
+    assert set(crit["statistic"]) == {"mean", "bootstrap_ci_lower", "bootstrap_ci_upper"}
+    assert len(crit) == 3 * len(rois) * store.sizes["model"]

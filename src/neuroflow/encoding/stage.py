@@ -30,7 +30,7 @@ from neuroflow.models import (
     ridge_cv,
     run_splits,
 )
-from neuroflow.models.delays import apply_delays
+from neuroflow.models.delays import apply_delays, delay_variants
 from neuroflow.trial_split import N_BLOCKS_ONE_RUN, auto_test_runs
 
 __all__ = ["DEFAULT_CONFIG", "fit_encoding", "make_alphas", "with_defaults"]
@@ -44,7 +44,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "alphas": {"start": 0.0, "stop": 6.0, "num": 13},
     "cv": "leave-one-run-out",
     "scoring": "r2",
-    "delays": {"method": "hrf", "lags": [1, 2, 3, 4], "hrf_model": "glover"},
+    "delays": {
+        "method": "hrf",
+        "lags": [1, 2, 3, 4],
+        "hrf_model": ["spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"],
+    },
     "split": {"test_runs": "auto"},
     "target": "voxels",
     "standardize": True,
@@ -54,6 +58,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "target_batch_size": 10000,
     "device": "auto",
     "dtype": "float32",
+    "event_penalty": 1.0,
     # options of `model: transformer` (neuroflow.models.transformer.DEFAULT_OPTIONS)
     "transformer": {},
 }
@@ -107,6 +112,8 @@ class _Run:
     # for spaces aligned with an HRF library: the HRF models and each column's model index
     libraries: dict[str, tuple[str, ...]] = field(default_factory=dict)
     variants: dict[str, np.ndarray] = field(default_factory=dict)
+    # per space, which columns are the event regressor (the response to every event)
+    events: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _as_parcels(ds: xr.Dataset, path: Path) -> xr.Dataset:
@@ -205,6 +212,29 @@ def _load_features(
     return X, ds.attrs.get("stim_files"), library, None
 
 
+def event_columns(ds: xr.Dataset) -> np.ndarray:
+    """Which columns of an aligned feature store are the event regressor.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Store of :func:`neuroflow.features.align.align_features`: with
+        ``event_regressor``, attribute ``feature_centre`` (one value per source feature)
+        is non-empty and the event indicator is source feature ``len(feature_centre)``.
+
+    Returns
+    -------
+    mask : ndarray of bool, shape (n_columns,)
+        True for the event regressor's columns (one per HRF basis function, model and
+        delay); all False for a store without one.
+    """
+    n_columns = ds.sizes.get("feature", 0)
+    centre = ds.attrs.get("feature_centre") or []
+    if not len(centre) or "source_feature" not in ds.coords:
+        return np.zeros(n_columns, dtype=bool)
+    return np.asarray(ds["source_feature"].values) == len(centre)
+
+
 def _layer_of(path: Path) -> str:
     """Layer name recorded in an aligned feature store (``"n/a"`` when absent)."""
     source = open_dataset(path).attrs.get("source") or {}
@@ -279,15 +309,25 @@ def _cv_groups(train: Sequence[_Run]) -> np.ndarray:
 
 
 def _standardizer(
-    train: Sequence[_Run], spaces: Sequence[str], enabled: bool
+    train: Sequence[_Run], spaces: Sequence[str], enabled: bool, event_penalty: float = 1.0
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Mean and standard deviation of each space over the training runs."""
+    """Mean and scale of each space's columns over the training runs.
+
+    The scale is the standard deviation (1 without ``enabled``), divided by
+    ``sqrt(1 / event_penalty)`` for the event-regressor columns (``_Run.events``): ridge
+    then penalises their weights ``event_penalty`` times as much as the features', so the
+    response to every event is not shrunk with the feature weights.
+    """
     stats = {}
     for s in spaces:
         X = np.concatenate([r.features[s] for r in train])
         mean = X.mean(0)
         std = X.std(0) if enabled else np.ones_like(mean)
-        stats[s] = (mean, np.where(std > 0, std, 1.0))
+        scale = np.where(std > 0, std, 1.0)
+        events = train[0].events.get(s) if train else None
+        if events is not None and events.any():
+            scale = np.where(events, scale * np.sqrt(event_penalty), scale)
+        stats[s] = (mean, scale)
     return stats
 
 
@@ -373,7 +413,11 @@ def _variant(run: _Run, index: int) -> _Run:
         s: X[:, run.variants[s] == index] if s in run.variants else X
         for s, X in run.features.items()
     }
-    return replace(run, features=features)
+    events = {
+        s: mask[run.variants[s] == index] if s in run.variants else mask
+        for s, mask in run.events.items()
+    }
+    return replace(run, features=features, events=events)
 
 
 @dataclass
@@ -402,7 +446,7 @@ def _fit_and_predict(
     device: Any,
 ) -> _Fit:
     """Fit on ``train`` (penalties by cross-validation) and predict each test sequence."""
-    stats = _standardizer(train, spaces, bool(cfg["standardize"]))
+    stats = _standardizer(train, spaces, bool(cfg["standardize"]), float(cfg["event_penalty"]))
     delays = cfg["delays"]
     filtered = bool(cfg["filter_design"])
     Xs_train = [
@@ -583,13 +627,23 @@ def fit_encoding(
         )
     device = resolve_device(cfg["device"])
     library = hrf_library(runs, spaces)
+    delay_specs = delay_variants(cfg["delays"])
+    if len(delay_specs) > 1:
+        if library:
+            raise ValueError(
+                "`delays.hrf_model` must be one HRF model when the features were aligned "
+                f"with an HRF library ({list(library)}), got {cfg['delays']['hrf_model']} "
+                "instead: convolve once, with `delays.method: none`."
+            )
+        # an HRF library of the encoder: one fit per model, chosen per target below
+        library = tuple(spec["hrf_model"] for spec in delay_specs)
     fits = [
         _fit_and_predict(
             [_variant(r, v) for r in train],
             [_variant(r, v) for r in test],
             groups_test,
             spaces,
-            cfg,
+            {**cfg, "delays": delay_specs[v] if len(delay_specs) > 1 else delay_specs[0]},
             tr,
             model,
             device,
@@ -693,6 +747,7 @@ def _load_all(
             _check_same_voxels(first, ds, brain[0], path)
         for s in spaces:
             run.features[s], stim, library, variant = _load_features(Path(features[s][i]), run)
+            run.events[s] = event_columns(open_dataset(Path(features[s][i])))
             run.libraries[s] = library
             if variant is not None:
                 run.variants[s] = variant

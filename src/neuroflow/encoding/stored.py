@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.models import matmul
-from neuroflow.models.delays import apply_delays
+from neuroflow.models.delays import apply_delays, delay_variants, variant_delays
 
 __all__ = ["ENCODER_VARIABLES", "NO_DELAYS", "encoder_dataset", "filter_like_data", "predict_run"]
 
@@ -184,6 +184,11 @@ def _design(
     mean = encoder["feature_mean"].values[variant]
     scale = encoder["feature_scale"].values[variant]
     delays = dict(encoder.attrs["delays"])
+    if len(delay_variants(delays)) > 1:
+        # the library is the encoder's own (one convolution per model of the same
+        # aligned features): the features carry no variant columns to pick from
+        variants = {}
+    delays = variant_delays(delays, variant)
     tr = float(encoder.attrs.get("tr", 1.0))  # only HRF delays use it
     blocks = []
     for space in spaces:

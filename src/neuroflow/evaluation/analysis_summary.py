@@ -33,6 +33,7 @@ __all__ = [
     "fmri_decoding_rows",
     "group_t_test",
     "rsa_eeg_rows",
+    "rsa_lp_rows",
     "rsa_rows",
 ]
 
@@ -74,6 +75,17 @@ _RSA_ROW_VARIABLES = (
     "model_similarity_se",
     "baseline_difference",
     "baseline_equivalence_p",
+)
+#: Variables of an ``rsa_fmri`` store that :func:`rsa_lp_rows` reads.
+_RSA_LP_ROW_VARIABLES = (
+    "lp_model_score",
+    "lp_model_pattern",
+    "lp_brain_pattern",
+    "lp_criterion",
+    "lp_criterion_ci",
+    "lp_subject_baseline",
+    "lp_baseline_difference",
+    "lp_baseline_equivalence_p",
 )
 #: Variables of an ``rsa_eeg`` store that :func:`rsa_eeg_rows` reads.
 _RSA_EEG_ROW_VARIABLES = (
@@ -485,7 +497,8 @@ def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
     table : pandas.DataFrame
         One row per subject × comparison × layer × ROI (``metric`` is the comparison)
         and group rows: the subjects' mean (``statistic = "mean"``) and the noise
-        ceiling's lower and upper bounds.
+        ceiling's lower and upper bounds (the linear-predictivity rows are
+        :func:`rsa_lp_rows`).
     """
     ds = _in_memory(ds, _RSA_ROW_VARIABLES)
     rows = []
@@ -537,6 +550,142 @@ def rsa_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
                         )
                 if comp == ds.attrs.get("inference_comparison"):
                     rows += _rsa_inference_rows(ds, str(layer), str(roi), str(comp), names)
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _subject_rows(values: np.ndarray, subjects: Sequence[str], **kw) -> list[dict]:
+    """One row per subject (``statistic = "value"``) and their mean over the finite ones."""
+    values = np.asarray(values, dtype=np.float64)
+    rows = [
+        _row(subject=str(s), value=float(v), **kw) for s, v in zip(subjects, values, strict=True)
+    ]
+    ok = np.isfinite(values)
+    if ok.any():
+        rows.append(
+            _row(
+                subject="group",
+                statistic="mean",
+                n_subjects=int(ok.sum()),
+                value=float(values[ok].mean()),
+                **kw,
+            )
+        )
+    return rows
+
+
+def _roi_pairs(ds: xr.Dataset) -> list[tuple[int, int, str]]:
+    """Index pairs of the linear-predictivity ROI x ROI patterns and their ``roi`` label.
+
+    Above the diagonal for a symmetric pattern, every off-diagonal entry otherwise
+    (``"<target> x <predictor>"``).
+    """
+    rois = [str(r) for r in ds["roi_a"].values]
+    symmetric = bool(ds.attrs.get("lp_symmetric", True))
+    return [
+        (i, j, f"{a} x {b}")
+        for i, a in enumerate(rois)
+        for j, b in enumerate(rois)
+        if (i < j if symmetric else i != j)
+    ]
+
+
+def rsa_lp_rows(ds: xr.Dataset, layer_order: LayerOrder = None) -> pd.DataFrame:
+    """Rows of the linear-predictivity alignment patterns of an ``rsa_fmri`` store.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The store; without its ``lp_*`` variables (``rsa.predictivity_patterns``
+        disabled or skipped) there are no rows.
+    layer_order : dict of str to list of str | None
+        As for :func:`rsa_rows`.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        ``analysis = "rsa_lp"``; ``metric``: ``encoding_r`` (each layer's encoding score
+        per subject and ROI with the group ``mean``, the group ``baseline_difference``
+        with the TOST p-value in ``p_value``, and each subject's ``subject_baseline``),
+        ``cross_roi_r`` (the brain pattern per subject and its group ``mean``; ``roi``
+        is ``"<roi_a> x <roi_b>"``, above the diagonal when symmetric, else every
+        target x predictor pair), ``profile_similarity`` (each model's pattern, group
+        rows) and ``relational_criterion`` (per model, subject and ROI, with the group
+        ``mean`` and ``bootstrap_ci_lower``/``bootstrap_ci_upper``). ``model`` is the
+        feature space (``encoding_r``) or the model (feature set) of the patterns;
+        ``n/a`` where a row has none.
+    """
+    if "lp_model_score" not in ds:
+        return pd.DataFrame(columns=list(TABLE_COLUMNS))
+    ds = _in_memory(ds, _RSA_LP_ROW_VARIABLES)
+    subjects = [str(s) for s in ds["subject"].values]
+    n_sub = len(subjects)
+    base = {"analysis": "rsa_lp"}
+    rows: list[dict] = []
+    for layer in ds["layer"].values:
+        names = _space(layer, layer_order)
+        for roi in ds["roi"].values:
+            sel = {"layer": layer, "roi": roi}
+            common = {**base, **names, "roi": str(roi), "metric": "encoding_r"}
+            rows += _subject_rows(ds["lp_model_score"].sel(sel).values, subjects, **common)
+            if "lp_baseline_difference" in ds:
+                rows.append(
+                    _row(
+                        **common,
+                        subject="group",
+                        statistic="baseline_difference",
+                        n_subjects=n_sub,
+                        value=float(ds["lp_baseline_difference"].sel(sel)),
+                        p_value=float(ds["lp_baseline_equivalence_p"].sel(sel)),
+                    )
+                )
+    if "lp_subject_baseline" in ds:
+        for roi in ds["roi"].values:
+            values = ds["lp_subject_baseline"].sel(roi=roi).values
+            for sub, value in zip(subjects, values, strict=True):
+                rows.append(
+                    _row(
+                        **base,
+                        **_NO_SPACE,
+                        subject=sub,
+                        roi=str(roi),
+                        metric="encoding_r",
+                        statistic="subject_baseline",
+                        value=float(value),
+                    )
+                )
+    pairs = _roi_pairs(ds)
+    brain = ds["lp_brain_pattern"].values
+    for i, j, label in pairs:
+        common = {**base, **_NO_SPACE, "roi": label, "metric": "cross_roi_r"}
+        rows += _subject_rows(brain[:, i, j], subjects, **common)
+    for m, model in enumerate(ds["model"].values):
+        who = {**_NO_SPACE, "model": str(model)}
+        for i, j, label in pairs:
+            rows.append(
+                _row(
+                    **base,
+                    **who,
+                    subject="group",
+                    n_subjects=n_sub,
+                    roi=label,
+                    metric="profile_similarity",
+                    value=float(ds["lp_model_pattern"].values[m, i, j]),
+                )
+            )
+        for roi in ds["roi"].values:
+            common = {**base, **who, "roi": str(roi), "metric": "relational_criterion"}
+            crit = ds["lp_criterion"].sel(model=model, roi=roi).values
+            rows += _subject_rows(crit, subjects, **common)
+            for bound in ("lower", "upper"):
+                rows.append(
+                    _row(
+                        **common,
+                        subject="group",
+                        statistic=f"bootstrap_ci_{bound}",
+                        n_subjects=n_sub,
+                        value=float(ds["lp_criterion_ci"].sel(bound=bound, model=model, roi=roi)),
+                    )
+                )
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 

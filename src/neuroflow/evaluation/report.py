@@ -718,6 +718,7 @@ def summarize_all(
         decoding_rows,
         fmri_decoding_rows,
         rsa_eeg_rows,
+        rsa_lp_rows,
         rsa_rows,
     )
     from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows
@@ -773,6 +774,8 @@ def summarize_all(
         ds = open_dataset(path)
         rsa_of = rsa_rows if "roi" in ds.dims else rsa_eeg_rows
         rows.append(rsa_of(ds, layer_order))
+        if "roi" in ds.dims:
+            rows.append(rsa_lp_rows(ds, layer_order))
         if plots_enabled:
             _rsa_figures(ds, Path(path).stem, plots_dir)
     eeg_scores = list(eeg_scores)

@@ -17,6 +17,7 @@ from neuroflow.config import merge_defaults
 from neuroflow.features.events import DEFAULT_EVENTS, events_spec
 from neuroflow.features.layers import layer_spec
 from neuroflow.features.registry import MODALITIES, check_modality, get_extractor
+from neuroflow.models.delays import SHIFTED_HRF_MODELS
 
 __all__ = [
     "DEFAULT_ALIGNMENT",
@@ -73,13 +74,6 @@ DEFAULT_ENTRY: dict[str, Any] = {
     "reduction": {"method": "none", "n_components": 64, "seed": 0},
 }
 
-#: SPM's canonical HRF (which peaks at 5 s) moved in time: name -> (model, shift in s).
-#: An HRF library of them covers the peak times of human responses (about 4-7 s).
-SHIFTED_HRF_MODELS: dict[str, tuple[str, float]] = {
-    "spm peak 4 s": ("spm", -1.0),
-    "spm peak 6 s": ("spm", 1.0),
-    "spm peak 7 s": ("spm", 2.0),
-}
 
 #: HRF models of ``features.alignment.hrf_model`` (the keys of
 #: :data:`neuroflow.preprocessing.fmri.single_trial.HRF_MODELS`, named here so that

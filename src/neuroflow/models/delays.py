@@ -12,9 +12,26 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.signal import lfilter
 
-__all__ = ["apply_delays", "fir_delays", "hrf_convolve"]
+__all__ = [
+    "SHIFTED_HRF_MODELS",
+    "TR_HRF_MODELS",
+    "apply_delays",
+    "delay_variants",
+    "fir_delays",
+    "hrf_convolve",
+    "variant_delays",
+]
 
-_HRF_MODELS = ("glover", "spm")
+#: SPM's canonical HRF (which peaks at 5 s) moved in time: name -> (model, shift in s).
+#: An HRF library of them covers the peak times of human responses (about 4-7 s).
+SHIFTED_HRF_MODELS: dict[str, tuple[str, float]] = {
+    "spm peak 4 s": ("spm", -1.0),
+    "spm peak 6 s": ("spm", 1.0),
+    "spm peak 7 s": ("spm", 2.0),
+}
+
+#: HRF models :func:`hrf_convolve` applies to features sampled once per TR.
+TR_HRF_MODELS = ("glover", "spm", *SHIFTED_HRF_MODELS)
 
 
 def fir_delays(X: np.ndarray, lags: Sequence[int]) -> np.ndarray:
@@ -64,8 +81,10 @@ def hrf_convolve(
         Features of one run, sampled once per TR.
     tr : float
         Repetition time in seconds.
-    hrf_model : {"glover", "spm"}
-        Canonical HRF from :mod:`nilearn.glm.first_level`.
+    hrf_model : str
+        One of :data:`TR_HRF_MODELS`: a canonical HRF from
+        :mod:`nilearn.glm.first_level` (``"glover"``, ``"spm"``), or SPM's moved to peak
+        at 4, 6 or 7 s (:data:`SHIFTED_HRF_MODELS`; nilearn's ``onset``).
     time_length : float
         Length of the HRF kernel in seconds.
 
@@ -79,10 +98,11 @@ def hrf_convolve(
     X = _check_2d(X)
     if not (isinstance(tr, int | float) and tr > 0):
         raise ValueError(f"`tr` must be a positive float, got {tr!r} instead.")
-    if hrf_model not in _HRF_MODELS:
-        raise ValueError(f"`hrf_model` must be one of {_HRF_MODELS}, got {hrf_model!r} instead.")
-    make = glover_hrf if hrf_model == "glover" else spm_hrf
-    kernel = make(float(tr), oversampling=1, time_length=time_length, onset=0.0)
+    if hrf_model not in TR_HRF_MODELS:
+        raise ValueError(f"`hrf_model` must be one of {TR_HRF_MODELS}, got {hrf_model!r} instead.")
+    canonical, shift = SHIFTED_HRF_MODELS.get(hrf_model, (hrf_model, 0.0))
+    make = glover_hrf if canonical == "glover" else spm_hrf
+    kernel = make(float(tr), oversampling=1, time_length=time_length, onset=shift)
     kernel = kernel / kernel.sum()
     if X.shape[0] == 0:
         return X.copy()
@@ -116,6 +136,42 @@ def apply_delays(X: np.ndarray, spec: dict, tr: float) -> np.ndarray:
     if method == "none":
         return _check_2d(X).copy()
     raise ValueError(f"`delays.method` must be 'fir', 'hrf' or 'none', got {method!r} instead.")
+
+
+def delay_variants(spec: dict) -> list[dict]:
+    """One ``delays`` specification per HRF model of a library.
+
+    Parameters
+    ----------
+    spec : dict
+        A ``delays`` section. With ``method: hrf``, ``hrf_model`` may be a list of
+        :data:`TR_HRF_MODELS` (an HRF library, whose models the encoder fits one at a time
+        and chooses among per target on the training runs).
+
+    Returns
+    -------
+    specs : list of dict
+        ``spec`` with one ``hrf_model`` each, in the library's order; ``[spec]`` when
+        there is no library (a list of one model becomes that model).
+    """
+    models = spec.get("hrf_model")
+    if spec.get("method") != "hrf" or not isinstance(models, list | tuple):
+        return [dict(spec)]
+    if not models:
+        raise ValueError("`delays.hrf_model` must name at least one HRF model, got [] instead.")
+    unknown = [m for m in models if m not in TR_HRF_MODELS]
+    if unknown or len(set(models)) != len(models):
+        raise ValueError(
+            f"`delays.hrf_model` must list distinct models of {TR_HRF_MODELS}, got "
+            f"{list(models)} instead."
+        )
+    return [{**spec, "hrf_model": str(m)} for m in models]
+
+
+def variant_delays(spec: dict, variant: int) -> dict:
+    """The ``delays`` of HRF model ``variant`` of ``spec``'s library (``spec`` without one)."""
+    specs = delay_variants(spec)
+    return specs[variant] if len(specs) > 1 else specs[0]
 
 
 def _check_2d(X: np.ndarray) -> np.ndarray:

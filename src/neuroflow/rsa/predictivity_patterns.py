@@ -17,6 +17,13 @@ predictivity (encoding scores) instead:
 - the equivalence of a model's encoding scores with the subject-as-model baseline
   (another subject's responses as the predictor), by the TOST of
   :func:`~neuroflow.rsa.equivalence.baseline_equivalence` (:func:`encoding_equivalence`).
+
+The ``rsa_fmri`` stage computes all of them on the stimulus-level responses of every ROI
+(``lp_*`` variables of its store): the encoding scores of the model layers
+(:func:`model_encoding_scores`) and of the subject baseline
+(:func:`subject_baseline_scores`) are cross-validated over the same stimuli as the brain
+pattern, so the three share one scale; each model's profile is its best layer's score in
+every region (:func:`model_profiles`); :func:`predictivity_alignment` computes them all.
 """
 
 from __future__ import annotations
@@ -39,8 +46,12 @@ __all__ = [
     "brain_predictivity_pattern",
     "cross_roi_predictivity",
     "encoding_equivalence",
+    "model_encoding_scores",
     "model_profile_pattern",
+    "model_profiles",
+    "predictivity_alignment",
     "relational_criterion_per_roi",
+    "subject_baseline_scores",
     "subject_predictivity_patterns",
 ]
 
@@ -416,3 +427,223 @@ def encoding_equivalence(
     if not 0 < alpha < 1:
         raise ValueError(f"`alpha` must be in (0, 1), got {alpha!r} instead.")
     return baseline_equivalence(models, base, margin, alpha)
+
+
+def _check_subject_rois(subject_rois: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
+    """Every subject's ROI responses as float arrays, checked for matching shapes."""
+    subjects = [[np.asarray(r, dtype=np.float64) for r in rois] for rois in subject_rois]
+    if not subjects or len({len(rois) for rois in subjects}) != 1 or len(subjects[0]) < 2:
+        raise ValueError(
+            "`subject_rois` must hold at least 1 subject with the same 2+ ROIs each, got ROI "
+            f"counts {[len(rois) for rois in subjects]} instead."
+        )
+    rows = {r.shape[0] if r.ndim == 2 else -1 for rois in subjects for r in rois}
+    if len(rows) != 1 or -1 in rows:
+        raise ValueError(
+            "`subject_rois` must hold 2-D arrays (n_stimuli, n_voxels) with the same "
+            f"n_stimuli, got shapes {[[r.shape for r in rois] for rois in subjects]} instead."
+        )
+    return subjects
+
+
+def model_encoding_scores(
+    subject_rois: Sequence[Sequence[np.ndarray]],
+    layer_features: Sequence[np.ndarray],
+    *,
+    n_splits: int | None = 5,
+    alphas: Sequence[float] | np.ndarray = DEFAULT_ALPHAS,
+) -> np.ndarray:
+    """Cross-validated encoding score of every model layer in every subject and region.
+
+    The responses of a region are predicted from the layer's features of the same
+    stimuli as in :func:`cross_roi_predictivity` (the layer is the predictor), so these
+    scores share the scale of the brain pattern and of :func:`subject_baseline_scores`.
+
+    Parameters
+    ----------
+    subject_rois : sequence (n_subjects) of sequences (n_rois) of array-like
+        Each of shape (n_stimuli, n_voxels_roi), the same stimuli in the same order.
+    layer_features : sequence (n_layers) of array-like
+        Each of shape (n_stimuli, n_features_layer).
+    n_splits, alphas
+        See :func:`cross_roi_predictivity`.
+
+    Returns
+    -------
+    scores : ndarray of float64, shape (n_subjects, n_layers, n_rois)
+    """
+    subjects = _check_subject_rois(subject_rois)
+    layers = list(layer_features)
+    if not layers:
+        raise ValueError("`layer_features` must hold at least 1 layer, got 0 instead.")
+    return np.array(
+        [
+            [
+                [
+                    cross_roi_predictivity(feat, roi, n_splits=n_splits, alphas=alphas)
+                    for roi in rois
+                ]
+                for feat in layers
+            ]
+            for rois in subjects
+        ]
+    )
+
+
+def subject_baseline_scores(
+    subject_rois: Sequence[Sequence[np.ndarray]],
+    *,
+    n_splits: int | None = 5,
+    alphas: Sequence[float] | np.ndarray = DEFAULT_ALPHAS,
+) -> np.ndarray:
+    """Subject-as-model baseline: each subject's region predicted from the others'.
+
+    The predictor of subject ``s`` in region ``r`` is the voxels of region ``r`` of every
+    other subject side by side (voxel counts may differ between subjects), fitted and
+    scored as in :func:`cross_roi_predictivity`.
+
+    Parameters
+    ----------
+    subject_rois : sequence (n_subjects >= 2) of sequences (n_rois) of array-like
+        Each of shape (n_stimuli, n_voxels_roi), the same stimuli in the same order.
+    n_splits, alphas
+        See :func:`cross_roi_predictivity`.
+
+    Returns
+    -------
+    scores : ndarray of float64, shape (n_subjects, n_rois)
+    """
+    subjects = _check_subject_rois(subject_rois)
+    if len(subjects) < 2:
+        raise ValueError(
+            f"`subject_rois` must hold at least 2 subjects for a subject baseline, got "
+            f"{len(subjects)} instead."
+        )
+    n_roi = len(subjects[0])
+    return np.array(
+        [
+            [
+                cross_roi_predictivity(
+                    np.hstack([o[r] for k, o in enumerate(subjects) if k != s]),
+                    rois[r],
+                    n_splits=n_splits,
+                    alphas=alphas,
+                )
+                for r in range(n_roi)
+            ]
+            for s, rois in enumerate(subjects)
+        ]
+    )
+
+
+def model_profiles(scores: np.ndarray, layer_models: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Each model's ROI profile: its best layer's subject-mean score in every region.
+
+    Parameters
+    ----------
+    scores : array-like, shape (n_subjects, n_layers, n_rois)
+        From :func:`model_encoding_scores`.
+    layer_models : sequence of str, length n_layers
+        The model each layer belongs to.
+
+    Returns
+    -------
+    models : list of str
+        The models, in order of first appearance.
+    profiles : ndarray of float64, shape (n_models, n_rois)
+        Maximum over the model's layers of the mean score over subjects.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    names = [str(m) for m in layer_models]
+    if s.ndim != 3 or s.shape[1] != len(names):
+        raise ValueError(
+            f"`scores` must have shape (n_subjects, {len(names)}, n_rois) to match "
+            f"`layer_models`, got {s.shape} instead."
+        )
+    models = list(dict.fromkeys(names))
+    mean = s.mean(axis=0)
+    profiles = np.stack(
+        [mean[[k for k, n in enumerate(names) if n == m]].max(axis=0) for m in models]
+    )
+    return models, profiles
+
+
+def predictivity_alignment(
+    subject_rois: Sequence[Sequence[np.ndarray]],
+    layer_features: Sequence[np.ndarray],
+    layer_models: Sequence[str],
+    *,
+    symmetric: bool = True,
+    n_splits: int | None = 5,
+    alphas: Sequence[float] | np.ndarray = DEFAULT_ALPHAS,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    margin: float | Sequence[float] | None = None,
+    alpha: float = 0.05,
+) -> dict[str, np.ndarray]:
+    """Every linear-predictivity alignment output of one study, as the RSA stage stores it.
+
+    Parameters
+    ----------
+    subject_rois : sequence (n_subjects) of sequences (n_rois >= 2) of array-like
+        Stimulus responses of every subject's regions, each of shape
+        (n_stimuli, n_voxels_roi), the same stimuli in the same order.
+    layer_features : sequence (n_layers) of array-like
+        Features of the same stimuli, each of shape (n_stimuli, n_features_layer).
+    layer_models : sequence of str, length n_layers
+        The model each layer belongs to.
+    symmetric : bool
+        See :func:`brain_predictivity_pattern`.
+    n_splits, alphas
+        See :func:`cross_roi_predictivity`.
+    n_boot, seed, level
+        See :func:`relational_criterion_per_roi`.
+    margin, alpha
+        See :func:`encoding_equivalence`.
+
+    Returns
+    -------
+    outputs : dict of str to ndarray
+        ``lp_model_score`` (n_subjects, n_layers, n_rois), ``lp_model_profile``
+        (n_models, n_rois), ``lp_model_pattern`` (n_models, n_rois, n_rois),
+        ``lp_brain_pattern`` (n_subjects, n_rois, n_rois), ``lp_brain_pattern_mean``
+        (n_rois, n_rois), ``lp_criterion`` (n_models, n_subjects, n_rois),
+        ``lp_criterion_mean`` (n_models, n_rois) and ``lp_criterion_ci`` (2, n_models,
+        n_rois); with 3+ subjects, ``lp_subject_baseline`` (n_subjects, n_rois),
+        ``lp_baseline_difference``, ``lp_baseline_equivalence_p`` and
+        ``lp_baseline_difference_p`` (n_layers, n_rois) and ``lp_equivalence_margin``
+        (n_rois,). Models are in order of first appearance in ``layer_models``.
+    """
+    subjects = _check_subject_rois(subject_rois)
+    fit = {"n_splits": n_splits, "alphas": alphas}
+    scores = model_encoding_scores(subjects, layer_features, **fit)
+    _, profiles = model_profiles(scores, layer_models)
+    brain, brain_mean = subject_predictivity_patterns(subjects, symmetric=symmetric, **fit)
+    model_patterns = np.stack([model_profile_pattern(p) for p in profiles])
+    crit = [
+        relational_criterion_per_roi(m, brain, n_boot, seed, level=level) for m in model_patterns
+    ]
+    out = {
+        "lp_model_score": scores,
+        "lp_model_profile": profiles,
+        "lp_model_pattern": model_patterns,
+        "lp_brain_pattern": brain,
+        "lp_brain_pattern_mean": brain_mean,
+        "lp_criterion": np.stack([c.subject for c in crit]),
+        "lp_criterion_mean": np.stack([c.mean for c in crit]),
+        "lp_criterion_ci": np.stack([c.ci for c in crit], axis=1),
+    }
+    if len(subjects) >= 3:
+        baseline = subject_baseline_scores(subjects, **fit)
+        eq = encoding_equivalence(np.moveaxis(scores, 1, 0), baseline, margin, alpha)
+        out.update(
+            {
+                "lp_subject_baseline": baseline,
+                "lp_baseline_difference": eq.difference,
+                "lp_baseline_equivalence_p": eq.p_equivalent,
+                "lp_baseline_difference_p": eq.p_different,
+                "lp_equivalence_margin": eq.margin,
+            }
+        )
+    return out

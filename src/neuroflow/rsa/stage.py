@@ -18,7 +18,9 @@ fMRI: every event's response is the mean BOLD over the volumes from ``onset + la
 ``onset + duration + lag``; stimuli presented in at least two runs form the RDM
 (crossnobis with runs as partitions, or correlation distance of the run-averaged
 patterns), per ROI. RDMs are compared with each layer, noise ceilings are computed
-across subjects, and ROI × ROI alignment patterns are compared with each model's.
+across subjects, and ROI × ROI alignment patterns are compared with each model's;
+the same patterns are built from linear predictivity too (cross-ROI ridge and each
+layer's encoding scores, ``lp_*`` variables, :mod:`neuroflow.rsa.predictivity_patterns`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from .eeg import (
 )
 from .equivalence import subject_model_equivalence
 from .inference import BOOTSTRAP_FACTORS, bootstrap_rsa
+from .predictivity_patterns import predictivity_alignment
 from .rdm import condensed_index, correlation_rdm, crossnobis_rdm
 
 __all__ = [
@@ -72,7 +75,7 @@ __all__ = [
     "rsa_fmri",
 ]
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +106,16 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "bootstrap_over": "auto",
         "alpha": 0.05,
         "seed": 0,
+    },
+    "predictivity_patterns": {
+        "enabled": True,
+        "symmetric": True,
+        "cv": 5,
+        "alphas": [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 1e4, 1e5],
+        "n_boot": 1000,
+        "seed": 0,
+        "equivalence_margin": None,
+        "alpha": 0.05,
     },
 }
 
@@ -144,6 +157,7 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
             f"{cfg['bootstrap']['eeg_times']!r} instead."
         )
     _check_model_time(cfg["model_time"])
+    _check_predictivity(cfg["predictivity_patterns"])
     margin = cfg["equivalence_margin"]
     if margin is not None and not margin > 0:
         raise ValueError(
@@ -173,6 +187,34 @@ def _check_model_time(cfg: Mapping[str, Any]) -> None:
             f"`rsa.model_time.n_permutations` must be at least {need} for a p-value to reach "
             f"`rsa.model_time.alpha` = {alpha} (the smallest is 1 / (n_permutations + 1)), "
             f"got {n_perm!r} instead."
+        )
+
+
+def _check_predictivity(cfg: Mapping[str, Any]) -> None:
+    """Check ``rsa.predictivity_patterns``."""
+    key = "`rsa.predictivity_patterns"
+    cv = cfg["cv"]
+    if cv is not None and (isinstance(cv, bool) or not isinstance(cv, int) or cv < 2):
+        raise ValueError(f"{key}.cv` must be an integer >= 2 or null, got {cv!r} instead.")
+    alphas = cfg["alphas"]
+    if (
+        not isinstance(alphas, list | tuple)
+        or not alphas
+        or not all(isinstance(a, int | float) and not isinstance(a, bool) for a in alphas)
+        or not all(a > 0 for a in alphas)
+    ):
+        raise ValueError(
+            f"{key}.alphas` must be a non-empty list of positive numbers, got {alphas!r} instead."
+        )
+    n_boot = cfg["n_boot"]
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"{key}.n_boot` must be a positive integer, got {n_boot!r} instead.")
+    if not 0 < cfg["alpha"] < 1:
+        raise ValueError(f"{key}.alpha` must be in (0, 1), got {cfg['alpha']!r} instead.")
+    margin = cfg["equivalence_margin"]
+    if margin is not None and not margin > 0:
+        raise ValueError(
+            f"{key}.equivalence_margin` must be positive or null, got {margin!r} instead."
         )
 
 
@@ -533,6 +575,102 @@ def _fmri_inference(
     return out
 
 
+#: Dimensions of the ``lp_*`` variables of the ``rsa_fmri`` store (described in
+#: :data:`neuroflow.variables.DESCRIPTIONS`).
+LP_DIMS: dict[str, tuple[str, ...]] = {
+    "lp_model_score": ("subject", "layer", "roi"),
+    "lp_model_profile": ("model", "roi"),
+    "lp_model_pattern": ("model", "roi_a", "roi_b"),
+    "lp_brain_pattern": ("subject", "roi_a", "roi_b"),
+    "lp_brain_pattern_mean": ("roi_a", "roi_b"),
+    "lp_criterion": ("model", "subject", "roi"),
+    "lp_criterion_mean": ("model", "roi"),
+    "lp_criterion_ci": ("bound", "model", "roi"),
+    "lp_subject_baseline": ("subject", "roi"),
+    "lp_baseline_difference": ("layer", "roi"),
+    "lp_baseline_equivalence_p": ("layer", "roi"),
+    "lp_baseline_difference_p": ("layer", "roi"),
+    "lp_equivalence_margin": ("roi",),
+}
+
+
+def _varying(x: np.ndarray) -> np.ndarray:
+    """Columns of ``x`` (n_stimuli, n_voxels) that vary over stimuli."""
+    return x[:, np.ptp(x, axis=0) > 0]
+
+
+def _predictivity_outputs(
+    stim_rois: list[list[np.ndarray]],
+    features: Mapping[str, str | os.PathLike],
+    stimuli: np.ndarray,
+    layer_models: list[str],
+    cfg: Mapping[str, Any],
+    level: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``lp_*`` variables: linear-predictivity alignment patterns of every ROI.
+
+    Parameters
+    ----------
+    stim_rois : list (n_subjects) of list (n_rois) of ndarray
+        Stimulus-mean responses, each of shape (n_stimuli, n_voxels_roi), the stimuli of
+        the RDMs in order.
+    features : dict of str to path-like
+        Layer name to feature store (n_layers of them).
+    stimuli : ndarray of str, shape (n_stimuli,)
+        The stimuli of ``stim_rois``' rows.
+    layer_models : list of str, length n_layers
+        The model (feature set) of each layer.
+    cfg : dict
+        The resolved ``rsa.predictivity_patterns`` section.
+    level : float
+        Coverage of the bootstrap interval of the relational criterion.
+
+    Returns
+    -------
+    data_vars : dict
+        ``lp_*`` variables (see :data:`LP_DIMS` and
+        :func:`~neuroflow.rsa.predictivity_patterns.predictivity_alignment`); the
+        subject baseline and its TOST only with 3+ subjects.
+    attrs : dict
+        ``predictivity_patterns`` (computed, or why not) and the settings used.
+    """
+    if not cfg["enabled"]:
+        return {}, {"predictivity_patterns": "disabled (rsa.predictivity_patterns.enabled)"}
+    if len(stim_rois[0]) < 2:
+        return {}, {"predictivity_patterns": "skipped: fewer than 2 ROIs"}
+    rois = [[_varying(x) for x in sub] for sub in stim_rois]
+    if any(x.shape[1] == 0 for sub in rois for x in sub):
+        return {}, {"predictivity_patterns": "skipped: an ROI has no voxel varying over stimuli"}
+    n_stim = rois[0][0].shape[0]
+    splits = None if cfg["cv"] is None else min(int(cfg["cv"]), n_stim)
+    alphas = np.asarray(cfg["alphas"], dtype=np.float64)
+    values = predictivity_alignment(
+        rois,
+        [stimulus_features(p, stimuli) for p in features.values()],
+        layer_models,
+        symmetric=bool(cfg["symmetric"]),
+        n_splits=splits,
+        alphas=alphas,
+        n_boot=int(cfg["n_boot"]),
+        seed=int(cfg["seed"]),
+        level=level,
+        margin=cfg["equivalence_margin"],
+        alpha=float(cfg["alpha"]),
+    )
+    data_vars = {name: (LP_DIMS[name], value) for name, value in values.items()}
+    attrs = {
+        "predictivity_patterns": "computed",
+        "lp_symmetric": bool(cfg["symmetric"]),
+        "lp_cv": "leave-one-stimulus-out" if splits is None else f"{splits}-fold over stimuli",
+        "lp_alphas": [float(a) for a in alphas],
+        "lp_n_boot": int(cfg["n_boot"]),
+        "lp_seed": int(cfg["seed"]),
+        "lp_ci_level": float(level),
+        "lp_alpha": float(cfg["alpha"]),
+    }
+    return data_vars, attrs
+
+
 def rsa_fmri(
     *,
     runs: list[str | os.PathLike],
@@ -578,7 +716,12 @@ def rsa_fmri(
         layer_b); with 3+ subjects, ``subject_baseline`` (subject, roi),
         ``baseline_difference``, ``baseline_equivalence_p`` and
         ``baseline_difference_p`` (layer, roi) and ``equivalence_margin`` (roi), all
-        for the first of ``rsa.comparisons``.
+        for the first of ``rsa.comparisons``. With ``rsa.predictivity_patterns``, the
+        same study from linear predictivity on the stimulus-mean responses of the
+        ROIs (voxels constant over the stimuli left out): the ``lp_*`` variables of
+        :func:`~neuroflow.rsa.predictivity_patterns.predictivity_alignment` (dims in
+        :data:`LP_DIMS`; attribute ``predictivity_patterns`` says whether they were
+        computed, ``lp_*`` attributes the settings).
     """
     cfg = resolve_config(config)
     if not features:
@@ -607,6 +750,7 @@ def rsa_fmri(
     methods = list(cfg["comparisons"])
     models = _model_rdms(features, common)
     roi_rdms = np.zeros((len(subs), len(rois), models.shape[1]))
+    stim_rois: list[list[np.ndarray]] = []
     for a, s in enumerate(subs):
         pats, stim, run, roi = loaded[s]
         keep = np.isin(stim, common)
@@ -622,6 +766,10 @@ def rsa_fmri(
                 )[0]
             else:
                 roi_rdms[a, b] = correlation_rdm(average_by_stimulus(x, stim[keep])[1])
+        if cfg["predictivity_patterns"]["enabled"]:
+            stim_rois.append(
+                [average_by_stimulus(pats[keep][:, roi == n], stim[keep])[1] for n in rois]
+            )
     sim = np.stack(
         [np.stack([compare_rdms(models, r, method=m) for m in methods]) for r in roi_rdms]
     )
@@ -666,6 +814,15 @@ def rsa_fmri(
     inference = _fmri_inference(roi_rdms, models, methods[0], cfg)
     data_vars.update(inference.pop("data_vars"))
     coords.update({"layer_a": _obj(list(features)), "layer_b": _obj(list(features))})
+    lp_vars, lp_attrs = _predictivity_outputs(
+        stim_rois,
+        features,
+        common,
+        model_names,
+        cfg["predictivity_patterns"],
+        float(cfg["bootstrap"]["level"]),
+    )
+    data_vars.update(lp_vars)
     ds = xr.Dataset(data_vars, coords=coords)
     ds.attrs.update(
         {
@@ -674,6 +831,7 @@ def rsa_fmri(
             "alignment_comparison": methods[0],
             "feature_models": {n: feature_info(p) for n, p in features.items()},
             **inference,
+            **lp_attrs,
         }
     )
     return write_dataset(describe_variables(ds), output, provenance=provenance)

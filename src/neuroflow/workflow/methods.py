@@ -302,9 +302,17 @@ def _cv_text(cv: Any) -> str:
 def _encoding(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
     cfg = config["encoding"]
     delays = cfg["delays"]
-    if delays["method"] == "hrf":
+    if delays["method"] == "hrf" and isinstance(delays["hrf_model"], list | tuple):
+        models = [str(m) for m in delays["hrf_model"]]
+        cite = _cite(keys, *sorted({"glover" if m == "glover" else "spm_hrf" for m in models}))
+        lag = (
+            f"convolved with each haemodynamic response function of a library "
+            f"({', '.join(models)}) {cite}, one fit per function and, per voxel, the one "
+            "that cross-validated best on the training runs"
+        )
+    elif delays["method"] == "hrf":
         hrf = delays["hrf_model"]
-        cite = _cite(keys, "spm_hrf" if hrf == "spm" else "glover")
+        cite = _cite(keys, "glover" if hrf == "glover" else "spm_hrf")
         lag = f"convolved with the {hrf} haemodynamic response function {cite}"
     elif delays["method"] == "fir":
         lag = f"delayed by {delays['lags']} TRs (finite impulse response)"
