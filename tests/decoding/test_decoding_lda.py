@@ -10,8 +10,8 @@ from sklearn.preprocessing import StandardScaler
 
 from neuroflow.decoding.classification import group_cv, make_classifier
 from neuroflow.decoding.features import bin_window, zscore_features
-from neuroflow.decoding.lda import ledoit_wolf_batched, sliding_lda_scores
-from neuroflow.decoding.temporal import time_resolved_null
+from neuroflow.decoding.lda import ledoit_wolf_batched, sliding_lda_null, sliding_lda_scores
+from neuroflow.decoding.temporal import shuffle_labels, time_resolved_null
 
 
 @pytest.fixture
@@ -58,6 +58,38 @@ def test_null_uses_the_same_classifier(rng):
         X, y, groups, n_permutations=3, seed=2, classifier=make_classifier("lda")
     )
     np.testing.assert_allclose(fast, slow, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("generalize", [False, True])
+def test_null_of_many_labellings_equals_one_at_a_time(rng, n_classes, generalize, monkeypatch):
+    """The batched null is the per-labelling fit, bit for bit, whatever the batch."""
+    import neuroflow.decoding.lda as lda
+
+    X, y, splits, groups = _data(rng, n_classes, n=67, n_channels=5, n_times=7)
+    # shuffles within groups: class counts differ between labellings in a training fold
+    labels = np.stack([shuffle_labels(y, np.arange(67) % 3, rng) for _ in range(23)])
+    one_by_one = np.stack(
+        [sliding_lda_scores(X, yp, splits, generalize=generalize).mean(axis=0) for yp in labels]
+    )
+    counts = {tuple(np.bincount(yp[splits[0][0]], minlength=n_classes)) for yp in labels}
+    assert len(counts) > 1  # several batches of class counts in one fold
+    got = sliding_lda_null(X, labels, splits, generalize=generalize)
+    np.testing.assert_array_equal(got, one_by_one)
+    monkeypatch.setattr(lda, "NULL_BATCH_BYTES", 1)  # one labelling per batch
+    np.testing.assert_array_equal(sliding_lda_null(X, labels, splits, generalize=generalize), got)
+    # the stage's entry point draws the same shuffles and gets the same null
+    null = time_resolved_null(X, y, groups, n_permutations=11, seed=4, generalize=generalize)
+    draw = np.random.default_rng(4)
+    drawn = [shuffle_labels(y, groups, draw) for _ in range(11)]
+    ref = [sliding_lda_scores(X, yp, splits, generalize=generalize).mean(0) for yp in drawn]
+    np.testing.assert_array_equal(null, np.stack(ref))
+    with pytest.raises(ValueError, match=r"`labels` \(n_labellings, n_epochs\) must agree"):
+        sliding_lda_null(X, labels[:, :5], splits)
+    assert (
+        sliding_lda_null(X, labels[:0], splits, generalize=generalize).shape
+        == (0, 7, 7)[: 3 if generalize else 2]
+    )
 
 
 def test_sliding_lda_errors(rng):

@@ -142,8 +142,10 @@ def test_null_is_the_same_with_parallel_permutations(rng):
     X = rng.standard_normal((40, 4, 6))
     y = np.repeat([0, 1], 20)
     stim = np.arange(40) // 2
-    one = time_resolved_null(X, y, stim, n_permutations=3, n_splits=4, seed=5)
-    two = time_resolved_null(X, y, stim, n_permutations=3, n_splits=4, seed=5, n_jobs=2)
+    # blocks of permutations (one per 10 % of them), fitted by two workers
+    one = time_resolved_null(X, y, stim, n_permutations=13, n_splits=4, seed=5)
+    two = time_resolved_null(X, y, stim, n_permutations=13, n_splits=4, seed=5, n_jobs=2)
+    assert one.shape == (13, 6)
     np.testing.assert_array_equal(one, two)
     with pytest.raises(ValueError, match=r"`units` must have shape \(40,\), got \(3,\)"):
         time_resolved_null(X, y, stim, n_permutations=3, units=[0, 1, 2])

@@ -19,7 +19,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ledoit_wolf_batched", "sliding_lda_scores"]
+__all__ = ["ledoit_wolf_batched", "sliding_lda_null", "sliding_lda_scores"]
+
+#: Bytes of training data gathered per batch of labellings in :func:`sliding_lda_null`
+#: (larger batches leave the processor's cache and run slower).
+NULL_BATCH_BYTES = 4 * 2**20
 
 
 def _scale(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
@@ -37,31 +41,31 @@ def ledoit_wolf_batched(x: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    x : ndarray, shape (n_batch, n_samples, n_features)
-        One data set per batch entry.
+    x : ndarray, shape (..., n_samples, n_features)
+        One data set per leading index (any number of leading axes).
 
     Returns
     -------
-    cov : ndarray of float64, shape (n_batch, n_features, n_features)
+    cov : ndarray of float64, shape (..., n_features, n_features)
     """
     x = np.asarray(x, dtype=np.float64)
-    n, p = x.shape[1], x.shape[2]
-    mean, sd = _scale(x, axis=1)
+    n, p = x.shape[-2], x.shape[-1]
+    mean, sd = _scale(x, axis=-2)
     z = (x - mean) / sd
-    emp = np.ascontiguousarray(np.swapaxes(z, 1, 2)) @ z / n  # batched BLAS
+    emp = np.ascontiguousarray(np.swapaxes(z, -2, -1)) @ z / n  # batched BLAS
     z2 = z**2
-    trace = z2.sum(axis=(1, 2)) / n
+    trace = z2.sum(axis=(-2, -1)) / n
     mu = trace / p
-    beta_ = (z2.sum(axis=2) ** 2).sum(axis=1)
-    delta_ = (emp**2).sum(axis=(1, 2))
+    beta_ = (z2.sum(axis=-1) ** 2).sum(axis=-1)
+    delta_ = (emp**2).sum(axis=(-2, -1))
     beta = (beta_ / n - delta_) / (p * n)
     delta = (delta_ - 2.0 * mu * trace + p * mu**2) / p
     beta = np.minimum(beta, delta)
     shrink = np.divide(beta, delta, out=np.zeros_like(beta), where=beta != 0)
-    cov = (1.0 - shrink)[:, None, None] * emp
-    cov += (shrink * mu)[:, None, None] * np.eye(p)
-    s = sd[:, 0, :]
-    return s[:, :, None] * cov * s[:, None, :]
+    cov = (1.0 - shrink)[..., None, None] * emp
+    cov += (shrink * mu)[..., None, None] * np.eye(p)
+    s = sd[..., 0, :]
+    return s[..., :, None] * cov * s[..., None, :]
 
 
 def _fit(xtr: np.ndarray, y: np.ndarray, classes: np.ndarray):
@@ -141,3 +145,143 @@ def sliding_lda_scores(
             pred = classes[dec.argmax(axis=-1)]
         out.append(_balanced_accuracy(pred, y[test]))
     return np.stack(out)
+
+
+def _fit_many(
+    z: np.ndarray, mean: np.ndarray, sd: np.ndarray, ytr: np.ndarray, classes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_fit` of several labellings with the same class counts, at once.
+
+    ``z`` (n_times, n_train, n_channels) is the standardised training fold, ``mean`` and
+    ``sd`` its scaling (n_times, 1, n_channels), ``ytr`` (n_labellings, n_train). Each
+    labelling's arrays keep the memory layout :func:`_fit` gives them (the labellings
+    are an outer axis), so its weights are equal to :func:`_fit`'s, bit for bit.
+
+    Returns
+    -------
+    w : ndarray, shape (n_labellings, n_times, n_classes, n_channels)
+    b : ndarray, shape (n_labellings, n_times, n_classes)
+    """
+    n_lab = ytr.shape[0]
+    # the fold as (n_train, n_channels, n_times) in memory, as the epochs are stored
+    buffer = np.moveaxis(z, 0, -1)
+    priors = np.array([(ytr[0] == k).mean() for k in classes])
+    cov, means = 0, []
+    for pk, k in zip(priors, classes, strict=True):
+        idx = np.nonzero(ytr == k)[1].reshape(n_lab, -1)  # each labelling's class-k items
+        zk = np.moveaxis(buffer[idx], -1, 1)  # (n_labellings, n_times, n_k, n_channels)
+        means.append(zk.mean(axis=2))
+        cov = cov + pk * ledoit_wolf_batched(zk)
+    means = np.stack(means, axis=2)  # (n_labellings, n_times, n_classes, n_channels)
+    coef = np.swapaxes(np.linalg.solve(cov, np.swapaxes(means, 2, 3)), 2, 3)
+    intercept = -0.5 * np.einsum("ltkc,ltkc->ltk", means, coef) + np.log(priors)
+    w = coef / sd
+    b = intercept - np.einsum("ltkc,tc->ltk", w, mean[:, 0, :])
+    return w, b
+
+
+def _balanced_accuracy_many(pred: np.ndarray, yte: np.ndarray) -> np.ndarray:
+    """:func:`_balanced_accuracy` of each labelling: ``pred`` (n_labellings, ..., n_items),
+    ``yte`` (n_labellings, n_items); each labelling's mean is over its own classes."""
+    total, n_present = 0.0, np.zeros(yte.shape[0])
+    for k in np.unique(yte):
+        is_k = yte == k
+        count = is_k.sum(axis=1)
+        extra = (1,) * (pred.ndim - 2)
+        hits = ((pred == k) & is_k.reshape(yte.shape[0], *extra, -1)).sum(axis=-1)
+        acc = hits / np.maximum(count, 1).reshape(-1, *extra)
+        total = total + np.where((count > 0).reshape(-1, *extra), acc, 0.0)
+        n_present += count > 0
+    return total / n_present.reshape(-1, *(1,) * (pred.ndim - 2))
+
+
+def _predict(classes: np.ndarray, dec: np.ndarray) -> np.ndarray:
+    """The class of the largest decision value (last axis; ties to the first class)."""
+    if classes.size == 2:
+        return classes[(dec[..., 1] > dec[..., 0]).astype(np.intp)]
+    return classes[dec.argmax(axis=-1)]
+
+
+def sliding_lda_null(
+    X: np.ndarray,
+    labels: np.ndarray,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    generalize: bool = False,
+) -> np.ndarray:
+    """Fold-averaged :func:`sliding_lda_scores` of many labellings of the same epochs.
+
+    The permutation null refits the model for every shuffle of the labels on the same
+    folds: the standardisation of each training fold is shared, and the labellings
+    with the same class counts in a fold are fitted together (their class means and
+    Ledoit-Wolf covariances batched with the time points). The result equals
+    ``sliding_lda_scores(X, y, splits, generalize=generalize).mean(axis=0)`` for each
+    labelling ``y``, bit for bit.
+
+    Parameters
+    ----------
+    X : array-like, shape (n_epochs, n_channels, n_times)
+        Epochs.
+    labels : array-like, shape (n_labellings, n_epochs)
+        Class labels of every labelling.
+    splits : sequence of (train, test) index arrays
+        Cross-validation folds.
+    generalize : bool
+        Train at every time point and test at every time point.
+
+    Returns
+    -------
+    scores : ndarray, shape (n_labellings, n_times) or (n_labellings, n_times, n_times)
+        Balanced accuracy averaged over folds.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels)
+    if X.ndim != 3 or labels.ndim != 2 or labels.shape[1] != X.shape[0]:
+        raise ValueError(
+            "`X` (n_epochs, n_channels, n_times) and `labels` (n_labellings, n_epochs) must "
+            f"agree, got {X.shape} and {labels.shape} instead."
+        )
+    n_lab, n_times = labels.shape[0], X.shape[2]
+    shape = (n_times, n_times) if generalize else (n_times,)
+    if n_lab == 0:
+        return np.zeros((0, *shape))
+    names, codes = np.unique(labels, return_inverse=True)
+    codes = codes.reshape(labels.shape)
+    Xt = np.moveaxis(X, 2, 0)
+    out = []
+    for train, test in splits:
+        xtr, xte = Xt[:, train], Xt[:, test]
+        mean, sd = _scale(xtr, axis=1)
+        z = (xtr - mean) / sd
+        ytr, yte = labels[:, train], labels[:, test]
+        fold = np.empty((n_lab, *shape))
+        # labellings with the same classes and class counts in this training fold
+        counts = np.stack([(codes[:, train] == k).sum(axis=1) for k in range(names.size)], 1)
+        keys = [tuple(row) for row in counts]
+        per_labelling = max(z.nbytes, 1)
+        step = max(1, NULL_BATCH_BYTES // per_labelling)
+        for key in dict.fromkeys(keys):
+            classes = names[np.flatnonzero(key)]
+            if classes.size < 2:
+                raise ValueError(
+                    f"Every training fold must hold at least 2 classes, got {classes.tolist()}."
+                )
+            members = np.array([j for j, other in enumerate(keys) if other == key])
+            for chunk in np.array_split(members, -(-members.size // step)):
+                w, b = _fit_many(z, mean, sd, ytr[chunk], classes)
+                wt = np.ascontiguousarray(np.swapaxes(w, 2, 3))  # (lab, t, channels, classes)
+                if generalize:
+                    n_t, n_te, n_ch = xte.shape
+                    flat_x = xte.reshape(n_t * n_te, n_ch)
+                    pred = []
+                    for j in range(chunk.size):
+                        flat = flat_x @ np.moveaxis(wt[j], 0, 1).reshape(n_ch, -1)
+                        dec = np.moveaxis(flat.reshape(n_t, n_te, n_t, -1), 2, 0)
+                        pred.append(_predict(classes, dec + b[j, :, None, None, :]))
+                    pred = np.stack(pred)
+                else:
+                    # (lab, t, test, classes)
+                    pred = _predict(classes, xte @ wt + b[:, :, None, :])
+                fold[chunk] = _balanced_accuracy_many(pred, yte[chunk])
+        out.append(fold)
+    return np.stack(out).mean(axis=0) if out else np.zeros((n_lab, *shape))

@@ -60,7 +60,7 @@ from neuroflow.models.selection import near_best
 from neuroflow.progress import Progress
 
 from .classification import group_cv, labels_constant_within_groups, make_classifier, permute_labels
-from .lda import sliding_lda_scores
+from .lda import sliding_lda_null, sliding_lda_scores
 
 __all__ = [
     "GROUP_SIGMA",
@@ -322,15 +322,17 @@ def time_resolved_null(
     """Fold-averaged scores with shuffled labels (see :func:`shuffle_labels`).
 
     Every permutation is scored on the folds of the observed labels' analysis (the
-    folds depend on ``groups`` only).
+    folds depend on ``groups`` only). With ``"lda"``, the permutations are fitted in
+    blocks (:func:`~neuroflow.decoding.lda.sliding_lda_null`), with the same result as
+    one :func:`time_resolved_scores` per permutation.
 
     Parameters
     ----------
     X, y, groups, classifier, generalize, n_splits
         As in :func:`time_resolved_scores`.
     n_jobs : int | None
-        Parallel jobs: permutations of the batched ``"lda"`` run in parallel (the
-        result does not depend on it); MNE's estimators get them otherwise.
+        Parallel jobs: blocks of permutations of the batched ``"lda"`` run in parallel
+        (the result does not depend on it); MNE's estimators get them otherwise.
     n_permutations : int
         Number of shuffles.
     seed : int
@@ -353,20 +355,38 @@ def time_resolved_null(
     batched = isinstance(classifier, str) and classifier == "lda"
     kw = {"classifier": classifier, "generalize": generalize, "n_splits": n_splits}
     what = "classification null" + (" (temporal generalisation)" if generalize else "")
+    if batched and labels:
+        X = _check_epochs(X, y.shape[0])
+        splits = list(group_cv(groups, n_splits).split(X[:, :, 0], y, groups))
+        # blocks of permutations fitted together, each ending where the progress report
+        # reaches its next 10 %
+        ends = np.unique([-(-b * len(labels) // 10) for b in range(1, 11)])
+        blocks = [np.arange(a, b) for a, b in zip(np.r_[0, ends[:-1]], ends, strict=True)]
+        blocks = [b for b in blocks if b.size]
+        kw = {"generalize": generalize}
+        parallel = n_jobs is not None and n_jobs != 1 and len(blocks) > 1
+    else:
+        blocks = [np.array([i]) for i in range(len(labels))]
+        parallel = False
     out = []
     with Progress(len(labels), what, "permutations") as progress:
-        if batched and n_jobs is not None and n_jobs != 1 and len(labels) > 1:
+        if batched and parallel:
             from joblib import Parallel, delayed
 
             scores = Parallel(n_jobs=n_jobs, return_as="generator")(
-                delayed(_mean_scores)(X, yp, groups, kw) for yp in labels
+                delayed(sliding_lda_null)(X, [labels[i] for i in b], splits, **kw) for b in blocks
             )
+        elif batched:
+            scores = (sliding_lda_null(X, [labels[i] for i in b], splits, **kw) for b in blocks)
         else:
-            scores = (_mean_scores(X, yp, groups, {**kw, "n_jobs": n_jobs}) for yp in labels)
-        for score in scores:
+            scores = (
+                _mean_scores(X, labels[i], groups, {**kw, "n_jobs": n_jobs})[None]
+                for (i,) in blocks
+            )
+        for block, score in zip(blocks, scores, strict=True):
             out.append(score)
-            progress.update()
-    return np.stack(out) if out else np.zeros((0, *np.shape(X)[2:]))
+            progress.update(block.size)
+    return np.concatenate(out) if out else np.zeros((0, *np.shape(X)[2:]))
 
 
 def _mean_scores(X: np.ndarray, y: np.ndarray, groups: np.ndarray, kw: dict) -> np.ndarray:

@@ -37,6 +37,7 @@ stimulus id; :func:`canonical_ids` maps ids of identical stimulus files (see
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,13 +53,17 @@ from neuroflow.io.events import MISSING as _MISSING
 from neuroflow.io.events import events_from_store, stimulus_mask
 
 __all__ = [
+    "MIN_ONSET",
     "Placements",
     "align_features",
     "average_weights",
+    "boxcar_bounds",
+    "boxcar_responses",
     "canonical_ids",
     "delay_features",
     "event_rows",
     "features_for_stimuli",
+    "fine_grid",
     "hrf_weights",
     "lanczos_weights",
     "place_rows",
@@ -239,6 +244,113 @@ def lanczos_weights(
     return w
 
 
+#: Earliest onset, relative to the first volume, that the fine grid of the convolution
+#: covers (nilearn's ``min_onset``, as in
+#: :func:`neuroflow.preprocessing.fmri.single_trial.event_regressors`).
+MIN_ONSET = -24.0
+
+
+def fine_grid(frame_times: np.ndarray, oversampling: int) -> np.ndarray:
+    """The fine time grid on which nilearn convolves a run's events with an HRF.
+
+    The grid of :func:`nilearn.glm.first_level.compute_regressor` (with ``min_onset``
+    :data:`MIN_ONSET`), computed as nilearn does so that events fall on the same samples.
+
+    Parameters
+    ----------
+    frame_times : ndarray, shape (n_times,)
+        Evenly spaced sampling times of the volumes in seconds (at least 2).
+    oversampling : int
+        Samples per TR.
+
+    Returns
+    -------
+    grid : ndarray, shape (n_fine,)
+        From ``frame_times[0] + MIN_ONSET`` to one TR past the last volume (for a
+        grid that starts at 0).
+    """
+    n = frame_times.size
+    lo, hi = float(frame_times.min()), float(frame_times.max())
+    n_fine = (n - 1) * 1.0 / (hi - lo)
+    n_fine *= (hi * (1 + 1.0 / (n - 1)) - lo - MIN_ONSET) * oversampling
+    return np.linspace(lo + MIN_ONSET, hi * (1 + 1.0 / (n - 1)), np.rint(n_fine + 1).astype(int))
+
+
+def boxcar_bounds(
+    grid: np.ndarray, onsets: np.ndarray, durations: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """First and past-the-last fine samples of each event's unit boxcar, as nilearn places them.
+
+    Parameters
+    ----------
+    grid : ndarray, shape (n_fine,)
+        Output of :func:`fine_grid`.
+    onsets, durations : ndarray, shape (n_events,)
+        In seconds (durations without NaN).
+
+    Returns
+    -------
+    first, stop : ndarray of int, shape (n_events,)
+        The boxcar is 1 on samples ``first <= k < stop``. An event starts at the first
+        sample at or after its onset and ends at the first at or after its end; an
+        impulse (or an event shorter than a sample) covers one sample; both bounds stop
+        at the last sample, so an event that starts there adds nothing.
+    """
+    last = grid.size - 1
+    first = np.minimum(np.searchsorted(grid, onsets), last)
+    stop = np.minimum(np.searchsorted(grid, onsets + durations), last)
+    stop = np.where((stop < last) & (stop == first), stop + 1, stop)
+    return first, stop
+
+
+def boxcar_responses(
+    kernel: np.ndarray,
+    grid: np.ndarray,
+    first: np.ndarray,
+    stop: np.ndarray,
+    frame_times: np.ndarray,
+) -> np.ndarray:
+    """Each event's boxcar convolved with an HRF kernel on the fine grid, sampled at the volumes.
+
+    The convolution of a boxcar with the kernel is a difference of the kernel's running
+    sum, ``conv[n] = K[n - first] - K[n - stop]`` with ``K[m] = kernel[:m + 1].sum()``
+    (0 for ``m < 0``), evaluated only at the two fine samples around each volume and
+    interpolated linearly between them: the values of
+    :func:`nilearn.glm.first_level.compute_regressor` for each event alone (its
+    convolution, cut at the grid's end, then its linear interpolation), for all events
+    at once.
+
+    Parameters
+    ----------
+    kernel : ndarray, shape (n_kernel,)
+        HRF sampled on the fine grid's step, e.g. nilearn's ``spm_hrf(t_r, oversampling)``.
+    grid : ndarray, shape (n_fine,)
+        Output of :func:`fine_grid`.
+    first, stop : ndarray of int, shape (n_events,)
+        Output of :func:`boxcar_bounds`.
+    frame_times : ndarray, shape (n_times,)
+        Sampling times of the volumes, within ``grid``.
+
+    Returns
+    -------
+    responses : ndarray, shape (n_times, n_events)
+        Column ``e``: event ``e``'s regressor at unit amplitude.
+    """
+    running = np.concatenate([[0.0], np.cumsum(np.asarray(kernel, float))])
+    # samples around each volume, as scipy's linear interp1d picks them
+    hi = np.clip(np.searchsorted(grid, frame_times), 1, grid.size - 1)
+    lo = hi - 1
+
+    def conv(n: np.ndarray) -> np.ndarray:
+        after_first = np.clip(n[:, None] - first[None, :] + 1, 0, running.size - 1)
+        after_stop = np.clip(n[:, None] - stop[None, :] + 1, 0, running.size - 1)
+        return running[after_first] - running[after_stop]
+
+    y_lo, y_hi = conv(lo), conv(hi)
+    slope = (y_hi - y_lo) / (grid[hi] - grid[lo])[:, None]
+    return slope * (frame_times - grid[lo])[:, None] + y_lo
+
+
 def hrf_weights(
     times: np.ndarray,
     tr: float,
@@ -256,7 +368,8 @@ def hrf_weights(
     alone (unit amplitude, its own onset and duration), so ``weights @ features`` is
     the regressor a GLM would build with each feature as a parametric modulator. Short
     events keep their timing and length: a 1 s image in a 2 s TR weighs half of a 2 s
-    one, and an event that starts late in a TR peaks later.
+    one, and an event that starts late in a TR peaks later. All events are convolved
+    at once (:func:`boxcar_responses`, with nilearn's HRF kernels and fine grid).
 
     Parameters
     ----------
@@ -290,7 +403,7 @@ def hrf_weights(
         ``aligned = weights @ features``; with derivatives, one matrix per basis
         function (canonical first, in nilearn's order).
     """
-    from neuroflow.preprocessing.fmri.single_trial import HRF_MODELS, event_regressors
+    from neuroflow.preprocessing.fmri.single_trial import HRF_MODELS
 
     if hrf_model not in HRF_MODELS and hrf_model not in SHIFTED_HRF_MODELS:
         raise ValueError(
@@ -303,16 +416,37 @@ def hrf_weights(
     # a shifted HRF is the canonical one convolved with events moved by the shift
     hrf_model, shift = SHIFTED_HRF_MODELS.get(hrf_model, (hrf_model, 0.0))
     onsets = onsets + shift
-    n_basis = len(HRF_MODELS[hrf_model])
+    basis = HRF_MODELS[hrf_model]
     if onsets.size == 0:
-        empty = np.zeros((n_basis, frame_times.size, 0))
-        return empty[0] if n_basis == 1 else empty
+        empty = np.zeros((len(basis), frame_times.size, 0))
+        return empty[0] if len(basis) == 1 else empty
     durations = np.nan_to_num(np.asarray(durations, float), nan=0.0)
-    regressors = event_regressors(
-        onsets, durations, frame_times=frame_times, hrf_model=hrf_model, oversampling=oversampling
+    if frame_times.size < 2:
+        raise ValueError(
+            f"`times` must hold at least 2 volumes to convolve events with an HRF, got "
+            f"{frame_times.size} instead."
+        )
+    oversampling = int(oversampling)
+    grid = fine_grid(frame_times, oversampling)
+    early = onsets < grid[0]
+    if early.any():
+        warnings.warn(
+            f"{int(early.sum())} event(s) start more than {-MIN_ONSET:g} s before the first "
+            f"volume (earliest onset {onsets.min():g} s, with the HRF's shift): their "
+            f"responses are computed as if they started at {grid[0]:g} s.",
+            UserWarning,
+            stacklevel=2,
+        )
+    first, stop = boxcar_bounds(grid, onsets, durations)
+    # nilearn's kernel step: the smallest gap between volumes over the oversampling
+    t_r = float(np.min(np.diff(frame_times)))
+    weights = np.stack(
+        [
+            boxcar_responses(function(t_r, oversampling), grid, first, stop, frame_times)
+            for function in basis
+        ]
     )
-    weights = np.moveaxis(regressors, (0, 1, 2), (2, 1, 0))
-    return weights[0] if n_basis == 1 else weights
+    return weights[0] if len(basis) == 1 else weights
 
 
 def event_rows(rows: np.ndarray, centre: np.ndarray, event_regressor: bool) -> np.ndarray:
