@@ -55,9 +55,11 @@ include: "rules/qc.smk"
 include: "rules/predict.smk"
 include: "rules/geometry.smk"
 include: "rules/transform_sweeps.smk"
+include: "rules/report.smk"
 
 
 rule all:
     input:
         all_targets(),
+        thumbnail_targets(),
     default_target: True

@@ -62,14 +62,8 @@ if PLAN.has_summary:
                 labels={"table": "scores (every analysis, tidy)"},
             ),
             store=directory(str(PLAN.summary_dir() / "scores.zarr")),
-            plots=report(
-                directory(str(PLAN.summary_dir() / "plots")),
-                patterns=["{name}.png", "{name}.svg"],
-                caption="../workflow/report/figures.rst",
-                category=lambda wildcards: figure_entry(wildcards.name).category,
-                subcategory=lambda wildcards: figure_entry(wildcards.name).subcategory,
-                labels=lambda wildcards: figure_entry(wildcards.name).labels,
-            ),
+            # in the report as thumbnails, SVG as they are (rules/report.smk)
+            plots=directory(str(PLAN.summary_dir() / "plots")),
             warnings=report(
                 str(PLAN.summary_dir() / "warnings.tsv"),
                 caption="../workflow/report/warnings.rst",

@@ -19,13 +19,7 @@ if PLAN.geometry_enabled:
                 category="Tables",
                 labels={"table": "geometry vs scores across layers (Spearman)"},
             ),
-            plot=report(
-                str(PLAN.stage_dir("geometry") / "geometry.png"),
-                caption="../workflow/report/geometry.rst",
-                category="Layer sweeps",
-                subcategory="representational geometry",
-                labels={"figure": "geometry and scores against layer depth"},
-            ),
+            plot=str(PLAN.stage_dir("geometry") / "geometry.png"),  # thumbnail: report.smk
         params:
             **stage_params("geometry", config["geometry"]),
             labels=PLAN.geometry_labels,

@@ -1,7 +1,8 @@
 # In-silico experiments: pools of stimuli that were never shown are feature-extracted
 # with each model's extractor entries, then passed through every subject's fitted fMRI
 # (predict) or EEG (predict_eeg) model; the stimuli that drive each ROI or channel group
-# most and least are ranked, drawn and listed in the report under "In-silico".
+# most and least are ranked and drawn; their thumbnails (rules/report.smk) are listed in
+# the report under "In-silico".
 for _name, _pools in PLAN.pool_extractors().items():
 
     rule:
@@ -42,20 +43,14 @@ if PLAN.predict_models:
             table=str(
                 PLAN.results / "predict" / "{model}-{version}" / "sub-{subject}_{pool}_ranking.tsv"
             ),
-            sheets=report(
-                directory(
-                    str(
-                        PLAN.results
-                        / "predict"
-                        / "{model}-{version}"
-                        / "sub-{subject}_{pool}_contact_sheets"
-                    )
-                ),
-                patterns=["{roi}.png"],
-                caption="../workflow/report/insilico.rst",
-                category=INSILICO_CATEGORY,
-                subcategory=lambda wc: f"stimulus set {wc.pool}",
-                labels=lambda wc: {"subject": wc.subject, "model": wc.model, "ROI": wc.roi},
+            # full size; in the report as thumbnails (rules/report.smk)
+            sheets=directory(
+                str(
+                    PLAN.results
+                    / "predict"
+                    / "{model}-{version}"
+                    / "sub-{subject}_{pool}_contact_sheets"
+                )
             ),
         wildcard_constraints:
             model=key_choice(PLAN.predict_models),
@@ -92,24 +87,14 @@ if PLAN.predict_eeg_models:
                 / "{model}-{version}"
                 / "sub-{subject}_{pool}_ranking.tsv"
             ),
-            sheets=report(
-                directory(
-                    str(
-                        PLAN.results
-                        / "predict_eeg"
-                        / "{model}-{version}"
-                        / "sub-{subject}_{pool}_contact_sheets"
-                    )
-                ),
-                patterns=["{roi}.png"],
-                caption="../workflow/report/insilico_eeg.rst",
-                category=INSILICO_CATEGORY,
-                subcategory=lambda wc: f"EEG, stimulus set {wc.pool}",
-                labels=lambda wc: {
-                    "subject": wc.subject,
-                    "model": wc.model,
-                    "channel group": wc.roi,
-                },
+            # full size; in the report as thumbnails (rules/report.smk)
+            sheets=directory(
+                str(
+                    PLAN.results
+                    / "predict_eeg"
+                    / "{model}-{version}"
+                    / "sub-{subject}_{pool}_contact_sheets"
+                )
             ),
         wildcard_constraints:
             model=key_choice(PLAN.predict_eeg_models),

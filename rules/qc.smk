@@ -10,14 +10,8 @@ if PLAN.qc_enabled:
             continuous=qc_continuous_input,
         output:
             store=directory(str(PLAN.stage_dir("qc_eeg") / "sub-{subject}" / "{key}_qc.zarr")),
-            plots=report(
-                directory(str(PLAN.stage_dir("qc_eeg") / "sub-{subject}" / "{key}_qc")),
-                patterns=["{key}_qc-{kind}.png"],
-                caption="../workflow/report/qc.rst",
-                category=QC_CATEGORY,
-                subcategory="EEG",
-                labels=lambda wc: qc_entry(f"{wc.key}_qc-{wc.kind}").labels,
-            ),
+            # in the report as thumbnails (rules/report.smk)
+            plots=directory(str(PLAN.stage_dir("qc_eeg") / "sub-{subject}" / "{key}_qc")),
         wildcard_constraints:
             key=key_choice(r.key for r in PLAN.eeg_recordings),
         params:
@@ -38,14 +32,8 @@ if PLAN.qc_enabled:
             clean=lambda wc: str(PLAN.fmri_store(wc.key)),
         output:
             store=directory(str(PLAN.stage_dir("qc_fmri") / "sub-{subject}" / "{key}_qc.zarr")),
-            plots=report(
-                directory(str(PLAN.stage_dir("qc_fmri") / "sub-{subject}" / "{key}_qc")),
-                patterns=["{key}_qc-{kind}.png"],
-                caption="../workflow/report/qc.rst",
-                category=QC_CATEGORY,
-                subcategory="fMRI",
-                labels=lambda wc: qc_entry(f"{wc.key}_qc-{wc.kind}").labels,
-            ),
+            # in the report as thumbnails (rules/report.smk)
+            plots=directory(str(PLAN.stage_dir("qc_fmri") / "sub-{subject}" / "{key}_qc")),
         wildcard_constraints:
             key=key_choice(r.key for r in PLAN.fmri_runs),
         params:

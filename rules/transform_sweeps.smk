@@ -13,13 +13,7 @@ if PLAN.transform_variants() and PLAN.has_summary:
                 category="Tables",
                 labels={"table": "transform sweeps (score per value)"},
             ),
-            plot=report(
-                str(PLAN.summary_dir() / "transform_sweeps.png"),
-                caption="../workflow/report/transform_sweeps.rst",
-                category="Layer sweeps",
-                subcategory="transform sweeps",
-                labels={"figure": "score against the transform's value"},
-            ),
+            plot=str(PLAN.summary_dir() / "transform_sweeps.png"),  # thumbnail: report.smk
         params:
             variants=PLAN.transform_variants(),
         log:

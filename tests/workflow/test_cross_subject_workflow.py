@@ -112,4 +112,9 @@ def test_cross_subject_settings_rerun_only_that_stage(cross_run, tmp_path):
     config = yaml.safe_load((work / "config.yaml").read_text())
     config["decoding"]["cross_subject"] = {"window": [0.2, 0.5]}
     write_config(work / "config.yaml", config)
-    assert planned_jobs(work) == {"decode_eeg_cross_subject": 1, "summarize_scores": 1, "all": 1}
+    assert planned_jobs(work) == {
+        "decode_eeg_cross_subject": 1,
+        "summarize_scores": 1,
+        "summary_thumbnails": 1,  # the report's copies of the new summary figures
+        "all": 1,
+    }

@@ -114,4 +114,9 @@ def test_summary_rows_and_rerun_scope(session_run, tmp_path):
     config = yaml.safe_load((work / "config.yaml").read_text())
     config["decoding"]["fmri"]["cv"] = "within-subject"
     write_config(work / "config.yaml", config)
-    assert planned_jobs(work) == {"decode_fmri": 1, "summarize_scores": 1, "all": 1}
+    assert planned_jobs(work) == {
+        "decode_fmri": 1,
+        "summarize_scores": 1,
+        "summary_thumbnails": 1,  # the report's copies of the new summary figures
+        "all": 1,
+    }

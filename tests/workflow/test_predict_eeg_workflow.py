@@ -120,4 +120,5 @@ def test_a_new_window_reruns_only_the_eeg_predictions(eeg_run, tmp_path):
         jobs = planned_jobs(run)
     finally:
         write_config(run / "config.yaml", config)
-    assert jobs == {"predict_eeg": len(facts["subjects"]), "all": 1}, jobs
+    n = len(facts["subjects"])  # and the report's thumbnails of their new contact sheets
+    assert jobs == {"predict_eeg": n, "predict_eeg_thumbnails": n, "all": 1}, jobs

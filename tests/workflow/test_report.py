@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
 import pytest
 from workflow_helpers import snakemake
 
+from neuroflow.figures import THUMBNAIL_PRESETS
 from neuroflow.workflow.report_layout import QC_FIGURES
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
@@ -108,7 +110,7 @@ def test_quality_control_of_each_recording(report, tiny_run):
     entries = _entries(results, categories, "Quality control")
     n_runs = len(list((tiny_run / "results" / "preprocess_fmri").rglob("*_bold.zarr")))
     n_eeg = len(list((tiny_run / "results" / "preprocess_eeg").rglob("*_epo.zarr")))
-    kinds = {name: name.removesuffix(".png").rsplit("_qc-", 1)[1] for name in entries}
+    kinds = {name: Path(name).stem.rsplit("_qc-", 1)[1] for name in entries}
     assert set(kinds.values()) == set(QC_CAPTIONS)
     eeg_kinds = [k for k in QC_CAPTIONS if QC_FIGURES[k][0] == "EEG"]
     assert len(entries) == n_eeg * len(eeg_kinds) + n_runs * (len(QC_CAPTIONS) - len(eeg_kinds))
@@ -145,3 +147,37 @@ def test_in_silico_contact_sheets(report, tiny_run):
         assert {m for m, _ in seen} == {"visual", "semantic"}, sub
     # the EEG sheets rank the global field power (the tiny run names no channel group)
     assert {r for p in categories["In-silico"][eeg] for r in [Path(p).stem]} == {"gfp"}
+
+
+def _full_size(thumbnail: Path) -> Path:
+    """The full-size figure of a report thumbnail (``<dir>_thumbnails/<name>.<ext>`` or
+    ``<name>_thumbnail.png``)."""
+    if thumbnail.parent.name.endswith("_thumbnails"):
+        folder = thumbnail.parent.with_name(thumbnail.parent.name.removesuffix("_thumbnails"))
+        return folder / f"{thumbnail.stem}.png"
+    return thumbnail.with_name(f"{thumbnail.stem.removesuffix('_thumbnail')}.png")
+
+
+def test_figures_are_thumbnails_of_the_full_size_files(report, tiny_run):
+    results, _ = report
+    images = {p: e for p, e in results.items() if e["mime_type"].startswith("image/")}
+    assert len(images) > 20
+    for path, entry in images.items():
+        data = base64.b64decode(entry["data_uri"].split("base64,", 1)[1])
+        rule = entry["job_properties"]["rule"]
+        assert rule.endswith(("_thumbnails", "_thumbnail")), (path, rule)
+        if path.endswith(".svg"):  # a vector figure, copied as it is
+            continue
+        preset = THUMBNAIL_PRESETS["photo" if rule.startswith("predict") else "plot"]
+        assert len(data) <= preset["max_bytes"], path
+        magic = b"\x89PNG" if path.endswith(".png") else b"\xff\xd8"  # JPEG
+        assert data.startswith(magic), path
+        full = _full_size(Path(path))
+        assert (tiny_run / full).is_file(), path  # the full-size figure stays in results/
+        assert str(full) not in results  # and is not in the report a second time
+        # the info panel: the figure's own caption, and the thumbnail's few settings
+        assert "Shown as a thumbnail" in entry["caption"], path
+        assert "the full-size" in entry["caption"], path
+        assert full.parent.name in entry["caption"], path
+        params = entry["job_properties"]["params"]
+        assert len(params) < 400 and "max_bytes" in params, (path, params)

@@ -37,6 +37,8 @@ EEG_ONLY = {
     "rsa_eeg",
     "predict_eeg",
 }
+#: Report thumbnails of the figures that a new encoding fit redraws.
+NEW_FIGURES = {"predict_thumbnails", "summary_thumbnails", "geometry_thumbnail"}
 
 
 def _changed(config: dict, dotted: str, value: Any) -> dict:
@@ -92,8 +94,9 @@ def test_encoding_change_schedules_only_encoding_and_downstream(tiny_copy: Path)
     """A shared encoding setting refits both models; nothing upstream reruns."""
     _write_tiny(tiny_copy, _changed(TINY_CONFIG, "encoding.alphas.num", 4))
     jobs = planned_jobs(tiny_copy)
-    # the in-silico predictions use the refitted models; the geometry plot the new scores
-    downstream = {"predict", "summarize_scores", "geometry", "all"}
+    # the in-silico predictions use the refitted models; the geometry plot the new scores;
+    # the report gets thumbnails of their new figures
+    downstream = {"predict", "summarize_scores", "geometry", "all", *NEW_FIGURES}
     assert set(jobs) == {"fit_encoding", "evaluate_encoding", *downstream}, jobs
     assert jobs["fit_encoding"] == jobs["evaluate_encoding"] == 2  # visual, semantic x 1 subject
     assert jobs["predict"] == 2  # the demo's one pool
@@ -110,6 +113,7 @@ def test_one_model_change_schedules_only_that_model(tiny_copy: Path) -> None:
         "predict": 1,
         "summarize_scores": 1,
         "geometry": 1,
+        **dict.fromkeys(NEW_FIGURES, 1),
         "all": 1,
     }
 
@@ -129,6 +133,8 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
         "predict",
         "summarize_scores",
         "geometry",
+        "qc_fmri_thumbnails",
+        *NEW_FIGURES,
         "all",
     }
     assert set(jobs) == fmri_chain, jobs
@@ -136,7 +142,7 @@ def test_preprocess_fmri_change_schedules_fmri_and_downstream(tiny_copy: Path) -
     assert not set(jobs) & EEG_ONLY, jobs
     fmri = TINY_CONFIG["demo"]["fmri"]
     n_runs = fmri["n_train_runs"] + fmri["n_test_repeats"]
-    assert jobs["preprocess_fmri"] == jobs["qc_fmri"] == n_runs
+    assert jobs["preprocess_fmri"] == jobs["qc_fmri"] == jobs["qc_fmri_thumbnails"] == n_runs
     assert jobs["align_features"] == 2 * n_runs  # two extractors with one layer each
 
 

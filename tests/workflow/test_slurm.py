@@ -27,7 +27,19 @@ from workflow_helpers import REPO, TINY_CONFIG, snakemake, write_config
 CLUSTER = Path(__file__).with_name("slurm_cluster.sh")
 PROFILE = REPO / "workflow" / "profiles" / "slurm"
 #: Rules that run on the submitting host (``localrule: True``), never through sbatch.
-LOCAL_RULES = {"generate_demo", "summarize_scores", "all"}
+LOCAL_RULES = {
+    "generate_demo",
+    "summarize_scores",
+    "all",
+    # report thumbnails (rules/report.smk)
+    "qc_eeg_thumbnails",
+    "qc_fmri_thumbnails",
+    "predict_thumbnails",
+    "predict_eeg_thumbnails",
+    "summary_thumbnails",
+    "transform_sweeps_thumbnail",
+    "geometry_thumbnail",
+}
 _SUBMITTED = re.compile(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 #: slurmctld sends a job's end to slurmdbd asynchronously: how long to wait for it.
 SACCT_WAIT_S = 60
