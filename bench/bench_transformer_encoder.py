@@ -14,7 +14,14 @@ linear map of them plus noise; nothing is read from or written to disk):
 * the model alone (forward, backward and optimiser step on ready tensors) per batch,
   next to the data gathering and the validation pass, to split an epoch into model and
   data pipeline;
-* the same on CUDA with mixed precision when a GPU is available.
+* the same on CUDA with mixed precision when a GPU is available;
+* prediction accuracy against banded ridge (:func:`bench_rois`, on the CPU), per ROI,
+  on two fixtures of :func:`make_roi_data` (2 subjects x 4 runs x 300 TRs + a test run):
+  the linear one, where every ROI responds linearly to lagged features (ridge is the
+  right model), and the nonlinear one, whose ``interaction`` ROI responds to the product
+  of a visual and a semantic feature (no linear map of the features predicts that
+  part). It prints the test r of both and their ratio, transformer / ridge, per ROI and
+  seed (``--roi-seeds``, default 0 1 2; ~20 s per seed and fixture).
 
 For each problem: seconds per epoch (median over epochs, validation pass included),
 training windows per second, the whole ``train_encoder`` call, ``predict`` on one test
@@ -26,6 +33,7 @@ Usage::
     python bench/bench_transformer_encoder.py            # demo + large problem, ~1 min
     python bench/bench_transformer_encoder.py --small    # demo + shrunk large, ~25 s
     python bench/bench_transformer_encoder.py --epochs 5 --threads 4
+    python bench/bench_transformer_encoder.py --small --roi-seeds 0 1 2 3 4
 
 ``--epochs`` sets the epochs of both problems (default 3 for the demo size, 1 for the
 large one); ``--threads`` sets ``torch.set_num_threads``. The times above are for one
@@ -48,7 +56,8 @@ import numpy as np
 import torch
 from scipy.ndimage import gaussian_filter1d
 
-from neuroflow.models import fir_delays, run_splits
+from neuroflow.evaluation.metrics import pearson_r
+from neuroflow.models import banded_ridge_cv, fir_delays, run_splits
 from neuroflow.models.transformer import (
     MultimodalEncoder,
     SubjectData,
@@ -491,6 +500,304 @@ def bench_himalaya(
     return total, float(np.mean(scores)), n_features
 
 
+# ----------------------------------------------------------------------------- test r vs ridge
+#: ROIs of :func:`make_roi_data`: the two linear ones, then the interaction one.
+ROIS = ("visual", "semantic", "interaction")
+#: Share of the interaction ROI's signal variance carried by the product term.
+INTERACTION_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class RoiProblem:
+    """Size of one synthetic problem with ROI labels and a held-out test run.
+
+    Attributes
+    ----------
+    n_targets : tuple of int
+        Voxels of each subject, split over :data:`ROIS` in proportions 2:2:3 (rounded).
+    n_runs : int
+        Training runs per subject (the last one validates the transformer).
+    n_trs : int
+        TRs per run (training and test).
+    dims : tuple of (str, int)
+        The two feature spaces, visual then semantic, and their dimensions.
+    """
+
+    n_targets: tuple[int, ...] = (42, 35)
+    n_runs: int = 4
+    n_trs: int = 300
+    dims: tuple[tuple[str, int], ...] = (("visual", 8), ("semantic", 12))
+
+    @property
+    def spaces(self) -> list[str]:
+        """Feature space names, in input order."""
+        return [s for s, _ in self.dims]
+
+
+@dataclass
+class RoiData:
+    """Training and test data of :func:`make_roi_data`.
+
+    Attributes
+    ----------
+    train : list of SubjectData
+        Per subject, the training runs (features and targets).
+    test : list of SubjectData
+        Per subject, the test run (features only).
+    test_targets : list of ndarray, shapes (n_trs, n_targets of the subject)
+        Per subject, the test run's targets.
+    rois : list of ndarray of str, shapes (n_targets of the subject,)
+        Per subject, the ROI of every target.
+    """
+
+    train: list[SubjectData]
+    test: list[SubjectData]
+    test_targets: list[np.ndarray]
+    rois: list[np.ndarray]
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Columns of ``x`` (n_times, n) centred and scaled to unit variance."""
+    x = x - x.mean(0)
+    return x / (x.std(0) + 1e-6)
+
+
+def _hrf(x: np.ndarray) -> np.ndarray:
+    """``x`` (n_times, n) delayed by :data:`LAGS` and weighted by :data:`HRF`."""
+    delayed = fir_delays(x, LAGS).reshape(len(x), len(LAGS), x.shape[1])
+    return np.einsum("tld,l->td", delayed, HRF)
+
+
+def _roi_labels(n: int) -> np.ndarray:
+    """ROI of each of ``n`` targets: :data:`ROIS` in proportions 2:2:3."""
+    n_vis = round(2 * n / 7)
+    n_sem = round(2 * n / 7)
+    return np.array(
+        ["visual"] * n_vis + ["semantic"] * n_sem + ["interaction"] * (n - n_vis - n_sem)
+    )
+
+
+def make_roi_data(problem: RoiProblem, seed: int = 0, *, nonlinear: bool = True) -> RoiData:
+    """Synthetic multi-subject data whose ROIs respond linearly or not to the features.
+
+    Every subject sees the same stimulus: two feature spaces smooth in time. Per
+    subject, ``visual`` voxels respond to a rank-2 linear map of the visual features,
+    ``semantic`` voxels to a rank-2 map of the semantic ones. ``interaction`` voxels
+    respond, with ``nonlinear``, to the product of one visual and one semantic
+    direction (a share :data:`INTERACTION_SHARE` of the signal variance, not linear in
+    any TR's features: no linear map of them correlates with it) plus a linear map of
+    both spaces (the rest); without ``nonlinear``, to that linear map alone. Each
+    signal is delayed by lags 1-4 with HRF-like weights, scaled by a per-voxel gain in
+    [0.5, 1.5], and unit noise is added.
+
+    Parameters
+    ----------
+    problem : RoiProblem
+        Sizes.
+    seed : int
+        Seed of the numpy generator.
+    nonlinear : bool
+        Plant the product in the ``interaction`` ROI (else that ROI is linear too).
+
+    Returns
+    -------
+    data : RoiData
+    """
+    rng = np.random.default_rng(seed)
+    (vis, d_vis), (sem, d_sem) = problem.dims
+    runs = [
+        {s: _smooth_features(rng, problem.n_trs, d) for s, d in problem.dims}
+        for _ in range(problem.n_runs + 1)
+    ]
+    u = rng.standard_normal(d_vis) / np.sqrt(d_vis)
+    w = rng.standard_normal(d_sem) / np.sqrt(d_sem)
+    data = RoiData([], [], [], [])
+    for i, n_t in enumerate(problem.n_targets):
+        rois = _roi_labels(n_t)
+        maps = {
+            "visual": (rng.standard_normal((d_vis, 2)), None),
+            "semantic": (None, rng.standard_normal((d_sem, 2))),
+            "interaction": (rng.standard_normal((d_vis, 2)), rng.standard_normal((d_sem, 2))),
+        }
+        loading = {
+            roi: rng.standard_normal((2, int((rois == roi).sum()))) / np.sqrt(2) for roi in ROIS
+        }
+        product_gain = rng.uniform(0.5, 1.5, int((rois == "interaction").sum()))
+        gain = rng.uniform(0.5, 1.5, n_t)
+        targets = []
+        for feats in runs:
+            signal = np.zeros((problem.n_trs, n_t))
+            for roi in ROIS:
+                a, b = maps[roi]
+                latent = sum(x @ m for x, m in ((feats[vis], a), (feats[sem], b)) if m is not None)
+                part = _unit(latent) @ loading[roi]
+                if roi == "interaction" and nonlinear:
+                    product = _unit((feats[vis] @ u) * (feats[sem] @ w))[:, None] * product_gain
+                    part = (
+                        np.sqrt(1 - INTERACTION_SHARE) * part + np.sqrt(INTERACTION_SHARE) * product
+                    )
+                signal[:, rois == roi] = part
+            signal = _hrf(signal) / np.linalg.norm(HRF) * gain
+            targets.append((signal + rng.standard_normal(signal.shape)).astype(np.float32))
+        name = f"{i + 1:02d}"
+        data.train.append(SubjectData(name=name, features=runs[:-1], targets=targets[:-1]))
+        data.test.append(SubjectData(name=name, features=runs[-1:]))
+        data.test_targets.append(targets[-1])
+        data.rois.append(rois)
+    return data
+
+
+def ridge_test_r(data: RoiData, spaces: Sequence[str]) -> list[np.ndarray]:
+    """Test Pearson r of banded ridge, fitted per subject on every training run.
+
+    The reference the encoding stage fits: each space FIR-delayed by the planted lags
+    (1-4, so ridge knows the true delays), centred with the training means, banded
+    ridge with one penalty per space and target chosen leave-one-run-out over
+    :data:`ALPHAS`.
+
+    Parameters
+    ----------
+    data : RoiData
+        From :func:`make_roi_data`.
+    spaces : list of str
+        The feature spaces (bands).
+
+    Returns
+    -------
+    r : list of ndarray, shapes (n_targets of the subject,)
+        Per subject, the test r of every target.
+    """
+    out = []
+    for train, test, y_test in zip(data.train, data.test, data.test_targets, strict=True):
+        assert train.targets is not None
+        Xs = [np.concatenate([fir_delays(f[s], LAGS) for f in train.features]) for s in spaces]
+        Xs_test = [fir_delays(test.features[0][s], LAGS) for s in spaces]
+        Y = np.concatenate(train.targets)
+        means = [X.mean(0) for X in Xs]
+        groups = np.repeat(np.arange(len(train.targets)), [len(y) for y in train.targets])
+        fit = banded_ridge_cv(
+            [X - m for X, m in zip(Xs, means, strict=True)],
+            Y - Y.mean(0),
+            alphas=ALPHAS,
+            splits=run_splits(groups),
+            device="cpu",
+        )
+        X_test = np.hstack([X - m for X, m in zip(Xs_test, means, strict=True)])
+        out.append(pearson_r(y_test, X_test @ fit.coef))
+    return out
+
+
+def transformer_test_r(
+    data: RoiData, spaces: Sequence[str], options: Mapping[str, Any]
+) -> list[np.ndarray]:
+    """Test Pearson r of the transformer encoder trained on every subject at once.
+
+    Parameters
+    ----------
+    data : RoiData
+        From :func:`make_roi_data`.
+    spaces : list of str
+        The feature spaces.
+    options : dict
+        Encoder options.
+
+    Returns
+    -------
+    r : list of ndarray, shapes (n_targets of the subject,)
+        Per subject, the test r of every target.
+    """
+    trained = train_encoder(data.train, spaces, options)
+    return [
+        pearson_r(y, predict(trained, test))
+        for test, y in zip(data.test, data.test_targets, strict=True)
+    ]
+
+
+def roi_means(r: Sequence[np.ndarray], rois: Sequence[np.ndarray]) -> dict[str, float]:
+    """Mean test r of every ROI, over its targets in all subjects.
+
+    Parameters
+    ----------
+    r, rois : list of ndarray, shapes (n_targets of the subject,)
+        Per subject, the test r and the ROI of every target.
+
+    Returns
+    -------
+    means : dict of str to float
+        ROI -> mean r, in :data:`ROIS` order.
+    """
+    r_all, roi_all = np.concatenate(r), np.concatenate(rois)
+    return {roi: float(r_all[roi_all == roi].mean()) for roi in ROIS}
+
+
+#: Encoder options of the ROI comparison (small: a few seconds per fit on one core).
+#: Modality dropout is off: with the default 0.2 the encoder learns the cross-modal
+#: product far less (the product vanishes whenever one space is dropped).
+ROI_OPTIONS: dict[str, Any] = {
+    "hidden": 64,
+    "n_layers": 1,
+    "n_heads": 2,
+    "window_trs": 6,
+    "epochs": 60,
+    "patience": 10,
+    "batch_size": 32,
+    "modality_dropout": 0.0,
+    "refit": False,
+    "seeds": [0],
+    "device": "cpu",
+}
+
+
+def compare_rois(
+    problem: RoiProblem, seed: int, options: Mapping[str, Any], *, nonlinear: bool
+) -> dict[str, tuple[float, float]]:
+    """Mean test r of the transformer and of banded ridge in every ROI.
+
+    Parameters
+    ----------
+    problem : RoiProblem
+        Sizes.
+    seed : int
+        Seed of the data (:func:`make_roi_data`).
+    options : dict
+        Encoder options.
+    nonlinear : bool
+        Plant the product in the ``interaction`` ROI.
+
+    Returns
+    -------
+    r : dict of str to (float, float)
+        ROI -> (transformer, ridge) mean test r, in :data:`ROIS` order.
+    """
+    data = make_roi_data(problem, seed, nonlinear=nonlinear)
+    ridge = roi_means(ridge_test_r(data, problem.spaces), data.rois)
+    transformer = roi_means(transformer_test_r(data, problem.spaces, options), data.rois)
+    return {roi: (transformer[roi], ridge[roi]) for roi in ROIS}
+
+
+def bench_rois(problem: RoiProblem, seeds: Sequence[int], options: Mapping[str, Any]) -> None:
+    """Print, per fixture and seed, the transformer/ridge test r ratio of every ROI."""
+    print(
+        f"\ntest r, transformer / banded ridge, per ROI: {len(problem.n_targets)} subjects "
+        f"({'/'.join(map(str, problem.n_targets))} voxels) x {problem.n_runs} runs x "
+        f"{problem.n_trs} TRs + 1 test run, features "
+        + " + ".join(f"{s} {d}" for s, d in problem.dims)
+        + f"; encoder {', '.join(f'{k}={v}' for k, v in options.items() if k != 'device')}"
+    )
+    header = "  ".join(f"{roi + ' (tr/ridge = x)':>28}" for roi in ROIS)
+    for nonlinear in (False, True):
+        label = "nonlinear" if nonlinear else "linear"
+        print(f"  {'fixture':<9} {'seed':>4}  {header}")
+        ratios = []
+        for seed in seeds:
+            r = compare_rois(problem, seed, options, nonlinear=nonlinear)
+            ratios.append([t / ref for t, ref in r.values()])
+            cells = "  ".join(f"{t:>11.3f} / {ref:.3f} = {t / ref:4.2f}x" for t, ref in r.values())
+            print(f"  {label:<9} {seed:>4}  {cells}", flush=True)
+        low = np.min(ratios, axis=0)
+        print(f"  {label:<9} {'min':>4}  " + "  ".join(f"{x:>27.2f}x" for x in low))
+
+
 # ----------------------------------------------------------------------------- main
 def demo_problem() -> Problem:
     """The demo-sized problem."""
@@ -548,6 +855,13 @@ def main(argv: list[str] | None = None) -> None:
         "--epochs", type=int, default=None, help="epochs of both problems (default 3 / 1)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument(
+        "--roi-seeds",
+        type=int,
+        nargs="*",
+        default=[0, 1, 2],
+        help="seeds of the per-ROI comparison with banded ridge (none: skip it)",
+    )
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -610,6 +924,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     else:
         print("\nno GPU available (torch.cuda.is_available() is False): GPU figures not measured")
+    if args.roi_seeds:
+        bench_rois(RoiProblem(), args.roi_seeds, ROI_OPTIONS)
     print(f"peak RSS at the end {_rss_mb():.0f} MB")
 
 
