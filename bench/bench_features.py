@@ -427,7 +427,7 @@ def run_stage(case: str, n: int, workdir: Path, out: Path) -> None:
 
 
 def _load_images(workdir: Path, ids: list[str]) -> list:
-    from neuroflow.features.stimuli import load_image
+    from neuroflow.stimuli.image import load_image
 
     return [load_image(workdir / "stimuli" / i) for i in ids]
 

@@ -13,7 +13,7 @@ from features_helpers import TINY_VIT, minilm_path
 from neuroflow.cli import main
 from neuroflow.features.hf import hash_weight_files
 from neuroflow.features.inventory import entry_records, hub_fetch_steps
-from neuroflow.features.stimuli import file_sha256
+from neuroflow.stimuli.files import file_sha256
 
 REPO = Path(__file__).resolve().parents[2]
 SHA256 = re.compile(r"^[0-9a-f]{64}$")

@@ -11,18 +11,17 @@ import numpy as np
 import pytest
 
 from neuroflow.features.extract import extract_features
-from neuroflow.features.stimuli import (
+from neuroflow.stimuli.files import (
     escaping_links,
     first_row_naming,
     infer_modality,
     linked_outside,
-    load_stimulus,
-    read_captions,
     resolve_stimulus_files,
     stim_file_escape,
     stimulus_roots,
-    stimulus_texts,
 )
+from neuroflow.stimuli.load import load_stimulus
+from neuroflow.stimuli.text import read_captions, stimulus_texts
 
 
 def _events(path: Path, stim_files: list[str]) -> Path:

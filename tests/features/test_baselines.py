@@ -157,7 +157,7 @@ def test_image_statistics_is_registered(image_stimuli, tmp_path):
         provenance={},
     )
     feats = open_dataset(out["output"])["features"].values
-    from neuroflow.features.stimuli import apply_transforms, load_image
+    from neuroflow.stimuli.image import apply_transforms, load_image
 
     first = apply_transforms(load_image(folder / ids[0]), {"resize": [32, 32]})
     np.testing.assert_allclose(feats[0], module.image_statistics(first[None])[0], rtol=1e-5)

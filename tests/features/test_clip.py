@@ -24,7 +24,7 @@ from neuroflow.features.clip import PROJECTION, HFClipExtractor
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.extract import extract_features
 from neuroflow.features.hf import ModelNotFoundError, hash_weight_files
-from neuroflow.features.stimuli import load_image
+from neuroflow.stimuli.image import load_image
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTIONS = {

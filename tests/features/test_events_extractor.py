@@ -21,8 +21,9 @@ from neuroflow.features.events import (
 )
 from neuroflow.features.extract import extract_features
 from neuroflow.features.registry import available_extractors
-from neuroflow.features.stimuli import read_stimulus_ids, read_transcript
 from neuroflow.io.events import events_from_store
+from neuroflow.stimuli.files import read_stimulus_ids
+from neuroflow.stimuli.text import read_transcript
 
 NAMES = ["stim_type=FAMOUS", "stim_type=SCRAMBLED", "stim_type=UNFAMILIAR", "response_time"]
 

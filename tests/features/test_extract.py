@@ -12,7 +12,8 @@ import neuroflow.features.extract as extract_mod
 from neuroflow.artifacts import open_dataset
 from neuroflow.features.extract import extract_features
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import apply_transforms, read_stimulus_ids
+from neuroflow.stimuli.files import read_stimulus_ids
+from neuroflow.stimuli.image import apply_transforms
 
 N_STIM, N_FEAT = 9, 7
 

@@ -43,7 +43,7 @@ def test_layer_fractions_pick_the_right_blocks(image_stimuli):
         )
     )
     extractor = HFVisionExtractor(entry, "image")
-    from neuroflow.features.stimuli import load_image
+    from neuroflow.stimuli.image import load_image
 
     images = [load_image(folder / i) for i in ids[:3]]
     feats = extractor.extract(images)
@@ -200,7 +200,7 @@ def test_causal_lm_context_window_changes_only_the_context(tmp_path):
 
 
 def test_context_words_use_preceding_stimuli(tmp_path):
-    from neuroflow.features.stimuli import stimulus_texts
+    from neuroflow.stimuli.text import stimulus_texts
 
     ids = ["a", "b", "c", "d"]
     caps = {"a": "one two", "b": "three", "c": "four", "d": "five"}
@@ -312,7 +312,7 @@ def test_device_and_dtype_selection():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_half_precision_on_gpu(image_stimuli):
     folder, ids = image_stimuli
-    from neuroflow.features.stimuli import load_image
+    from neuroflow.stimuli.image import load_image
 
     entry = fill_entry(_vit_entry(layers=[{"depth": 1.0}], device="cuda", dtype="float16"))
     extractor = HFVisionExtractor(entry, "image")

@@ -21,8 +21,8 @@ from neuroflow.artifacts import open_dataset
 from neuroflow.features.config import fill_entry
 from neuroflow.features.extract import extract_features
 from neuroflow.features.hf import hash_weight_files
-from neuroflow.features.stimuli import audio_info, iter_audio_segments
 from neuroflow.features.windows import audio_window_bounds
+from neuroflow.stimuli.audio import audio_info, iter_audio_segments
 
 SFREQ = 16000
 TINY_HUBERT = {

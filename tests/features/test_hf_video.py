@@ -19,12 +19,12 @@ from neuroflow.artifacts import open_dataset
 from neuroflow.features.config import fill_entry
 from neuroflow.features.extract import extract_features
 from neuroflow.features.hf import ModelNotFoundError, hash_state_dict, hash_weight_files
-from neuroflow.features.stimuli import load_video
 from neuroflow.features.windows import (
     iter_frame_windows,
     window_frame_indices,
     window_frame_times,
 )
+from neuroflow.stimuli.video import load_video
 
 FPS = 12
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))

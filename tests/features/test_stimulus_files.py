@@ -15,12 +15,8 @@ from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.features.align import canonical_ids, features_for_stimuli
 from neuroflow.features.extract import extract_features
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import (
-    content_groups,
-    file_sha256,
-    resolve_stimulus_files,
-    stimulus_texts,
-)
+from neuroflow.stimuli.files import content_groups, file_sha256, resolve_stimulus_files
+from neuroflow.stimuli.text import stimulus_texts
 
 
 @register_extractor("test_count_pixels", modalities=("image", "video"))
@@ -335,8 +331,8 @@ def _same_picture_deep(folder: Path, rng: np.random.Generator) -> dict[str, np.n
 def test_deep_images_read_like_their_8_bit_versions(tmp_path, rng):
     from PIL import Image
 
-    from neuroflow.features.stimuli import load_image
     from neuroflow.io.files import read_image
+    from neuroflow.stimuli.image import load_image
 
     folder = tmp_path / "stimuli"
     eight = _same_picture_deep(folder, rng)
@@ -359,7 +355,7 @@ def test_deep_images_read_like_their_8_bit_versions(tmp_path, rng):
 def test_deep_image_values_beyond_their_range_are_refused(tmp_path, rng):
     from PIL import Image
 
-    from neuroflow.features.stimuli import load_image
+    from neuroflow.stimuli.image import load_image
 
     path = tmp_path / "bright.tif"
     values = rng.uniform(0.6, 250.0, (6, 7)).astype(np.float32)
@@ -378,7 +374,7 @@ def test_deep_image_values_beyond_their_range_are_refused(tmp_path, rng):
 
 
 def test_16_bit_frame_stacks_scaled_by_their_depth(tmp_path, rng):
-    from neuroflow.features.stimuli import iter_video_frames, load_video
+    from neuroflow.stimuli.video import iter_video_frames, load_video
 
     frames = rng.integers(0, 256, (4, 6, 5, 3), dtype=np.uint8)
     np.save(tmp_path / "clip8.npy", frames)

@@ -16,7 +16,6 @@ from neuroflow.artifacts import open_dataset
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.extract import extract_features
 from neuroflow.features.inventory import entry_records
-from neuroflow.features.stimuli import Video, load_image
 from neuroflow.features.torch_module import (
     PRESETS,
     TorchModuleExtractor,
@@ -26,6 +25,8 @@ from neuroflow.features.torch_module import (
     store_name,
 )
 from neuroflow.stage_warnings import record_warnings
+from neuroflow.stimuli.image import load_image
+from neuroflow.stimuli.video import Video
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

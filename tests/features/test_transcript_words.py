@@ -13,7 +13,7 @@ from neuroflow.features.align import align_features
 from neuroflow.features.config import fill_entry
 from neuroflow.features.extract import extract_features
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import read_transcript, transcript_texts
+from neuroflow.stimuli.text import read_transcript, transcript_texts
 
 WORDS = ["once", "upon", "a", "time", "there", "lived", "a"]
 ONSETS = [0.1, 0.5, 0.9, 1.3, 2.2, 2.6, 3.7]

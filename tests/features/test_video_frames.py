@@ -16,12 +16,7 @@ from neuroflow.features.extract import _train_rows, extract_features
 from neuroflow.features.hf import HFVisionExtractor
 from neuroflow.features.image_statistics import image_statistics
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import (
-    frame_indices,
-    frame_times,
-    iter_video_frames,
-    load_video,
-)
+from neuroflow.stimuli.video import frame_indices, frame_times, iter_video_frames, load_video
 
 FPS = 12
 GABOR = {

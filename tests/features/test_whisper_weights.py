@@ -28,7 +28,6 @@ from neuroflow.features.hf import (
     load_model,
 )
 from neuroflow.features.inventory import entry_records
-from neuroflow.features.stimuli import Audio
 from neuroflow.features.whisper_weights import (
     PRESETS,
     encoder_mapping,
@@ -38,6 +37,7 @@ from neuroflow.features.whisper_weights import (
     read_ctranslate2,
     whisper_config,
 )
+from neuroflow.stimuli.audio import Audio
 
 SFREQ = 16000
 #: The published preprocessor_config.json of openai/whisper-tiny.en.

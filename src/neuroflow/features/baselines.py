@@ -24,7 +24,8 @@ import numpy as np
 from neuroflow.extras import require
 from neuroflow.features.image_statistics import FEATURE_NAMES
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
+from neuroflow.stimuli.audio import Audio, resample_audio
+from neuroflow.stimuli.video import Video, evenly_spaced
 
 __all__ = [
     "AudioEnvelope",

@@ -7,14 +7,14 @@ Rows are stimuli, sampled video frames (``frame_rate`` set: ids
 coordinates; see :mod:`neuroflow.features.windows`) or transcript words
 (``text_source: transcript``: ids ``<stim_file>#w=<i>``, coordinates
 ``source_stimulus``, ``word_index``, ``word``, ``word_onset``,
-``word_duration`` and ``word_event``); see :mod:`neuroflow.features.stimuli`.
+``word_duration`` and ``word_event``); see :mod:`neuroflow.stimuli`.
 A video read by an audio extractor (``modality: audio``) is heard from the WAV
 file of the same name next to it (see
-:func:`neuroflow.features.stimuli.soundtrack_files`).
+:func:`neuroflow.stimuli.audio.soundtrack_files`).
 
 Stimulus files are found under the stimuli folder even when a ``stim_file`` is
 not there as written (one recursive listing per extraction, see
-:func:`neuroflow.features.stimuli.resolve_stimulus_files`). Files with identical
+:func:`neuroflow.stimuli.files.resolve_stimulus_files`). Files with identical
 contents under several ids (ds000117 shows ``func/f013.bmp`` to fMRI and
 ``meg/f013.bmp`` to MEG) are one stimulus: their features are computed once,
 every id keeps its row, and the coordinate ``canonical_stimulus`` names the
@@ -60,26 +60,6 @@ from neuroflow.artifacts import (
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.events import EVENTS_LAYER, read_event_features
 from neuroflow.features.registry import Extractor, check_modality, get_extractor
-from neuroflow.features.stimuli import (
-    audio_info,
-    content_groups,
-    first_row_naming,
-    frame_id,
-    frame_indices,
-    frame_times,
-    infer_modality,
-    iter_batches,
-    iter_video_frames,
-    load_stimulus,
-    read_captions,
-    read_stimulus_ids,
-    read_transcript,
-    resolve_stimulus_files,
-    soundtrack_files,
-    stimulus_texts,
-    transcript_texts,
-    video_info,
-)
 from neuroflow.features.threads import fixed_threads
 from neuroflow.features.windows import (
     iter_audio_windows,
@@ -88,6 +68,23 @@ from neuroflow.features.windows import (
 )
 from neuroflow.io.files import check_image
 from neuroflow.progress import Progress
+from neuroflow.stimuli.audio import audio_info, soundtrack_files
+from neuroflow.stimuli.files import (
+    content_groups,
+    first_row_naming,
+    infer_modality,
+    read_stimulus_ids,
+    resolve_stimulus_files,
+)
+from neuroflow.stimuli.load import iter_batches, load_stimulus
+from neuroflow.stimuli.text import read_captions, read_transcript, stimulus_texts, transcript_texts
+from neuroflow.stimuli.video import (
+    frame_id,
+    frame_indices,
+    frame_times,
+    iter_video_frames,
+    video_info,
+)
 
 __all__ = ["extract_features", "output_paths"]
 
@@ -529,11 +526,11 @@ def extract_features(
         The dataset's ``stimuli/`` folder; stimulus ids are paths relative to it.
     stimulus_ids : list of str | path-like | list of path-like
         The ids, or TSV file(s) with a ``stim_file`` column (e.g. BIDS
-        ``_events.tsv``); see :func:`neuroflow.features.stimuli.read_stimulus_ids`.
+        ``_events.tsv``); see :func:`neuroflow.stimuli.files.read_stimulus_ids`.
         Their order is the store's row order (and the word order for context
         windows). With ``text_source: transcript``, the events tables (word
         events, or events naming transcript ``.tsv`` files) or transcript ids;
-        see :func:`neuroflow.features.stimuli.read_transcript`.
+        see :func:`neuroflow.stimuli.text.read_transcript`.
     captions : path-like | dict of str to str | None
         ``captions.tsv`` (columns ``stim_file``, ``caption``) or a mapping; the
         text of each stimulus for text extractors (unread with

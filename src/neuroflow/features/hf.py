@@ -22,7 +22,6 @@ import torch
 from neuroflow.extras import install_hint
 from neuroflow.features.layers import layer_spec, pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import Audio, Video, evenly_spaced, resample_audio
 from neuroflow.features.whisper_weights import PRESETS as WHISPER_PRESETS
 from neuroflow.features.whisper_weights import (
     is_ctranslate2_whisper,
@@ -30,6 +29,8 @@ from neuroflow.features.whisper_weights import (
     read_ctranslate2,
     whisper_config,
 )
+from neuroflow.stimuli.audio import Audio, resample_audio
+from neuroflow.stimuli.video import Video, evenly_spaced
 
 __all__ = [
     "HFAudioExtractor",

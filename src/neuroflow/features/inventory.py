@@ -28,7 +28,7 @@ from neuroflow.features.hf import (
     hash_weight_files,
     resolve_model_dir,
 )
-from neuroflow.features.stimuli import file_sha256
+from neuroflow.stimuli.files import file_sha256
 
 __all__ = [
     "HF_EXTRACTORS",

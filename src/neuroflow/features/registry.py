@@ -87,7 +87,7 @@ class Extractor(ABC):
     Notes
     -----
     ``extract`` receives a list of loaded stimuli (see
-    :mod:`neuroflow.features.stimuli` for each modality's type) and returns one
+    :mod:`neuroflow.stimuli` for each modality's type) and returns one
     ``(n_batch, n_features)`` float array per requested layer.
 
     Frame-level video features (``frame_rate`` set) go through
@@ -247,7 +247,7 @@ class Extractor(ABC):
         windows : list
             Video windows: ndarray, shape (window_length(), ...), the prepared
             frames (see :meth:`prepare_frame`) in time order. Audio windows:
-            :class:`neuroflow.features.stimuli.Audio` of ``window_s`` seconds
+            :class:`neuroflow.stimuli.audio.Audio` of ``window_s`` seconds
             ending at each row's time.
 
         Returns

@@ -76,8 +76,8 @@ from neuroflow.extras import install_hint
 from neuroflow.features.hf import _video_means, hash_state_dict, select_device, select_dtype
 from neuroflow.features.layers import layer_spec, pool
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.stimuli import file_sha256
 from neuroflow.features.trust import BUILDER_RE, import_trusted_builder, locate_builder
+from neuroflow.stimuli.files import file_sha256
 
 __all__ = [
     "ALL",

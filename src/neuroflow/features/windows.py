@@ -2,7 +2,7 @@
 
 With ``frame_rate`` set, extractors that read a window of the stimulus
 (``hf_video`` on videos, ``hf_audio`` on audio) give one row per sampled time
-``t`` (see :func:`neuroflow.features.stimuli.frame_times`), computed from the
+``t`` (see :func:`neuroflow.stimuli.video.frame_times`), computed from the
 ``window_s`` seconds before it, ``[t - window_s, t]``:
 
 - a video row reads ``clip_frames`` frames at times evenly spaced over the
@@ -27,12 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from neuroflow.features.stimuli import (
-    Audio,
-    frame_indices,
-    iter_audio_segments,
-    iter_video_frames,
-)
+from neuroflow.stimuli.audio import Audio, iter_audio_segments
+from neuroflow.stimuli.video import frame_indices, iter_video_frames
 
 __all__ = [
     "audio_window_bounds",
@@ -89,7 +85,7 @@ def window_frame_indices(
     Returns
     -------
     indices : ndarray of int, shape (n_samples, n_frames)
-        Frame indices (see :func:`neuroflow.features.stimuli.frame_indices`);
+        Frame indices (see :func:`neuroflow.stimuli.video.frame_indices`);
         times before the start give frame 0. Non-decreasing along both axes.
     """
     wanted = window_frame_times(times, window_s, n_frames)
@@ -114,7 +110,7 @@ def iter_frame_windows(
         Frames of each window (see :func:`window_frame_indices`), non-decreasing
         along both axes.
     transforms : dict
-        Image transforms (see :func:`neuroflow.features.stimuli.apply_transforms`).
+        Image transforms (see :func:`neuroflow.stimuli.image.apply_transforms`).
     prepare : callable
         Maps one transformed frame, float32 ``(H, W, 3)`` in [0, 1], to the
         model's input frame (e.g. resized and normalised ``(3, h, w)``); called

@@ -123,7 +123,7 @@ def check_stimulus_paths(plan: WorkflowPlan) -> None:
         dataset; the message names the value, the events table and row that first name
         it, and the fix.
     """
-    from neuroflow.features.stimuli import linked_outside, stim_file_escape
+    from neuroflow.stimuli.files import linked_outside, stim_file_escape
 
     rows = plan.design.stim_file_rows
     if not rows:  # the demo, or no stimulus rows
@@ -162,7 +162,7 @@ def stimulus_modality(stimulus_ids: Sequence[str], accepted: Sequence[str]) -> s
         with the most files; None when no extension belongs to a modality. Files of
         other modalities are the odd ones out (see :func:`check_stimulus_files`).
     """
-    from neuroflow.features.stimuli import MODALITY_EXTENSIONS, file_modality
+    from neuroflow.stimuli.files import MODALITY_EXTENSIONS, file_modality
 
     counts = Counter(m for stim in stimulus_ids if (m := file_modality(stim)) is not None)
     if not counts:
@@ -189,7 +189,7 @@ def _entry_modality(entry: Mapping[str, Any], plan: WorkflowPlan) -> str | None:
 
 def _odd_ones_out(modality: str, stims: Sequence[str], auto: bool) -> list[str]:
     """Stimulus files of another modality than the one an extractor reads them in."""
-    from neuroflow.features.stimuli import file_modality
+    from neuroflow.stimuli.files import file_modality
 
     def fits(found: str | None) -> bool:
         # a video's sound is read from its WAV soundtrack when `modality: audio` is set
@@ -205,7 +205,7 @@ def _odd_ones_out(modality: str, stims: Sequence[str], auto: bool) -> list[str]:
 def _check_modalities(plan: WorkflowPlan, extractors: Sequence[str], notes: list[str]) -> list[str]:
     """Extractors whose stimulus files all have their modality (see check_stimulus_files)."""
     from neuroflow.features.config import fill_entry
-    from neuroflow.features.stimuli import file_modality
+    from neuroflow.stimuli.files import file_modality
 
     rows = plan.design.stim_file_rows
     skip = plan.config["features"].get("unavailable") == "skip"
@@ -276,7 +276,7 @@ def check_stimulus_files(
         ``stim_file`` with an extension no modality reads. Each message names the file,
         the table and row that first name it, the extractor's entry and the fix.
     """
-    from neuroflow.features.stimuli import MODALITY_EXTENSIONS, supported_extensions
+    from neuroflow.stimuli.files import MODALITY_EXTENSIONS, supported_extensions
 
     entries = plan.config["features"]["extractors"]
     if any(_reads_files(e) for e in entries if e["name"] in extractors):
