@@ -182,6 +182,23 @@ def _event_timing(rng, n_volumes, tr):
     return np.array(onsets), np.array(durations)
 
 
+def _blocked_timing(rng, n_volumes, tr):
+    """Blocks of 12-20 s of images (0.8 s each, one per second) between 10-16 s of rest."""
+    onsets, durations, t = [], [], rng.uniform(4.0, 8.0)
+    end = n_volumes * tr - 18.0
+    while t < end:
+        block_end = min(t + rng.uniform(12.0, 20.0), end)
+        while t < block_end:
+            onsets.append(t)
+            durations.append(0.8)
+            t += 1.0
+        t += rng.uniform(10.0, 16.0)
+    return np.array(onsets), np.array(durations)
+
+
+TIMINGS = {"event_related": _event_timing, "blocked": _blocked_timing}
+
+
 def _movie_timing(rng, n_volumes, tr):
     onsets, durations, t = [], [], 0.0
     while t < n_volumes * tr:
@@ -201,18 +218,15 @@ def make_dataset(
     n_voxels: int = 12,
     hrf: str = "canonical",
 ) -> Dataset:
-    """Generate one design (``"event_related"`` or ``"movie"``) with planted ROIs.
+    """Generate one design (``"event_related"``, ``"blocked"`` or ``"movie"``) with planted ROIs.
 
     ``hrf``: ``"canonical"`` makes every voxel's response with SPM's HRF;
     ``"mismatch"`` gives each voxel an HRF of its own (:func:`voxel_hrfs`: peak 4-7 s,
     undershoot 0-0.35 of SPM's size and 6-14 s after the peak).
     """
     rng = np.random.default_rng(seed)
-    tr = 2.0 if kind == "event_related" else 1.5
-    timing = [
-        (_event_timing if kind == "event_related" else _movie_timing)(rng, n_volumes, tr)
-        for _ in range(n_runs)
-    ]
+    tr = 1.5 if kind == "movie" else 2.0
+    timing = [TIMINGS.get(kind, _movie_timing)(rng, n_volumes, tr) for _ in range(n_runs)]
     counts = [len(o) for o, _ in timing]
     n = sum(counts)
     latent = rng.standard_normal((n, 3))
@@ -249,7 +263,7 @@ def make_dataset(
     split = np.cumsum([0, *counts])
     rows = {s: [v[a:b] for a, b in itertools.pairwise(split)] for s, v in all_rows.items()}
     planted = {s: [v[a:b] for a, b in itertools.pairwise(split)] for s, v in all_planted.items()}
-    evoked = 0.5 if kind == "event_related" else 0.0
+    evoked = 0.0 if kind == "movie" else 0.5
     courses = {s: [] for s in SPACES}
     for r, (onsets, durations) in enumerate(timing):
         for s in SPACES:
@@ -591,6 +605,8 @@ def run(
         ("event_related", "mismatch", "auto"),
         ("movie", "canonical", "auto"),
         ("movie", "mismatch", "auto"),
+        ("blocked", "canonical", "auto"),
+        ("blocked", "mismatch", "auto"),
     ]
     if compare:
         designs += [("event_related", "canonical", "average")]

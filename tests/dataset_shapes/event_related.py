@@ -65,19 +65,33 @@ MOTION = ("trans_x", "trans_y", "trans_z", "rot_x", "rot_y", "rot_z")
 REST_DURATION = 16.0
 
 
-def _events(rng: np.random.Generator, n_volumes: int, tr: float, first: int):
-    """One run's image events (onset, duration, image index) and the rest block's onset."""
+def _events(rng: np.random.Generator, n_volumes: int, tr: float, first: int, design: str):
+    """One run's image events (onset, duration, image index) and the rest block's onset.
+
+    ``design``: ``"event_related"`` (one ~1 s image every 3.5-6.5 s) or ``"blocked"``
+    (blocks of 8-14 s of 0.8 s images, one per second, between 10-16 s of fixation).
+    """
     end = n_volumes * tr - 18.0
     rest_at = float(np.round(rng.uniform(0.4, 0.6) * end, 3))
     onsets, durations = [], []
     t = float(rng.uniform(4.0, 6.0))
+    block_end = -1.0
     while t < end:
         if rest_at <= t < rest_at + REST_DURATION:
             t = rest_at + REST_DURATION + float(rng.uniform(2.0, 4.0))
             continue
+        if design == "event_related":
+            onsets.append(round(t, 3))
+            durations.append(round(float(rng.uniform(0.8, 1.2)), 3))
+            t += float(rng.uniform(3.5, 6.5))
+            continue
+        if t >= block_end:  # a new block
+            block_end = t + float(rng.uniform(8.0, 14.0))
         onsets.append(round(t, 3))
-        durations.append(round(float(rng.uniform(0.8, 1.2)), 3))
-        t += float(rng.uniform(3.5, 6.5))
+        durations.append(0.8)
+        t += 1.0
+        if t >= block_end:
+            t += float(rng.uniform(10.0, 16.0))
     images = np.arange(first, first + len(onsets))
     return np.array(onsets), np.array(durations), images, rest_at
 
@@ -126,6 +140,7 @@ def make_event_related(
     snr: float = 0.5,
     motion_leak: float = 1.0,
     image_size: int = 48,
+    design: str = "event_related",
 ) -> dict[str, Any]:
     """Write an event-related fMRIPrep-style dataset with planted ROIs.
 
@@ -151,6 +166,9 @@ def make_event_related(
         standard deviation.
     image_size : int
         Side of the PNG images (pixels).
+    design : {"event_related", "blocked"}
+        One ~1 s image every 3.5-6.5 s, or blocks of 8-14 s of 0.8 s images (one per
+        second) between 10-16 s of fixation; a 16 s rest row in every run either way.
 
     Returns
     -------
@@ -162,6 +180,8 @@ def make_event_related(
         ``affine``, ``non_steady_state`` (1) and ``design`` (per ``(session, run)``,
         a dict of ROI name to its planted regressors, shape (n_volumes, n_columns)).
     """
+    if design not in ("event_related", "blocked"):
+        raise ValueError(f"`design` must be 'event_related' or 'blocked', got {design!r} instead.")
     root = prepare_root(root)
     sub = "01"
     sessions = [f"{s:02d}" for s in range(1, n_sessions + 1)]
@@ -178,7 +198,7 @@ def make_event_related(
     timing = {}
     first = 0
     for key in runs:
-        timing[key] = _events(rng_d, n_volumes, tr, first)
+        timing[key] = _events(rng_d, n_volumes, tr, first, design)
         first += len(timing[key][0])
     names = [f"img_{i:03d}.png" for i in range(first)]
     images = render_pictures(

@@ -440,20 +440,21 @@ def test_resolve_alignment_auto_values():
 
     auto = {**DEFAULT_ALIGNMENT, "method": "auto", "hrf_model": "auto", "event_regressor": "auto"}
     delays = {"method": "hrf", "lags": [1, 2], "hrf_model": "glover"}
-    # movies, blocked designs and unknown ones: exactly the settings from before `auto`
-    for kind in ("continuous", "blocked", "unknown"):
+    # movies and unknown designs: exactly the settings from before `auto`
+    for kind in ("continuous", "unknown"):
         alignment, new_delays = resolve_alignment(auto, delays, kind)
         assert alignment == DEFAULT_ALIGNMENT
         assert new_delays == delays
-    # event-related: the preset's settings, and no second HRF in the encoder
-    alignment, new_delays = resolve_alignment(auto, delays, "event_related")
-    assert alignment == {
-        **DEFAULT_ALIGNMENT,
-        "method": "hrf",
-        "hrf_model": ["spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"],
-        "event_regressor": True,
-    }
-    assert new_delays == {**delays, "method": "none"}
+    # event-related and blocked: the preset's settings, and no second HRF in the encoder
+    for kind in ("event_related", "blocked"):
+        alignment, new_delays = resolve_alignment(auto, delays, kind)
+        assert alignment == {
+            **DEFAULT_ALIGNMENT,
+            "method": "hrf",
+            "hrf_model": ["spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"],
+            "event_regressor": True,
+        }
+        assert new_delays == {**delays, "method": "none"}
     fir = {**delays, "method": "fir"}
     assert resolve_alignment(auto, fir, "event_related")[1] == fir
     # explicit values are kept; `auto` beside an explicit method takes the old defaults

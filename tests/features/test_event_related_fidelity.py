@@ -140,3 +140,25 @@ def test_movie_path_keeps_nine_tenths_with_the_encoders_hrf_library(bench, movie
         [bench.scores(ds, n_test=2, hrf_model=["glover"]) for ds in movies[hrf]]
     )
     assert glover["lowest"] < 0.9 <= result["lowest"], glover["ratio"]
+
+
+@pytest.mark.slow
+def test_blocked_designs_take_the_event_related_path(bench):
+    """Blocks of short images between rests: ``auto`` aligns each event as for an
+    event-related design, and every planted pair keeps 0.9 of its oracle; averaged within
+    TRs (the path of movies) the features' on/off pattern stands in for the response to
+    every block and the modulator keeps a fraction of its oracle."""
+    size = {"n_runs": 10, "n_volumes": 160}
+    blocked = [bench.make_dataset("blocked", seed=seed, **size) for seed in SEEDS]
+    kinds = {bench.classify_run(o, d, ds.tr).kind for ds in blocked for o, d in ds.timing}
+    assert kinds == {"blocked"}
+    result = bench.summarise([bench.scores(ds, n_test=2) for ds in blocked])
+    assert result["alignment"]["method"] == "hrf"
+    assert result["alignment"]["event_regressor"] is True
+    assert result["lowest"] >= 0.9, result["ratio"]
+    assert result["spread"] <= 0.1, result["ratio"]
+    assert all(result["rank_equal"]), (result["pipeline"], result["oracle"])
+    averaged = bench.summarise([bench.scores(ds, n_test=2, mode="average") for ds in blocked])
+    assert averaged["alignment"]["method"] == "average"
+    modulator = bench.SPACES.index("modulator")
+    assert averaged["ratio"][modulator, modulator] < 0.5, averaged["ratio"]

@@ -426,13 +426,13 @@ class WorkflowPlan:
         """The config with ``features.alignment``'s ``auto`` values resolved for this dataset.
 
         ``method: auto`` reads the design from the fMRI runs' events
-        (:mod:`neuroflow.features.design`): event-related designs get the settings of
-        ``config/presets/event_related.yaml``, movies and blocked designs the average
-        within TRs. Returns the config and the plan note that says what was chosen for an
-        event-related design (None otherwise: the aligned stores record the settings); a
-        dataset whose runs disagree is refused.
+        (:mod:`neuroflow.features.design`): event-related and blocked designs get the
+        settings of ``config/presets/event_related.yaml``, movies the average within TRs.
+        Returns the config and the plan note that says what was chosen for an
+        event-related or blocked design (None otherwise: the aligned stores record the
+        settings); a dataset whose runs disagree is refused.
         """
-        from neuroflow.features.design import classify_design, resolve_alignment
+        from neuroflow.features.design import PER_EVENT_KINDS, classify_design, resolve_alignment
 
         alignment = self.config["features"]["alignment"]
         delays = self.config["encoding"]["delays"]
@@ -457,9 +457,9 @@ class WorkflowPlan:
             "features": {**self.config["features"], "alignment": resolved},
             "encoding": {**self.config["encoding"], "delays": new_delays},
         }
-        if alignment.get("method") != "auto" or kind != "event_related":
-            # movies and blocked designs keep the alignment (and the notes, which the
-            # summary's version covers) they had before `auto`
+        if alignment.get("method") != "auto" or kind not in PER_EVENT_KINDS:
+            # movies keep the alignment (and the notes, which the summary's version
+            # covers) they had before `auto`
             return config, None
         example = next(((k, t) for k, t in timings.items() if t.kind == kind), None)
         why = f" ({example[0]}: {example[1].describe()})" if example else ""
@@ -470,8 +470,8 @@ class WorkflowPlan:
         if resolved["method"] == "hrf":
             chosen += f", encoding.delays.method {new_delays['method']}"
         return config, (
-            f"features.alignment.method auto: the design is event-related{why}; aligned "
-            f"with {chosen}, as config/presets/event_related.yaml does."
+            f"features.alignment.method auto: the design is {kind.replace('_', '-')}{why}; "
+            f"aligned with {chosen}, as config/presets/event_related.yaml does."
         )
 
     # ------------------------------------------------------------------ scope
