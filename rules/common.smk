@@ -263,3 +263,41 @@ def eeg_trf_inputs(wildcards):
         name, layer = PLAN.feature_space(space)
         inputs[f"space_{space}"] = str(PLAN.feature_store(name, layer))
     return inputs
+
+
+# Report thumbnails (rules/report.smk)
+from neuroflow.figures import THUMBNAIL_PRESETS
+
+THUMBNAIL_SCRIPT = "../scripts/report_thumbnails.py"
+
+
+def thumbnail_params(preset):
+    """Params of a thumbnail job: the preset's settings and the full-size figure(s)."""
+    return {
+        "full_size": lambda wildcards, input: str(input.figures),
+        **{k: list(v) if k == "formats" else v for k, v in THUMBNAIL_PRESETS[preset].items()},
+    }
+
+
+def thumbnail_path(path):
+    """The thumbnail (folder) of a figure (folder) ``path``."""
+    path = Path(path)
+    if path.suffix == ".png":
+        return path.with_name(f"{path.stem}_thumbnail.png")
+    return path.with_name(f"{path.name}_thumbnails")
+
+
+def thumbnail_targets():
+    """The thumbnails of every figure (folder) the config reaches."""
+    figures = [
+        p
+        for p in [*PLAN.qc_targets(), *PLAN.predict_targets()]
+        if p.name.endswith(("_qc", "_contact_sheets"))
+    ]
+    if PLAN.has_summary:
+        figures.append(PLAN.summary_dir() / "plots")
+        if PLAN.transform_variants():
+            figures.append(PLAN.summary_dir() / "transform_sweeps.png")
+    if PLAN.geometry_enabled:
+        figures.append(PLAN.stage_dir("geometry") / "geometry.png")
+    return [str(thumbnail_path(p)) for p in figures]

@@ -212,7 +212,13 @@ def test_a_failing_subject_keeps_the_others_decoding(eeg_only, tmp_path):
 
     chunk.write_bytes(saved)
     jobs = planned_jobs(work)
-    assert jobs == {"decode_eeg_subject": 1, "decode_eeg": 1, "summarize_scores": 1, "all": 1}
+    assert jobs == {
+        "decode_eeg_subject": 1,
+        "decode_eeg": 1,
+        "summarize_scores": 1,
+        "summary_thumbnails": 1,
+        "all": 1,
+    }
     snakemake(work, "--cores", "2")
     after = store_mtimes(work / "results" / "decoding")
     assert {k: after[k] for k in kept} == kept  # sub-01's part was not recomputed

@@ -141,5 +141,6 @@ def test_summary_rows_training_curves_and_rerun_scope(transformer_run, tmp_path)
         "fit_transformer_encoding": 1,
         "evaluate_encoding": 2,
         "summarize_scores": 1,
+        "summary_thumbnails": 1,
         "all": 1,
     }

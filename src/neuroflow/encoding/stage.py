@@ -44,11 +44,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "alphas": {"start": 0.0, "stop": 6.0, "num": 13},
     "cv": "leave-one-run-out",
     "scoring": "r2",
-    "delays": {
-        "method": "hrf",
-        "lags": [1, 2, 3, 4],
-        "hrf_model": ["spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"],
-    },
+    "delays": {"method": "hrf", "lags": [1, 2, 3, 4], "hrf_model": "glover"},
     "split": {"test_runs": "auto"},
     "target": "voxels",
     "standardize": True,
