@@ -11,12 +11,11 @@ in the linear ROIs.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_helpers import loaded_bench
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,16 +28,8 @@ MIN_LINEAR_RATIO = 0.9
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_transformer_encoder", REPO / "bench" / "bench_transformer_encoder.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look themselves up
-    try:
-        spec.loader.exec_module(module)
+    with loaded_bench("bench_transformer_encoder") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 def test_roi_data_is_seeded_and_plants_the_product_in_one_roi(bench):

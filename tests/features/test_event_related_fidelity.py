@@ -10,13 +10,12 @@ regressors (the true HRF of each voxel) with the same ridge.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from bench_helpers import loaded_bench
 
 from neuroflow.features.align import hrf_weights
 from neuroflow.features.config import HRF_MODEL_NAMES, SHIFTED_HRF_MODELS, hrf_models
@@ -31,16 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_ranking_fidelity", REPO / "bench" / "bench_ranking_fidelity.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks itself up
-    try:
-        spec.loader.exec_module(module)
+    with loaded_bench("bench_ranking_fidelity") as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
 
 
 @pytest.fixture(scope="module")
