@@ -11,13 +11,9 @@ in the linear ROIs.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from bench_helpers import loaded_bench
-
-REPO = Path(__file__).resolve().parents[2]
 
 #: Transformer / ridge test r the transformer must reach in the interaction ROI (over
 #: data seeds 0-4 it reaches 2.1x-2.9x; ridge itself would score 1x) and in the linear

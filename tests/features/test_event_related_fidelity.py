@@ -10,8 +10,6 @@ regressors (the true HRF of each voxel) with the same ridge.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import yaml
@@ -23,9 +21,6 @@ from neuroflow.features.design import EVENT_RELATED_HRF_LIBRARY
 
 #: Seeds whose datasets are averaged, as the bench averages its ``--seeds``.
 SEEDS = (0, 1)
-
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
