@@ -42,3 +42,23 @@ def shared_data() -> Path:
     if not SHARED_DATA.exists():
         pytest.skip(f"shared test data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+def _weight(item: pytest.Item) -> float:
+    """Rough cost of a test: a workflow run, a slow test, or a quick one."""
+    if item.get_closest_marker("workflow"):
+        return 10.0
+    return 3.0 if item.get_closest_marker("slow") else 0.1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the costliest modules first, each module's tests in their own order.
+
+    Test processes take whole modules (``--dist loadfile``) in this order: the long
+    workflow modules start at once and the quick ones fill the gaps at the end, so
+    that no process waits idle beside one that started a long module last.
+    """
+    cost: dict[Path, float] = {}
+    for item in items:
+        cost[item.path] = cost.get(item.path, 0.0) + _weight(item)
+    items.sort(key=lambda item: -cost[item.path])  # stable: modules stay whole

@@ -227,7 +227,7 @@ def read_imports(modules: Mapping[str, Path], package: str) -> list[Import]:
         aliases: dict[str, str] = {}
         nodes = list(_runtime_nodes(tree))
         # imports first, so that every alias is known when its uses are read
-        nodes.sort(key=lambda n: not isinstance(n, ast.Import | ast.ImportFrom))
+        nodes.sort(key=lambda n: not (isinstance(n, ast.Import | ast.ImportFrom) or _lazy(n)))
         inner: set[int] = set()  # attributes inside a longer chain, read with it
         for node in nodes:
             if isinstance(node, ast.Import):
@@ -244,6 +244,14 @@ def read_imports(modules: Mapping[str, Path], package: str) -> list[Import]:
                     target = _owner(name, modules) if source.startswith(package) else source
                     found.append(Import(module, target, name, node.lineno))
                     aliases[alias.asname or alias.name] = name
+            elif _lazy(node):
+                # ``torch = lazy_loader.load("torch")``: an import that runs on first use
+                aliases[node.targets[0].id] = node.value.args[0].value
+                found.append(
+                    Import(
+                        module, node.value.args[0].value, aliases[node.targets[0].id], node.lineno
+                    )
+                )
             elif isinstance(node, ast.Attribute):
                 inner.add(id(node.value))
                 if id(node) in inner:
@@ -257,6 +265,21 @@ def read_imports(modules: Mapping[str, Path], package: str) -> list[Import]:
                 if _is_private(name) or any(_within(name, api) for api in AVOIDED_APIS):
                     found.append(Import(module, name.rsplit(".", 1)[0], name, node.lineno))
     return found
+
+
+def _lazy(node: ast.AST) -> bool:
+    """Whether a node is ``name = lazy_loader.load("module")`` (a deferred import)."""
+    return (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute)
+        and _attribute_chain(node.value.func) == ["lazy_loader", "load"]
+        and len(node.value.args) == 1
+        and isinstance(node.value.args[0], ast.Constant)
+        and isinstance(node.value.args[0].value, str)
+    )
 
 
 def _within(name: str, prefix: str) -> bool:
@@ -510,6 +533,15 @@ def test_checker_finds_planted_problems(tmp_path: Path) -> None:
                     return torch.jit.load, torch._C, helper, b, _g
             """,
             "high/d.py": "from . import c\nfrom .c import g\nfrom ..mid import p\n",
+            "high/e.py": """
+                import lazy_loader
+
+                tch = lazy_loader.load("torch")
+
+
+                def h():
+                    return tch.jit.script
+            """,
         },
     )
     found = problems(root, "fake", FAKE_LAYERS, independent={"peers"})
@@ -529,6 +561,7 @@ def test_checker_finds_planted_problems(tmp_path: Path) -> None:
         "fake.high.c -> fake.low._private (fake.low._private.helper)",
         "fake.high.c -> torch (torch._C)",
         "fake.high.c -> torch.jit (torch.jit.load): use torch.export instead",
+        "fake.high.e -> torch.jit (torch.jit.script): use torch.export instead",
         "fake.low.a -> scipy.stats._stats (scipy.stats._stats._kendall_dis)",
     ]
     assert found["unplaced"] == ["module 'fake.mid' is in no layer of the layer table."]
@@ -540,7 +573,7 @@ def test_checker_finds_planted_problems(tmp_path: Path) -> None:
         FAKE_LAYERS,
         {("fake.low.a", "scipy.stats._stats._kendall_dis"), ("fake.high.c", "torch.jit.load")},
     )
-    assert len(allowed["private"]) == 2
+    assert len(allowed["private"]) == 3
     assert allowed["sideways"] == []  # without the layer marked independent
 
 

@@ -516,7 +516,8 @@ def test_plan_and_job_share_the_decoding_checks():
 
     from neuroflow.analysis_inputs import SubjectEpochs
     from neuroflow.decoding.cross_subject_stage import shared_classes
-    from neuroflow.decoding.stage import _applicable_parts, applicable_parts, resolve_config
+    from neuroflow.decoding.options import applicable_parts, resolve_config
+    from neuroflow.decoding.stage import _applicable_parts
 
     rng = np.random.default_rng(0)
     stim = np.array([f"s{i % 7}" for i in range(23)])
@@ -550,7 +551,7 @@ def test_plan_and_job_share_the_decoding_checks():
 def test_fmri_decoding_checks_name_what_is_missing():
     import pandas as pd
 
-    from neuroflow.decoding.fmri import concepts_unavailable, fmri_identification_unavailable
+    from neuroflow.decoding.options import concepts_unavailable, fmri_identification_unavailable
 
     # one stimulus shown more than the others is held out alone
     rest = ["rest"] * 4 + [f"img{i}" for i in range(9) for _ in range(2)]

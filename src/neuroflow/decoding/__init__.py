@@ -17,53 +17,36 @@
   :mod:`~neuroflow.evaluation.analysis_plotting` for tables and figures.
 """
 
-from .classification import ClassificationResult, classify, make_classifier
-from .contrastive import ContrastiveDecoder, fit_contrastive, info_nce
-from .features import (
-    FeatureDecoder,
-    bin_window,
-    fit_feature_decoder,
-    flatten_window,
-    zscore_features,
-)
-from .identification import (
-    correlation_matrix,
-    identification_metrics,
-    identification_null,
-    identification_ranks,
-)
-from .stage import DEFAULT_CONFIG, decode_eeg
-from .temporal import (
-    ClusterResult,
-    cluster_permutation_test,
-    group_cluster_test,
-    sliding_ridge_scores,
-    time_resolved_null,
-    time_resolved_scores,
-)
+import lazy_loader
 
-__all__ = [
-    "DEFAULT_CONFIG",
-    "ClassificationResult",
-    "ClusterResult",
-    "ContrastiveDecoder",
-    "FeatureDecoder",
-    "bin_window",
-    "classify",
-    "cluster_permutation_test",
-    "correlation_matrix",
-    "decode_eeg",
-    "fit_contrastive",
-    "fit_feature_decoder",
-    "flatten_window",
-    "group_cluster_test",
-    "identification_metrics",
-    "identification_null",
-    "identification_ranks",
-    "info_nce",
-    "make_classifier",
-    "sliding_ridge_scores",
-    "time_resolved_null",
-    "time_resolved_scores",
-    "zscore_features",
-]
+# Names load their submodule on first use, so that importing one submodule (or this
+# package, in a job that needs one part) does not import the others' dependencies.
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "classification": ["ClassificationResult", "classify", "make_classifier"],
+        "contrastive": ["ContrastiveDecoder", "fit_contrastive", "info_nce"],
+        "features": [
+            "FeatureDecoder",
+            "bin_window",
+            "fit_feature_decoder",
+            "flatten_window",
+            "zscore_features",
+        ],
+        "identification": [
+            "correlation_matrix",
+            "identification_metrics",
+            "identification_null",
+            "identification_ranks",
+        ],
+        "stage": ["DEFAULT_CONFIG", "decode_eeg"],
+        "temporal": [
+            "ClusterResult",
+            "cluster_permutation_test",
+            "group_cluster_test",
+            "sliding_ridge_scores",
+            "time_resolved_null",
+            "time_resolved_scores",
+        ],
+    },
+)

@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from neuroflow.models import resolve_device
+
+torch = lazy_loader.load("torch")
 
 __all__ = ["ContrastiveDecoder", "contrastive_options", "fit_contrastive", "info_nce"]
 

@@ -76,20 +76,19 @@ from .identification import (
     identification_null,
     presentation_order,
 )
-from .stage import (
-    _metric_names,
-    _obj,
+from .options import (
+    concepts_unavailable,
     held_out_mask,
     identification_unavailable,
+    metric_names,
     resolve_config,
 )
+from .stage import _obj
 
 __all__ = [
     "FORMAT_VERSION",
     "concept_folds",
-    "concepts_unavailable",
     "decode_fmri",
-    "fmri_identification_unavailable",
     "fmri_patterns",
     "identify_stimuli",
     "permutation_p",
@@ -143,12 +142,13 @@ def identify_stimuli(
     result : dict
         ``decoders`` (``["ridge"]`` or ``["ridge", "contrastive"]``); ``metrics``
         (n_decoders, n_metrics) and ``chance`` (n_metrics), one value per
-        :func:`_metric_names` entry (top-k with k at or above the number of test
-        stimuli is NaN); ``null`` (n_decoders, n_permutations, n_metrics), NaN past the
-        ``2 n_test - 1`` relabellings a short test sequence has, and ``p`` (n_decoders,
-        n_metrics); ``n_test`` (test stimuli).
+        :func:`~neuroflow.decoding.options.metric_names` entry (top-k with k at or
+        above the number of test stimuli is NaN); ``null`` (n_decoders,
+        n_permutations, n_metrics), NaN past the ``2 n_test - 1`` relabellings a short
+        test sequence has, and ``p`` (n_decoders, n_metrics); ``n_test`` (test
+        stimuli).
     """
-    keys = _metric_names(list(top_k))
+    keys = metric_names(list(top_k))
     train = ~test
     test_ids, _ = average_by_stimulus(np.zeros((int(test.sum()), 1)), stimuli[test])
     _, unique_train = np.unique(stimuli[train], return_index=True)
@@ -204,7 +204,7 @@ def permutation_p(metrics: np.ndarray, null: np.ndarray, keys: Sequence[str]) ->
     null : ndarray, shape (n_decoders, n_permutations, n_metrics)
         Values under label shuffles.
     keys : list of str, length n_metrics
-        Metric names (:func:`neuroflow.decoding.stage._metric_names`).
+        Metric names (:func:`neuroflow.decoding.options.metric_names`).
 
     Returns
     -------
@@ -359,59 +359,6 @@ def concept_folds(
     return list(KFold(n_splits=k, shuffle=True, random_state=seed).split(ids)), "stimulus"
 
 
-def fmri_identification_unavailable(stimuli: Sequence[str]) -> str | None:
-    """Why one subject's fMRI presentations cannot be identified (None when they can).
-
-    The test stimuli are those ``test: auto`` chooses among the presentations
-    (:func:`~neuroflow.decoding.stage.held_out_mask` without conditions), as
-    ``decode_fmri`` chooses them within a subject.
-
-    Parameters
-    ----------
-    stimuli : sequence of str, shape (n_presentations,)
-        Stimulus of every presentation (trial or stimulus event) of the subject.
-
-    Returns
-    -------
-    reason : str | None
-        E.g. ``"1 test and 40 training stimuli (2 of each are needed)"``.
-    """
-    stim = np.asarray(stimuli, dtype=str)
-    return identification_unavailable(stim, held_out_mask(stim, None, None))
-
-
-def concepts_unavailable(ids: Sequence[str], annotations: Any, *, min_count: int) -> str | None:
-    """Why one subject's stimuli give no concept to decode (None when they do).
-
-    Parameters
-    ----------
-    ids : sequence of str, shape (n_stimuli,)
-        The subject's distinct decoded stimuli.
-    annotations : pandas.DataFrame
-        The concept annotation table
-        (:func:`~neuroflow.decoding.concepts.read_concept_annotations`).
-    min_count : int
-        ``decoding.fmri.concepts.min_count``: fewest positive (and negative) stimuli of a
-        decoded concept.
-
-    Returns
-    -------
-    reason : str | None
-        E.g. ``"no concept has 5+ positive and negative stimuli among 12"``.
-    """
-    ids = np.asarray(ids, dtype=str)
-    annotated = annotations["stimulus"].to_numpy(dtype=str)
-    if not np.isin(ids, annotated).any():
-        return (
-            f"none of its {len(ids)} decoded stimuli (e.g. {ids[:3].tolist()}) is in the "
-            f"annotation table (e.g. {annotated[:3].tolist()})"
-        )
-    _, names = concept_matrix(ids, annotations, min_count=min_count)
-    if not len(names):
-        return f"no concept has {min_count}+ positive and negative stimuli among {len(ids)}"
-    return None
-
-
 def _subject_of(path: Path, attrs: Mapping[str, Any]) -> str:
     """``entities.subject`` of a brain store (its attributes), else its folder's name."""
     name = (attrs.get("entities") or {}).get("subject")
@@ -535,7 +482,7 @@ def _identification_by_session(
             data[pick], stim[pick], test[pick], own, regions, features, cfg,
             f"sub-{subject} ses-{ses}",
         )  # fmt: skip
-    keys = _metric_names(cfg["identification"]["top_k"])
+    keys = metric_names(cfg["identification"]["top_k"])
     mean = {}
     for cell in sorted({k for res, _ in per.values() for k in res}):
         runs = [res[cell] for res, _ in per.values() if cell in res]
@@ -747,7 +694,7 @@ def decode_fmri(
     # parcel time series: every parcel is its own label, so only all parcels together
     owns = {s: _regions(loaded[s][3], whole_only=parcels[s]) for s in subjects}
     regions = [*sorted({r for own in owns.values() for r in own} - {ALL_VOXELS}), ALL_VOXELS]
-    keys = _metric_names(ic["top_k"])
+    keys = metric_names(ic["top_k"])
     names = list(features) if identify else []
     decoders = ["ridge", "contrastive"] if cfg["contrastive"]["enabled"] else ["ridge"]
     ident, concept_res, n_test, grouping, per_session = {}, {}, {}, {}, {}

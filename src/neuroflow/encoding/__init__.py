@@ -1,13 +1,19 @@
 """Encoding stage: stimulus features to brain responses."""
 
-from .stage import DEFAULT_CONFIG, fit_encoding, group_repeats, make_alphas, with_defaults
-from .trials import fit_trial_encoding
+import lazy_loader
 
-__all__ = [
-    "DEFAULT_CONFIG",
-    "fit_encoding",
-    "fit_trial_encoding",
-    "group_repeats",
-    "make_alphas",
-    "with_defaults",
-]
+# Names load their submodule on first use, so that importing one submodule (or this
+# package, in a job that needs one part) does not import the others' dependencies.
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "stage": [
+            "DEFAULT_CONFIG",
+            "fit_encoding",
+            "group_repeats",
+            "make_alphas",
+            "with_defaults",
+        ],
+        "trials": ["fit_trial_encoding"],
+    },
+)

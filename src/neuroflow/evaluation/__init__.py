@@ -6,44 +6,30 @@ scores fMRI voxels and EEG channels × time points. The stage entry points are
 :func:`summarize_scores` (score stores → tidy TSV, group store and figures).
 """
 
-from neuroflow.evaluation.metrics import pearson_r, r2_score, zscore_time
-from neuroflow.evaluation.noise_ceiling import (
-    ceiling_r_from_reliability,
-    ncsnr,
-    ncsnr_to_nc,
-    noise_ceiling_r,
-    normalize_score,
-    spearman_brown,
-    split_half_reliability,
-)
-from neuroflow.evaluation.permutation import (
-    fdr_correction,
-    permutation_null,
-    permutation_pvalues,
-    permutation_test,
-)
-from neuroflow.evaluation.stage import DEFAULT_CONFIG, evaluate_model, summarize_scores
-from neuroflow.evaluation.summary import group_summary, roi_summary, topk_mean
+import lazy_loader
 
-__all__ = [
-    "DEFAULT_CONFIG",
-    "ceiling_r_from_reliability",
-    "evaluate_model",
-    "fdr_correction",
-    "group_summary",
-    "ncsnr",
-    "ncsnr_to_nc",
-    "noise_ceiling_r",
-    "normalize_score",
-    "pearson_r",
-    "permutation_null",
-    "permutation_pvalues",
-    "permutation_test",
-    "r2_score",
-    "roi_summary",
-    "spearman_brown",
-    "split_half_reliability",
-    "summarize_scores",
-    "topk_mean",
-    "zscore_time",
-]
+# Names load their submodule on first use, so that importing one submodule (or this
+# package, in a job that needs one part) does not import the others' dependencies.
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "metrics": ["pearson_r", "r2_score", "zscore_time"],
+        "noise_ceiling": [
+            "ceiling_r_from_reliability",
+            "ncsnr",
+            "ncsnr_to_nc",
+            "noise_ceiling_r",
+            "normalize_score",
+            "spearman_brown",
+            "split_half_reliability",
+        ],
+        "permutation": [
+            "fdr_correction",
+            "permutation_null",
+            "permutation_pvalues",
+            "permutation_test",
+        ],
+        "stage": ["DEFAULT_CONFIG", "evaluate_model", "summarize_scores"],
+        "summary": ["group_summary", "roi_summary", "topk_mean"],
+    },
+)

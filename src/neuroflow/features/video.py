@@ -48,12 +48,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
 
 from neuroflow.features.hf import _IMAGENET_MEAN, _IMAGENET_STD, _HFExtractor
 from neuroflow.features.layers import pool
 from neuroflow.features.registry import register_extractor
+
+torch = lazy_loader.load("torch")
 
 __all__ = [
     "PROCESSOR_FILES",

@@ -40,8 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lazy_loader
 import numpy as np
-import torch
+
+torch = lazy_loader.load("torch")
 
 __all__ = [
     "BINARY_VERSIONS",

@@ -1,45 +1,33 @@
 """Representational geometry of feature spaces: dimensionality, spectra, class manifolds."""
 
-from .metrics import (
-    ClassGeometry,
-    OODReadout,
-    PowerLawFit,
-    class_manifold_geometry,
-    default_fit_range,
-    eigenspectrum,
-    ood_readout,
-    participation_ratio,
-    power_law_exponent,
-)
-from .stage import (
-    DEFAULT_CONFIG,
-    FORMAT_VERSION,
-    geometry_of_features,
-    geometry_table,
-    plot_geometry,
-    read_class_labels,
-    read_held_out,
-    resolve_config,
-    write_geometry,
-)
+import lazy_loader
 
-__all__ = [
-    "DEFAULT_CONFIG",
-    "FORMAT_VERSION",
-    "ClassGeometry",
-    "OODReadout",
-    "PowerLawFit",
-    "class_manifold_geometry",
-    "default_fit_range",
-    "eigenspectrum",
-    "geometry_of_features",
-    "geometry_table",
-    "ood_readout",
-    "participation_ratio",
-    "plot_geometry",
-    "power_law_exponent",
-    "read_class_labels",
-    "read_held_out",
-    "resolve_config",
-    "write_geometry",
-]
+# Names load their submodule on first use, so that importing one submodule (or this
+# package, in a job that needs one part) does not import the others' dependencies.
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "metrics": [
+            "ClassGeometry",
+            "OODReadout",
+            "PowerLawFit",
+            "class_manifold_geometry",
+            "default_fit_range",
+            "eigenspectrum",
+            "ood_readout",
+            "participation_ratio",
+            "power_law_exponent",
+        ],
+        "stage": [
+            "DEFAULT_CONFIG",
+            "FORMAT_VERSION",
+            "geometry_of_features",
+            "geometry_table",
+            "plot_geometry",
+            "read_class_labels",
+            "read_held_out",
+            "resolve_config",
+            "write_geometry",
+        ],
+    },
+)

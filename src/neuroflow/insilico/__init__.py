@@ -9,27 +9,22 @@ give evoked responses, ranked on channel groups and the global field power withi
 latency window (:mod:`neuroflow.insilico.eeg`).
 """
 
-from neuroflow.insilico.contact_sheet import contact_sheet
-from neuroflow.insilico.ranking import (
-    Ranking,
-    rank_stimuli,
-    ranking_table,
-    suppressive_to_excitatory_ratio,
-    tail_statistics,
-)
-from neuroflow.insilico.response import PoolPrediction, predict_pool, roi_means, stimulus_response
-from neuroflow.insilico.stage import predict_stimulus_set
+import lazy_loader
 
-__all__ = [
-    "PoolPrediction",
-    "Ranking",
-    "contact_sheet",
-    "predict_pool",
-    "predict_stimulus_set",
-    "rank_stimuli",
-    "ranking_table",
-    "roi_means",
-    "stimulus_response",
-    "suppressive_to_excitatory_ratio",
-    "tail_statistics",
-]
+# Names load their submodule on first use, so that importing one submodule (or this
+# package, in a job that needs one part) does not import the others' dependencies.
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "contact_sheet": ["contact_sheet"],
+        "ranking": [
+            "Ranking",
+            "rank_stimuli",
+            "ranking_table",
+            "suppressive_to_excitatory_ratio",
+            "tail_statistics",
+        ],
+        "response": ["PoolPrediction", "predict_pool", "roi_means", "stimulus_response"],
+        "stage": ["predict_stimulus_set"],
+    },
+)

@@ -12,7 +12,9 @@ import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import torch
+import lazy_loader
+
+torch = lazy_loader.load("torch")
 
 __all__ = [
     "ComputeContext",
@@ -22,7 +24,8 @@ __all__ = [
     "resolve_dtype",
 ]
 
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: Accepted ``dtype`` names (attributes of ``torch``).
+_DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -102,10 +105,10 @@ def resolve_dtype(dtype: str | torch.dtype | None = "float32") -> torch.dtype:
     if dtype is None:
         ctx = _CONTEXT.get()
         return ctx.dtype if ctx is not None else torch.float32
-    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+    if isinstance(dtype, torch.dtype) and dtype in (torch.float32, torch.float64):
         return dtype
     if isinstance(dtype, str) and dtype in _DTYPES:
-        return _DTYPES[dtype]
+        return getattr(torch, dtype)
     raise ValueError(f"`dtype` must be 'float32' or 'float64', got {dtype!r} instead.")
 
 

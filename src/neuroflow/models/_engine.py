@@ -27,14 +27,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import lazy_loader
 import numpy as np
-import torch
 
 from neuroflow.progress import Progress
 
 from ._workers import Workers
 from .cv import Split
 from .selection import near_best, select_penalty
+
+torch = lazy_loader.load("torch")
 
 SCORINGS = ("r2", "pearson")
 

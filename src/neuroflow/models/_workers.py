@@ -24,8 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+import lazy_loader
 import numpy as np
-import torch
+
+torch = lazy_loader.load("torch")
 
 __all__ = ["CPU_CHUNK", "Workers", "matmul", "workers"]
 

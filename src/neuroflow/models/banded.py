@@ -16,14 +16,16 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import lazy_loader
 import numpy as np
-import torch
 
 from . import _engine
 from ._device import resolve_device, resolve_dtype
 from ._workers import matmul, workers
 from .cv import Split
 from .ridge import _check_common, _check_xy, check_alphas, choose_form
+
+torch = lazy_loader.load("torch")
 
 __all__ = ["BandedRidgeCVResult", "banded_ridge_cv", "dirichlet_gammas", "r2_split"]
 

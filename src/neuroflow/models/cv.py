@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
 __all__ = ["Split", "check_splits", "parse_cv", "run_splits"]
 
@@ -78,6 +77,9 @@ def run_splits(
         raise ValueError(
             f"Cross-validation needs at least 2 training {plural}, got {n_groups} instead."
         )
+    # scikit-learn takes ~1 s to import: only the jobs that split import it
+    from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
     if n_splits is None:
         splitter = LeaveOneGroupOut()
     else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.signal import lfilter
 
 __all__ = [
     "SHIFTED_HRF_MODELS",
@@ -106,6 +105,9 @@ def hrf_convolve(
     kernel = kernel / kernel.sum()
     if X.shape[0] == 0:
         return X.copy()
+    # scipy.signal takes ~0.5 s to import: planning never filters
+    from scipy.signal import lfilter
+
     conv = lfilter(kernel, [1.0], X.astype(np.float64), axis=0)  # causal, zero initial state
     return conv.astype(X.dtype, copy=False)
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import lazy_loader
 import numpy as np
-import torch
 
 from . import _engine
 from ._device import resolve_device, resolve_dtype
 from ._workers import matmul, workers
 from .cv import Split, check_splits
+
+torch = lazy_loader.load("torch")
 
 __all__ = ["RidgeCVResult", "check_alphas", "choose_form", "ridge_cv", "ridge_fit"]
 

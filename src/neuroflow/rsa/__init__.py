@@ -18,38 +18,25 @@ Figures: :mod:`neuroflow.evaluation.analysis_plotting` (``plot_rdm``, ``plot_cro
 ``plot_alignment``); tables: :func:`neuroflow.evaluation.analysis_summary.rsa_rows`.
 """
 
-from .analysis import (
-    AlignmentResult,
-    ModelTimeResult,
-    alignment_patterns,
-    cross_temporal_rsa,
-    model_time_peaks,
-    model_time_rsa,
-    roi_alignment,
-)
-from .compare import COMPARISONS, compare_rdms, noise_ceiling
-from .inference import BootstrapResult, bootstrap_evaluations, bootstrap_rsa
-from .rdm import correlation_rdm, crossnobis_rdm, square_rdm
-from .stage import DEFAULT_CONFIG, rsa_eeg, rsa_fmri
+import lazy_loader
 
-__all__ = [
-    "COMPARISONS",
-    "DEFAULT_CONFIG",
-    "AlignmentResult",
-    "BootstrapResult",
-    "ModelTimeResult",
-    "alignment_patterns",
-    "bootstrap_evaluations",
-    "bootstrap_rsa",
-    "compare_rdms",
-    "correlation_rdm",
-    "cross_temporal_rsa",
-    "crossnobis_rdm",
-    "model_time_peaks",
-    "model_time_rsa",
-    "noise_ceiling",
-    "roi_alignment",
-    "rsa_eeg",
-    "rsa_fmri",
-    "square_rdm",
-]
+# Names load their submodule on first use, so that importing one submodule (or this
+# package, in a job that needs one part) does not import the others' dependencies.
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "analysis": [
+            "AlignmentResult",
+            "ModelTimeResult",
+            "alignment_patterns",
+            "cross_temporal_rsa",
+            "model_time_peaks",
+            "model_time_rsa",
+            "roi_alignment",
+        ],
+        "compare": ["COMPARISONS", "compare_rdms", "noise_ceiling"],
+        "inference": ["BootstrapResult", "bootstrap_evaluations", "bootstrap_rsa"],
+        "rdm": ["correlation_rdm", "crossnobis_rdm", "square_rdm"],
+        "stage": ["DEFAULT_CONFIG", "rsa_eeg", "rsa_fmri"],
+    },
+)

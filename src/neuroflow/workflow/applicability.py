@@ -799,15 +799,18 @@ def _fmri_presentations(plan: WorkflowPlan, patterns: str) -> dict[str, list[str
 def _fmri_decoding_unavailable(plan: WorkflowPlan, patterns: str, identify: bool) -> str | None:
     """Why ``decode_fmri`` would find nothing to decode (None when some subject has).
 
-    The job's own checks (:func:`neuroflow.decoding.fmri.fmri_identification_unavailable`
-    and :func:`neuroflow.decoding.fmri.concepts_unavailable`) run on the presentations
+    The job's own checks (:func:`neuroflow.decoding.options.fmri_identification_unavailable`
+    and :func:`neuroflow.decoding.options.concepts_unavailable`) run on the presentations
     the events tables describe; subjects they do not describe are taken to apply.
     """
     import numpy as np
 
     from neuroflow.decoding.concepts import read_concept_annotations
-    from neuroflow.decoding.fmri import concepts_unavailable, fmri_identification_unavailable
-    from neuroflow.decoding.stage import resolve_config
+    from neuroflow.decoding.options import (
+        concepts_unavailable,
+        fmri_identification_unavailable,
+        resolve_config,
+    )
 
     table = plan.concept_annotations
     if (not identify and table is None) or (table is not None and not table.is_file()):
@@ -980,10 +983,10 @@ def _decoding_eeg(
     """Subjects whose EEG decoding has an analysis that applies (a note for the others).
 
     Each subject's epochs, as the events tables describe them, are checked by the job's
-    own :func:`neuroflow.decoding.stage.applicable_parts`; subjects they do not describe
+    own :func:`neuroflow.decoding.options.applicable_parts`; subjects they do not describe
     are kept (their job decides).
     """
-    from neuroflow.decoding.stage import applicable_parts
+    from neuroflow.decoding.options import applicable_parts
 
     cfg = plan.decoding_config()
     kept, left = [], {}

@@ -96,7 +96,7 @@ def _check_builders(config: Mapping[str, Any]) -> dict[str, Any]:
     extraction job checks the builder against it, and the entry's version covers it.
     """
     from neuroflow.features.config import fill_entry
-    from neuroflow.features.torch_module import check_builder
+    from neuroflow.features.presets import check_builder
     from neuroflow.features.trust import builder_trust
 
     features = config["features"]
