@@ -19,18 +19,37 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["ledoit_wolf_batched", "sliding_lda_null", "sliding_lda_scores"]
+__all__ = [
+    "ledoit_wolf_batched",
+    "null_folds",
+    "null_scores",
+    "sliding_lda_null",
+    "sliding_lda_scores",
+]
 
 #: Bytes of training data gathered per batch of labellings in :func:`sliding_lda_null`
-#: (larger batches leave the processor's cache and run slower).
-NULL_BATCH_BYTES = 4 * 2**20
+#: (larger batches leave the processor's cache and run slower: with small epochs, 4 MiB
+#: batches took 1.5 times as long as these).
+NULL_BATCH_BYTES = 2**19
 
 
-def _scale(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard deviation (``ddof=0``, zeros replaced by 1) along ``axis``."""
+def _standardise(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Standardised ``x``, its mean and standard deviation along ``axis``.
+
+    The standard deviation has ``ddof=0``, zeros replaced by 1; mean and deviation are
+    the numbers ``x.mean`` and ``x.std`` give (the same operations), with the centred
+    data computed once for both.
+
+    Returns
+    -------
+    z : ndarray, same shape as ``x``
+    mean, sd : ndarray, shape of ``x`` with ``axis`` of length 1
+    """
     mean = x.mean(axis=axis, keepdims=True)
-    sd = x.std(axis=axis, keepdims=True)
-    return mean, np.where(sd > 0, sd, 1.0)
+    centred = x - mean
+    sd = np.sqrt((centred * centred).sum(axis=axis, keepdims=True) / x.shape[axis])
+    sd = np.where(sd > 0, sd, 1.0)
+    return np.divide(centred, sd, out=centred), mean, sd
 
 
 def ledoit_wolf_batched(x: np.ndarray) -> np.ndarray:
@@ -50,8 +69,7 @@ def ledoit_wolf_batched(x: np.ndarray) -> np.ndarray:
     """
     x = np.asarray(x, dtype=np.float64)
     n, p = x.shape[-2], x.shape[-1]
-    mean, sd = _scale(x, axis=-2)
-    z = (x - mean) / sd
+    z, _, sd = _standardise(x, axis=-2)
     emp = np.ascontiguousarray(np.swapaxes(z, -2, -1)) @ z / n  # batched BLAS
     z2 = z**2
     trace = z2.sum(axis=(-2, -1)) / n
@@ -70,8 +88,7 @@ def ledoit_wolf_batched(x: np.ndarray) -> np.ndarray:
 
 def _fit(xtr: np.ndarray, y: np.ndarray, classes: np.ndarray):
     """Weights on raw data, shape (n_times, n_classes, n_channels), and biases."""
-    mean, sd = _scale(xtr, axis=1)
-    z = (xtr - mean) / sd
+    z, mean, sd = _standardise(xtr, axis=1)
     priors = np.array([(y == k).mean() for k in classes])
     means = np.stack([z[:, y == k].mean(axis=1) for k in classes], axis=1)
     cov = sum(pk * ledoit_wolf_batched(z[:, y == k]) for pk, k in zip(priors, classes, strict=True))
@@ -241,30 +258,87 @@ def sliding_lda_null(
             "`X` (n_epochs, n_channels, n_times) and `labels` (n_labellings, n_epochs) must "
             f"agree, got {X.shape} and {labels.shape} instead."
         )
-    n_lab, n_times = labels.shape[0], X.shape[2]
-    shape = (n_times, n_times) if generalize else (n_times,)
-    if n_lab == 0:
-        return np.zeros((0, *shape))
+    if labels.shape[0] == 0:
+        return np.zeros((0, *((X.shape[2],) * (2 if generalize else 1))))
     names, codes = np.unique(labels, return_inverse=True)
-    codes = codes.reshape(labels.shape)
-    Xt = np.moveaxis(X, 2, 0)
-    out = []
+    return null_scores(
+        null_folds(X, splits), codes.reshape(labels.shape), names, generalize=generalize
+    )
+
+
+def null_folds(
+    X: np.ndarray, splits: Sequence[tuple[np.ndarray, np.ndarray]]
+) -> list[tuple[np.ndarray, ...]]:
+    """What every labelling of :func:`null_scores` shares in each fold, computed once.
+
+    Parameters
+    ----------
+    X : array-like, shape (n_epochs, n_channels, n_times)
+        Epochs.
+    splits : sequence of (train, test) index arrays
+        Cross-validation folds.
+
+    Returns
+    -------
+    folds : list of tuple
+        Per fold: the training and test indices, the test epochs (n_times, n_test,
+        n_channels), the standardised training epochs (n_times, n_train, n_channels)
+        and their mean and standard deviation (n_times, 1, n_channels).
+    """
+    Xt = np.moveaxis(np.asarray(X, dtype=np.float64), 2, 0)
+    folds = []
     for train, test in splits:
-        xtr, xte = Xt[:, train], Xt[:, test]
-        mean, sd = _scale(xtr, axis=1)
-        z = (xtr - mean) / sd
-        ytr, yte = labels[:, train], labels[:, test]
+        z, mean, sd = _standardise(Xt[:, train], axis=1)
+        folds.append((train, test, Xt[:, test], z, mean, sd))
+    return folds
+
+
+def null_scores(
+    folds: Sequence[tuple[np.ndarray, ...]],
+    codes: np.ndarray,
+    names: np.ndarray,
+    *,
+    generalize: bool = False,
+) -> np.ndarray:
+    """:func:`sliding_lda_null` of labellings given as class codes, on prepared folds.
+
+    Parameters
+    ----------
+    folds : list of tuple
+        From :func:`null_folds`.
+    codes : ndarray of int, shape (n_labellings, n_epochs)
+        Index in ``names`` of every epoch's class, per labelling.
+    names : ndarray, shape (n_names,)
+        Class names, sorted (as :func:`numpy.unique` returns them).
+    generalize : bool
+        Train at every time point and test at every time point.
+
+    Returns
+    -------
+    scores : ndarray, shape (n_labellings, n_times) or (n_labellings, n_times, n_times)
+        Balanced accuracy averaged over folds.
+    """
+    codes = np.asarray(codes)
+    n_lab = codes.shape[0]
+    n_times = folds[0][2].shape[0] if folds else 0
+    shape = (n_times, n_times) if generalize else (n_times,)
+    if n_lab == 0 or not folds:
+        return np.zeros((n_lab, *shape))
+    out = []
+    for train, test, xte, z, mean, sd in folds:
+        ytr, yte = codes[:, train], codes[:, test]
         fold = np.empty((n_lab, *shape))
         # labellings with the same classes and class counts in this training fold
-        counts = np.stack([(codes[:, train] == k).sum(axis=1) for k in range(names.size)], 1)
-        keys = [tuple(row) for row in counts]
+        counts = np.stack([(ytr == k).sum(axis=1) for k in range(len(names))], 1)
+        keys = [tuple(row) for row in counts.tolist()]
         per_labelling = max(z.nbytes, 1)
         step = max(1, NULL_BATCH_BYTES // per_labelling)
         for key in dict.fromkeys(keys):
-            classes = names[np.flatnonzero(key)]
+            classes = np.flatnonzero(key)
             if classes.size < 2:
                 raise ValueError(
-                    f"Every training fold must hold at least 2 classes, got {classes.tolist()}."
+                    "Every training fold must hold at least 2 classes, got "
+                    f"{names[classes].tolist()}."
                 )
             members = np.array([j for j, other in enumerate(keys) if other == key])
             for chunk in np.array_split(members, -(-members.size // step)):
@@ -284,4 +358,4 @@ def sliding_lda_null(
                     pred = _predict(classes, xte @ wt + b[:, :, None, :])
                 fold[chunk] = _balanced_accuracy_many(pred, yte[chunk])
         out.append(fold)
-    return np.stack(out).mean(axis=0) if out else np.zeros((n_lab, *shape))
+    return np.stack(out).mean(axis=0)

@@ -46,7 +46,7 @@ when its smallest p-value, ``2 ** (1 - n_subjects)`` as MNE counts, is at most
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import mne
@@ -59,8 +59,8 @@ from sklearn.base import BaseEstimator
 from neuroflow.models.selection import near_best
 from neuroflow.progress import Progress
 
-from .classification import group_cv, labels_constant_within_groups, make_classifier, permute_labels
-from .lda import sliding_lda_null, sliding_lda_scores
+from .classification import group_cv, labels_constant_within_groups, make_classifier
+from .lda import null_folds, null_scores, sliding_lda_scores
 
 __all__ = [
     "GROUP_SIGMA",
@@ -199,21 +199,44 @@ def shuffle_labels(y: np.ndarray, groups: np.ndarray, rng: np.random.Generator) 
         Shuffled labels; with groups all of one size, the same draw as
         :func:`~neuroflow.decoding.classification.permute_labels`.
     """
+    return _shuffler(y, groups)(rng)
+
+
+def _shuffler(
+    y: Sequence[object] | np.ndarray, groups: Sequence[object] | np.ndarray
+) -> Callable[[np.random.Generator], np.ndarray]:
+    """:func:`shuffle_labels` of fixed ``y`` and ``groups``, set up once for many draws.
+
+    Returns
+    -------
+    draw : callable
+        ``draw(rng)`` is ``shuffle_labels(y, groups, rng)``: the same random draws and
+        the same labels.
+    """
     y, groups = np.asarray(y), np.asarray(groups)
     if labels_constant_within_groups(y, groups):
         labels, g, sizes = _group_labels(y, groups)
         if np.unique(sizes).size == 1:
-            return permute_labels(y, groups, rng)
-        new = labels.copy()
-        for size in np.unique(sizes):
-            idx = np.flatnonzero(sizes == size)
-            new[idx] = labels[idx[rng.permutation(idx.size)]]
-        return new[g]
-    out = y.copy()
-    for g in np.unique(groups):
-        idx = np.flatnonzero(groups == g)
-        out[idx] = y[rng.permutation(idx)]
-    return out
+            # as permute_labels: whole groups exchange labels
+            return lambda rng: labels[rng.permutation(labels.size)][g]
+        blocks = [np.flatnonzero(sizes == size) for size in np.unique(sizes)]
+
+        def by_size(rng: np.random.Generator) -> np.ndarray:
+            new = labels.copy()
+            for idx in blocks:
+                new[idx] = labels[idx[rng.permutation(idx.size)]]
+            return new[g]
+
+        return by_size
+    cells = [np.flatnonzero(groups == u) for u in np.unique(groups)]
+
+    def within(rng: np.random.Generator) -> np.ndarray:
+        out = y.copy()
+        for idx in cells:
+            out[idx] = y[rng.permutation(idx)]
+        return out
+
+    return within
 
 
 def n_relabellings(
@@ -351,13 +374,17 @@ def time_resolved_null(
     units = groups if units is None else np.asarray(units)
     if units.shape != y.shape:
         raise ValueError(f"`units` must have shape {y.shape}, got {units.shape} instead.")
-    labels = [shuffle_labels(y, units, rng) for _ in range(int(n_permutations))]
+    draw = _shuffler(y, units)
+    labels = [draw(rng) for _ in range(int(n_permutations))]
     batched = isinstance(classifier, str) and classifier == "lda"
     kw = {"classifier": classifier, "generalize": generalize, "n_splits": n_splits}
     what = "classification null" + (" (temporal generalisation)" if generalize else "")
     if batched and labels:
         X = _check_epochs(X, y.shape[0])
         splits = list(group_cv(groups, n_splits).split(X[:, :, 0], y, groups))
+        folds = null_folds(X, splits)
+        names, codes = np.unique(np.stack(labels), return_inverse=True)
+        codes = codes.reshape(len(labels), -1)
         # blocks of permutations fitted together, each ending where the progress report
         # reaches its next 10 %
         ends = np.unique([-(-b * len(labels) // 10) for b in range(1, 11)])
@@ -374,10 +401,10 @@ def time_resolved_null(
             from joblib import Parallel, delayed
 
             scores = Parallel(n_jobs=n_jobs, return_as="generator")(
-                delayed(sliding_lda_null)(X, [labels[i] for i in b], splits, **kw) for b in blocks
+                delayed(null_scores)(folds, codes[b], names, **kw) for b in blocks
             )
         elif batched:
-            scores = (sliding_lda_null(X, [labels[i] for i in b], splits, **kw) for b in blocks)
+            scores = (null_scores(folds, codes[b], names, **kw) for b in blocks)
         else:
             scores = (
                 _mean_scores(X, labels[i], groups, {**kw, "n_jobs": n_jobs})[None]

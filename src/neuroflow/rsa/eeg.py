@@ -302,11 +302,19 @@ def time_resolved_similarity(
     n_t = patterns.shape[2]
     out = np.zeros((len(methods), models.shape[0], n_t))
     frame_out = None if frames is None else np.zeros((frames.rdms.shape[0], n_t))
+    # Spearman is Pearson of ranks: the models are ranked once, not at every chunk
+    # (without NaN no pair is dropped, so the ranks are those compare_rdms would take)
+    models = np.asarray(models, dtype=np.float64)
+    model_ranks = rank_rows(models) if models.ndim == 2 and not np.isnan(models).any() else None
     for start in range(0, n_t, chunk):
         stop = min(start + chunk, n_t)
         rdm = correlation_rdm(np.moveaxis(patterns[:, :, start:stop], 2, 0))
         for m, method in enumerate(methods):
-            out[m, :, start:stop] = cross_temporal_rsa(models, rdm, method=method)
+            if method == "spearman" and model_ranks is not None and not np.isnan(rdm).any():
+                sim = compare_rdms(model_ranks, rank_rows(rdm), method="corr")
+            else:
+                sim = cross_temporal_rsa(models, rdm, method=method)
+            out[m, :, start:stop] = sim
         if frame_out is not None:
             frame_out[:, start:stop] = compare_rdms(frames.rdms, rdm, method=methods[0])
         if progress is not None:
