@@ -95,7 +95,10 @@ if PLAN.has_summary:
             plan_warnings=lambda wc: list(PLAN.warnings),
             layer_sweeps=PLAN.layer_sweeps(),
             layer_order=PLAN.layer_order(),
-            methods=methods_rst(PLAN.config, PLAN.run_facts()),
+            # shown short in the report's info panels (a MethodsText: its size and digest),
+            # compared by that digest for reruns; a function, so that it stays a
+            # MethodsText and Snakemake reads no wildcards into it
+            methods=lambda wc: methods_rst(PLAN.config, PLAN.run_facts()),
         log:
             log_path("summary", V["summary"]),
         localrule: True

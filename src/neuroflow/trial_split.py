@@ -20,6 +20,7 @@ __all__ = [
     "MIN_TEST_STIMULI",
     "N_BLOCKS_ONE_RUN",
     "TEST_SELECTIONS",
+    "TRIAL_MODEL_SUFFIX",
     "auto_test_runs",
     "select_test_stimuli",
     "select_trial_test_stimuli",
@@ -28,6 +29,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: Appended to a model's name in trial-based outputs, so that summaries tell a model fit
+#: on single trials (held-out stimuli) from the same model fit on runs (held-out runs).
+TRIAL_MODEL_SUFFIX = "_trials"
 #: Named selections of ``trial_split.test`` (else a list of stimulus ids).
 TEST_SELECTIONS = ("auto", "repeated")
 #: Fewest test stimuli ``auto`` holds out (of the trial split, and of

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from neuroflow.config import load_schema, validate_config
-from neuroflow.workflow.methods import REFERENCES, RunFacts, methods_rst
+from neuroflow.workflow.methods import REFERENCES, MethodsText, RunFacts, methods_rst
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -186,3 +186,21 @@ def test_transformer_models_are_described_with_their_options(config):
     assert "TRIBE" not in methods_rst(
         config, RunFacts(n_fmri_subjects=2, encoding_models=("visual",))
     )
+
+
+def test_methods_text_is_itself_but_lists_short(config):
+    """The paragraph as text everywhere, but short in ``repr`` and f-strings (the report's
+    info panels), with a digest that changes with the text (Snakemake's rerun check)."""
+    text = methods_rst(config, FMRI_EEG)
+    assert isinstance(text, MethodsText) and len(text) > 1000
+    plain = str(text)
+    assert type(plain) is str and plain == text and plain.startswith("BOLD runs")
+    label = repr(text)
+    assert label == f"{text}" == format(text, "") and len(label) < 60
+    assert re.fullmatch(rf"<methods: {len(text)} characters, sha1 [0-9a-f]{{10}}>", label)
+    other = methods_rst(config, RunFacts(n_eeg_subjects=1, decoding=True))
+    assert repr(other) != label and f"params: {other}" == f"params: {other!r}"
+    import pickle
+
+    again = pickle.loads(pickle.dumps(text))
+    assert type(again) is MethodsText and again == text and repr(again) == label

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from neuroflow.evaluation.plotting import (
+    GlassBrainCanvas,
     map_color_limits,
     plot_brain_map,
     plot_roi_bars,
@@ -50,6 +51,39 @@ def test_brain_map_all_nan(tmp_path, kind):
     assert paths[0].stat().st_size > 0
     with pytest.raises(ValueError, match="`kind` must be one of"):
         plot_brain_map(img, kind="surface")
+
+
+def _pixels(fig) -> np.ndarray:
+    """RGBA pixels of a figure drawn as a PNG would be (shape (height, width, 4))."""
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba()).copy()
+
+
+def test_glass_brain_canvas_draws_each_map_as_a_new_figure_would(rng):
+    """One figure reused for many maps: the same pixels as a new glass brain for each."""
+    grids = [
+        (np.diag([3.0, 3.0, 3.0, 1.0]), [11, 13, 9]),
+        (np.diag([2.0, 2.5, 2.0, 1.0]), [9, 7, 8]),
+    ]
+    grids[0][0][:3, 3] = [-15.0, -20.0, -10.0]
+    maps = []
+    for sign in (0, -1, None):  # mixed, negative scores; all undefined
+        affine, shape = grids[len(maps) % 2]
+        ijk = np.argwhere(rng.random(shape) < 0.3)
+        values = rng.normal(0.1, 0.2, len(ijk))
+        if sign is None:
+            values[:] = np.nan
+        elif sign:
+            values = sign * np.abs(values)
+        maps.append(scores_to_nifti(values, ijk, affine=affine, mask_shape=shape))
+    canvas = GlassBrainCanvas()
+    for i, img in enumerate(maps):
+        title = f"map {i}" if i != 2 else None
+        expected = _pixels(plot_brain_map(img, kind="glass_brain", title=title))
+        fig = canvas.draw(img, title=title)
+        assert len(fig.axes) == 5  # frame, three projections, one colour bar
+        np.testing.assert_array_equal(_pixels(fig), expected, err_msg=f"map {i}")
+    assert canvas.draw(maps[0]) is fig  # one figure throughout
 
 
 def test_map_color_limits_ignore_outliers_and_zeros(rng):

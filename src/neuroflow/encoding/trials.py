@@ -46,6 +46,7 @@ from neuroflow.models import (
 from neuroflow.trial_split import (
     MIN_TEST_STIMULI,
     TEST_SELECTIONS,
+    TRIAL_MODEL_SUFFIX,
     select_trial_test_stimuli,
     split_note,
 )
@@ -64,9 +65,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Appended to a model's name in trial-based outputs, so that summaries tell a model fit
-#: on single trials (held-out stimuli) from the same model fit on runs (held-out runs).
-TRIAL_MODEL_SUFFIX = "_trials"
 _LOSO = "leave-one-stimulus-out"
 
 

@@ -53,9 +53,9 @@ import xarray as xr
 from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
-from neuroflow.encoding.trials import TRIAL_MODEL_SUFFIX
 from neuroflow.figures import new_figure
 from neuroflow.rois import ALL_ROI, GROUP_SUBJECT, labelled_rois
+from neuroflow.trial_split import TRIAL_MODEL_SUFFIX
 
 __all__ = [
     "ALIGNMENT_COLUMNS",

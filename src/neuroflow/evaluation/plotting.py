@@ -12,6 +12,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import nibabel as nib
 import numpy as np
@@ -23,6 +24,7 @@ from neuroflow.figures import new_figure
 
 __all__ = [
     "BRAIN_MAP_KINDS",
+    "GlassBrainCanvas",
     "map_color_limits",
     "plot_brain_map",
     "plot_roi_bars",
@@ -121,6 +123,155 @@ def plot_brain_map(
         else:
             plotting.plot_stat_map(img, bg_img=None, draw_cross=False, **common)
     return fig
+
+
+class GlassBrainCanvas:
+    """Glass-brain score maps drawn one after another on one figure.
+
+    The brain outlines of a glass brain are most of the cost of drawing one; here they
+    are drawn once, and each map replaces the previous map's overlay, colour bar and
+    title. Each map looks as :func:`plot_brain_map` draws it (``kind="glass_brain"``).
+    The figure returned by :meth:`draw` is the same object every time: save it before
+    drawing the next map.
+    """
+
+    def __init__(self) -> None:
+        from nilearn import plotting
+
+        fig = new_figure((8, 3))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*empty.*", category=UserWarning)
+            self._display = plotting.plot_glass_brain(
+                None, figure=fig, plot_abs=False, colorbar=False
+            )
+        # the outlines' extent: each map's overlay widens it, as in a new figure
+        self._bounds = {k: list(a._object_bounds) for k, a in self._display.axes.items()}
+        self._title: Any = None
+        for axes in self._display.axes.values():
+            _collect_outlines(axes.ax)
+
+    def draw(
+        self, img: nib.Nifti1Image, *, title: str | None = None, vmax: float | None = None
+    ) -> Figure:
+        """Draw one map (see :func:`plot_brain_map` for the parameters).
+
+        Returns
+        -------
+        fig : matplotlib.figure.Figure
+            The canvas's figure, showing this map only.
+        """
+        from nilearn.image import new_img_like
+
+        display = self._display
+        self._clear()
+        threshold, vmax, data, img = _glass_brain_levels(img, vmax)
+        cbar_vmin, cbar_vmax, vmin = _symmetric_limits(data, vmax)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*empty.*", category=UserWarning)
+            display.add_overlay(
+                new_img_like(img, data, img.affine),
+                threshold=threshold,
+                interpolation="nearest",
+                colorbar=True,
+                vmin=vmin,
+                vmax=vmax,
+                cbar_vmin=cbar_vmin,
+                cbar_vmax=cbar_vmax,
+                cmap="RdBu_r",
+            )
+        if title:
+            first = display.axes[display._cut_displayed[0]].ax
+            before = list(first.texts)
+            display.title(title)
+            self._title = next(t for t in first.texts if t not in before)
+        return display.frame_axes.figure
+
+    def _clear(self) -> None:
+        """Take the last map's overlay, colour bar and title off the figure."""
+        display = self._display
+        for key, axes in display.axes.items():
+            for image in list(axes.ax.images):
+                image.remove()
+            axes._object_bounds = list(self._bounds[key])
+            axes.ax.axis(axes.get_object_bounds())
+        if display._colorbar:
+            display._colorbar_ax.remove()
+            display._colorbar = False
+        if self._title is not None:
+            self._title.remove()
+            self._title = None
+
+
+def _collect_outlines(ax: Axes) -> None:
+    """Draw the brain outlines of a glass-brain axes as one collection.
+
+    The same paths, colours, widths and order as nilearn's patches, so the same
+    pixels, drawn in one call instead of one per patch.
+    """
+    from matplotlib.collections import PathCollection
+    from matplotlib.patches import PathPatch
+
+    outlines = [p for p in ax.patches if isinstance(p, PathPatch)]
+    if not outlines:
+        return
+    first = outlines[0]
+    collection = PathCollection(
+        # each patch's own transform, less the axes' data transform the collection adds
+        [(p.get_transform() - ax.transData).transform_path(p.get_path()) for p in outlines],
+        facecolors=[p.get_facecolor() for p in outlines],
+        edgecolors=[p.get_edgecolor() for p in outlines],
+        linewidths=[p.get_linewidth() for p in outlines],
+        antialiaseds=[p.get_antialiased() for p in outlines],
+        joinstyle=first.get_joinstyle(),
+        capstyle=first.get_capstyle(),
+        transform=ax.transData,
+        zorder=first.get_zorder(),
+    )
+    for patch in outlines:
+        patch.remove()
+    ax.add_collection(collection, autolim=False)
+
+
+def _glass_brain_levels(
+    img: nib.Nifti1Image, vmax: float | None
+) -> tuple[float, float, np.ndarray, nib.Nifti1Image]:
+    """Levels and data of a glass-brain map, as :func:`plot_brain_map` has nilearn set them.
+
+    Returns
+    -------
+    threshold : float
+        Scores smaller in absolute value are transparent (see :func:`map_color_limits`).
+    vmax : float
+        Colour limit: ``vmax`` when a positive number, else the robust one.
+    data : ndarray, shape (x, y, z)
+        The image's scores in nilearn's dtype, non-finite ones set to 0.
+    img : nibabel.Nifti1Image
+        The image as nilearn checks it (``dtype="auto"``).
+    """
+    from nilearn.image import check_niimg_3d
+
+    threshold, robust = map_color_limits(np.asarray(img.dataobj))
+    img = check_niimg_3d(img, dtype="auto")
+    if vmax is None or not np.isfinite(vmax) or vmax <= 0:
+        vmax = robust
+    data = np.array(img.dataobj)
+    data[~np.isfinite(data)] = 0
+    return min(threshold, vmax / 2), float(vmax), data, img
+
+
+def _symmetric_limits(data: np.ndarray, vmax: float) -> tuple[float | None, float, float]:
+    """Colour-bar limits and lower colour limit of a map shown up to ``vmax``.
+
+    ``data`` has any shape. Returns ``(cbar_vmin, cbar_vmax, vmin)`` as nilearn sets
+    them for ``symmetric_cbar="auto"`` without ``vmin``: symmetric when the map has
+    scores of both signs below ``vmax``, else from 0 (positive maps) or the smallest
+    score.
+    """
+    data_min, data_max = float(np.nanmin(data)), float(np.nanmax(data))
+    if data_min < 0 < min(data_max, vmax):
+        return -vmax, vmax, -vmax
+    cbar_vmin = 0.0 if data_min >= 0 else None
+    return cbar_vmin, vmax, data_min
 
 
 def plot_roi_bars(

@@ -552,12 +552,14 @@ def _write_layer_sweeps(
     plots_dir: Path | None,
     formats: Sequence[str] = ("png",),
     alignment_path: Path | None = None,
+    opened: Mapping[str, xr.Dataset] | None = None,
 ) -> None:
     """Write the layer × ROI table of every sweep (atomically) and their depth plots.
 
     ``alignment_path``: where to write the encoding-vs-RSA table
     (:func:`~neuroflow.evaluation.layer_sweep.metric_agreement`), with one figure per
     encoding sweep it has rows for (``layer_sweep_<sweep>_alignment``); None writes none.
+    ``opened``: stores of ``scores`` opened already, by path (the others are opened).
     """
     from neuroflow.evaluation.layer_sweep import (
         LAYER_SWEEP_COLUMNS,
@@ -571,7 +573,15 @@ def _write_layer_sweeps(
     from neuroflow.evaluation.plotting import save_figure
 
     # stores of other models are skipped by the table (opening a store reads no arrays)
-    stores = [(stage_of(score), str(score), open_dataset(score)) for score in scores]
+    opened = opened or {}
+    stores = [
+        (
+            stage_of(score),
+            str(score),
+            opened[str(score)] if str(score) in opened else open_dataset(score),
+        )
+        for score in scores
+    ]
     parts = [encoding_sweep_table(stores, sweeps), analysis_sweep_table(summary, layer_order)]
     parts = [part for part in parts if not part.empty]
     table = (
@@ -732,6 +742,8 @@ def summarize_all(
     for note in notes:
         logger.info("Left out: %s", note)
     rows: list[pd.DataFrame] = []
+    # each score store is opened once, for its rows, its maps and the layer sweeps
+    opened = {str(path): open_dataset(path) for path in scores}
     if scores:
         summarize_scores(
             scores=list(scores),
@@ -740,6 +752,7 @@ def summarize_all(
             config=config,
             provenance=record,
             layer_order=layer_order,
+            opened=opened,
         )
         rows.append(
             pd.read_csv(
@@ -812,6 +825,7 @@ def summarize_all(
             plots_dir if plots_enabled else None,
             formats,
             None if alignment_tsv is None else Path(alignment_tsv),
+            opened,
         )
     if warnings_tsv is not None:
         _write_warnings(

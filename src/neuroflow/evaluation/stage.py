@@ -26,6 +26,7 @@ from neuroflow.evaluation.metrics import pearson_r, r2_score
 from neuroflow.evaluation.noise_ceiling import estimate_noise_ceiling, normalize_score
 from neuroflow.evaluation.permutation import fdr_correction
 from neuroflow.evaluation.plotting import (
+    GlassBrainCanvas,
     plot_brain_map,
     plot_roi_bars,
     save_figure,
@@ -982,18 +983,33 @@ def _write_table(table: pd.DataFrame, path: Path, float_format: str | None = "%.
 def _brain_maps(
     stores: Sequence[tuple[Path, xr.Dataset]], plots: Mapping[str, Any], out_dir: Path
 ) -> None:
-    # nilearn collects garbage on every image it reads: the stores, tables and modules
-    # loaded so far, nilearn's plotting modules included, stay out of those collections,
-    # each figure drawn is collected
-    import nilearn.plotting  # noqa: F401
+    canvas = None
+    if any(_on_voxel_grid(ds) for _, ds in stores):
+        # nilearn collects garbage on every image it reads: the stores, tables and
+        # modules loaded so far, nilearn's plotting modules included, stay out of those
+        # collections, each figure drawn is collected
+        import nilearn.plotting  # noqa: F401
 
+        # glass brains share one figure, whose brain outlines are drawn once (and,
+        # made before the heap is frozen, stay out of those collections too)
+        if plots["brain_map"] == "glass_brain":
+            canvas = GlassBrainCanvas()
     with frozen_heap():
         for path, ds in stores:
-            _brain_maps_of_store(path, ds, plots, out_dir)
+            _brain_maps_of_store(path, ds, plots, out_dir, canvas)
+
+
+def _on_voxel_grid(ds: xr.Dataset) -> bool:
+    """Whether a score store's targets are voxels of a known grid (a brain map is drawn)."""
+    return {"affine", "mask_shape"} <= set(ds.attrs) and {"i", "j", "k"} <= set(ds.coords)
 
 
 def _brain_maps_of_store(
-    path: Path, ds: xr.Dataset, plots: Mapping[str, Any], out_dir: Path
+    path: Path,
+    ds: xr.Dataset,
+    plots: Mapping[str, Any],
+    out_dir: Path,
+    canvas: GlassBrainCanvas | None = None,
 ) -> None:
     """Glass-brain (or slice) maps of r and normalised r of one score store."""
     if "affine" not in ds.attrs or "mask_shape" not in ds.attrs:
@@ -1026,18 +1042,26 @@ def _brain_maps_of_store(
             mask_shape=ds.attrs["mask_shape"],
         )
         title = f"{_label(ds.attrs['subject'])} {_label(ds.attrs['model'])} {metric}"
-        _save_brain_map(img, title, plots, out_dir / f"{name}_{metric}")
+        _save_brain_map(img, title, plots, out_dir / f"{name}_{metric}", canvas)
 
 
 def _save_brain_map(
-    img: nib.Nifti1Image, title: str, plots: Mapping[str, Any], stem: Path
+    img: nib.Nifti1Image,
+    title: str,
+    plots: Mapping[str, Any],
+    stem: Path,
+    canvas: GlassBrainCanvas | None = None,
 ) -> list[Path]:
-    """Draw one brain map and save it; the figure is released on return.
+    """Draw one brain map (on ``canvas``'s figure when given) and save it.
 
-    The next map is drawn without this one alive, so that the garbage collections
-    nilearn runs while drawing it do not walk this figure's artists again.
+    Without a canvas the figure is released on return: the next map is drawn without
+    this one alive, so that the garbage collections nilearn runs while drawing it do
+    not walk this figure's artists again.
     """
-    fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
+    if canvas is not None:
+        fig = canvas.draw(img, title=title)
+    else:
+        fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
     return save_figure(fig, stem, plots["formats"], dpi=plots["dpi"])
 
 
@@ -1049,6 +1073,7 @@ def summarize_scores(
     config: dict,
     provenance: dict,
     layer_order: Mapping[str, Sequence[str]] | None = None,
+    opened: Mapping[str, xr.Dataset] | None = None,
 ) -> Path:
     """ROI summaries per subject and across subjects, with figures.
 
@@ -1085,6 +1110,9 @@ def summarize_scores(
         Extractor -> its layer names in extraction order: names the layer of a bare
         feature space whose store records none (see
         :func:`~neuroflow.evaluation.summary.space_names`).
+    opened : dict of str to xarray.Dataset | None
+        Stores of ``scores`` the caller has opened already, by path (as ``str``);
+        the others are opened here.
 
     Returns
     -------
@@ -1099,7 +1127,8 @@ def summarize_scores(
     if not scores:
         raise ValueError("`scores` must list at least one score store, got an empty list instead.")
     table, plots_dir = Path(table), Path(plots_dir)
-    stores = [(Path(p), open_dataset(p)) for p in scores]
+    opened = opened or {}
+    stores = [(Path(p), opened[str(p)] if str(p) in opened else open_dataset(p)) for p in scores]
     per_store = [_store_summary(path, ds, cfg["topk_percent"], layer_order) for path, ds in stores]
     per_subject = pd.concat(per_store, ignore_index=True)
     group = group_summary(per_subject)

@@ -9,11 +9,12 @@ analyses the run performs are described.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["REFERENCES", "RunFacts", "methods_rst"]
+__all__ = ["REFERENCES", "MethodsText", "RunFacts", "methods_rst"]
 
 #: Citations by key, as they appear in the reference list.
 REFERENCES: dict[str, str] = {
@@ -129,6 +130,33 @@ REFERENCES: dict[str, str] = {
         "subject motion. NeuroImage 59(3):2142-2154."
     ),
 }
+
+
+class MethodsText(str):
+    """A methods paragraph that shows itself short: its size and digest.
+
+    The text itself wherever it is used as text (written to a file, joined, rendered
+    into a template); ``repr`` and ``format`` (e.g. an f-string) give
+    ``<methods: N characters, sha1 XXXXXXXXXX>`` instead, so that a workflow param
+    holding it lists short in the report's info panel of every output of its job, while
+    the job still reruns when the text changes (Snakemake compares a param by its
+    ``repr``).
+    """
+
+    __slots__ = ()
+
+    def _label(self) -> str:
+        digest = hashlib.sha1(str.encode(self), usedforsecurity=False).hexdigest()[:10]
+        return f"<methods: {len(self)} characters, sha1 {digest}>"
+
+    def __repr__(self) -> str:
+        return self._label()
+
+    def __format__(self, spec: str) -> str:
+        return format(self._label(), spec)
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return MethodsText, (str(self),)
 
 
 @dataclass(frozen=True)
@@ -507,7 +535,7 @@ def _rsa(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> str:
     return text + "."
 
 
-def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> str:
+def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> MethodsText:
     """A methods paragraph with numbered citations, as reStructuredText.
 
     Parameters
@@ -519,8 +547,9 @@ def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> str:
 
     Returns
     -------
-    text : str
-        Paragraphs for the analyses the run performs, then the references cited.
+    text : MethodsText
+        Paragraphs for the analyses the run performs, then the references cited (a
+        ``str`` whose ``repr`` is short, see :class:`MethodsText`).
     """
     keys: list[str] = []
     paragraphs = []
@@ -550,4 +579,4 @@ def methods_rst(config: Mapping[str, Any], facts: RunFacts) -> str:
         paragraphs.append(_rsa(config, facts, keys))
     body = "\n\n".join(p for p in paragraphs if p)
     references = "\n".join(f"{i}. {REFERENCES[key]}" for i, key in enumerate(keys, 1))
-    return f"{body}\n\n**References**\n\n{references}\n" if keys else body + "\n"
+    return MethodsText(f"{body}\n\n**References**\n\n{references}\n" if keys else body + "\n")
