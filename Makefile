@@ -1,5 +1,5 @@
 # neuroflow: the two commands are `make demo` and `make test` (`make test-fast` for the
-# package tests alone, without the Snakemake runs).
+# package tests alone, without the Snakemake runs and the slow tests).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -44,9 +44,10 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-# The inner loop: every test but the workflow runs end to end (marked `workflow`).
+# The inner loop: every test but the workflow runs end to end (marked `workflow`) and the
+# tests of many seeds or long fits (marked `slow`); `make test` runs them all.
 test-fast: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not workflow"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not workflow and not slow"
 
 lint: install
 	$(BIN)/ruff check .

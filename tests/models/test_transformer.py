@@ -127,6 +127,7 @@ def _mean_r(pred: np.ndarray, truth: np.ndarray) -> float:
     )
 
 
+@pytest.mark.slow
 def test_planted_lagged_signal_is_learned_and_ensembled(rng):
     subjects = _subjects(rng, n_runs=4, n_times=(100, 90, 110, 80), noise=0.3)
     weights = dict(_subjects.weights)

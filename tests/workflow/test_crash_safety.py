@@ -11,6 +11,7 @@ consumed an interrupted write, and every store must match its manifest.
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import subprocess
@@ -168,11 +169,34 @@ def test_sigkill_at_ten_points_then_resume_equals_an_uninterrupted_run(
     assert np.all([(workdir / "results" / s).is_dir() for s in interrupted]), interrupted
 
 
+def _shared_upstream_config(results: Path) -> dict:
+    """The tiny fMRI chain into ``results``: the demo, cleaning and its QC (a store and a
+    figure folder per run), one feature space and one encoding model.
+
+    The EEG recordings, the text model and the analyses beside the encoding chain (RSA,
+    decoding, geometry, plots) are left out: the two runs share their upstream stages
+    all the same.
+    """
+    config = copy.deepcopy(TINY_CONFIG)
+    config["results_dir"] = str(results)
+    config["dataset"] = {"tasks": ["movie"]}
+    config["features"]["extractors"] = [
+        e for e in config["features"]["extractors"] if e["name"] == "image_statistics"
+    ]
+    config["encoding"]["models"] = {"visual": config["encoding"]["models"]["visual"]}
+    config["evaluation"]["plots"]["enabled"] = False
+    config["decoding"]["fmri"] = {"enabled": False}
+    config["rsa"] = {"enabled": False}
+    config["geometry"] = {"enabled": False}
+    return config
+
+
 def test_two_configs_at_once_with_nolock_lose_nothing(tmp_path: Path) -> None:
     """Two configs sharing their upstream stages, run at once into one results folder."""
     shared = tmp_path / "shared_results"
-    base = {**TINY_CONFIG, "results_dir": str(shared), "dataset": {"tasks": ["movie"]}}
-    other = {**base, "encoding": {**TINY_CONFIG["encoding"], "alphas": {"num": 3}}}
+    base = _shared_upstream_config(shared)
+    other = copy.deepcopy(base)
+    other["encoding"]["alphas"] = {"num": 3}
     workdirs = []
     for name, config in (("a", base), ("b", other)):
         workdir = tmp_path / name
@@ -201,5 +225,5 @@ def test_two_configs_at_once_with_nolock_lose_nothing(tmp_path: Path) -> None:
     assert not list(shared.rglob(f"*{PARTIAL_MARKER}*"))
     # both configs' encoding versions, next to one set of the shared upstream stores
     encodings = {p.parent.name for p in (shared / "encoding").rglob("*_encoding.zarr")}
-    assert len(encodings) == 2 * len(TINY_CONFIG["encoding"]["models"]), encodings
+    assert len(encodings) == 2 * len(base["encoding"]["models"]), encodings
     assert len({p.parents[1].name for p in (shared / "preprocess_fmri").rglob("*.zarr")}) == 1
