@@ -15,12 +15,14 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from PIL import Image
 
 from neuroflow.artifacts import atomic_directory, atomic_file
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "THUMBNAIL_PRESETS",
@@ -65,6 +67,11 @@ def new_figure(size: tuple[float, float]) -> Figure:
     -------
     fig : matplotlib.figure.Figure
     """
+    # matplotlib is imported here, not with the module: the workflow's planning reads
+    # the thumbnail presets below and draws nothing
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=size)
     FigureCanvasAgg(fig)
     return fig
