@@ -134,6 +134,7 @@ class WorkflowPlan:
     sweeps: dict[str, list[SweepLayer]] = field(init=False, default_factory=dict)
     transform_sweeps: dict[str, list[TransformVariant]] = field(init=False, default_factory=dict)
     config_notes: tuple[str, ...] = field(init=False, default=())
+    _layers: dict[str, list[str]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.config, notes = drop_orphan_defaults(self.config)
@@ -142,6 +143,7 @@ class WorkflowPlan:
         _check_config(self.config)
         self.config = _check_builders(self.config)
         self.config, self.sweeps = expand_layer_sweeps(self.config, self.extractor_layers)
+        self._layers = {}  # the layers of the config as the sweeps leave it
         self.results = Path(self.config["results_dir"])
         _check_results_dir(self.results)
         self._data_key, self._data_version = data_version(self.config)
@@ -775,7 +777,10 @@ class WorkflowPlan:
         """Names of the layer stores of one extractor (known before any model loads)."""
         from neuroflow.features.config import layer_names
 
-        return layer_names(self.extractor(name))
+        # asked for by every rule that reads a feature store: checked once per extractor
+        if name not in self._layers:
+            self._layers[name] = layer_names(self.extractor(name))
+        return list(self._layers[name])
 
     def extractor(self, name: str) -> dict[str, Any]:
         """Config entry of the extractor called ``name``."""
