@@ -59,6 +59,7 @@ def _pixels(fig) -> np.ndarray:
     return np.asarray(fig.canvas.buffer_rgba()).copy()
 
 
+@pytest.mark.slow
 def test_glass_brain_canvas_draws_each_map_as_a_new_figure_would(rng):
     """One figure reused for many maps: the same pixels as a new glass brain for each."""
     grids = [

@@ -117,6 +117,7 @@ def estimate(tmp_path, stores, **config):
     return open_dataset(out).load()
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*Generation of a mask has been requested:RuntimeWarning")
 @pytest.mark.parametrize("hrf_model", ["glover", "spm + derivative"])
 def test_lss_equals_nilearn_first_level_loop(tmp_path, rng, hrf_model):
