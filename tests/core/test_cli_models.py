@@ -256,14 +256,14 @@ def test_config_error_exits_2(tmp_path, capsys):
 
 
 def test_preset_without_its_package_gives_the_pip_commands(tmp_path, monkeypatch, capsys):
-    from neuroflow.features import torch_module
+    from neuroflow.features import presets
 
     preset = {
-        **torch_module.PRESETS["efficientnet-lite0"],
+        **presets.PRESETS["efficientnet-lite0"],
         "weights_file": "no_such_weights_pkg:weights_path",
         "packages": ("no-such-builder-pkg", "no-such-weights-pkg"),
     }
-    monkeypatch.setitem(torch_module.PRESETS, "efficientnet-lite0", preset)
+    monkeypatch.setitem(presets.PRESETS, "efficientnet-lite0", preset)
     config = _config(tmp_path, "{name: effnet, extractor: torch_module, model: efficientnet-lite0}")
     status, (record,) = _records(capsys, "--configfile", config)
     assert status == 1 and record["status"] == "missing"

@@ -56,10 +56,10 @@ def _python_imports(path: Path) -> set[str]:
 
 def _string_references() -> set[str]:
     """Modules the package imports by name at run time (model presets, packaged models)."""
-    from neuroflow.features import hf, torch_module
+    from neuroflow.features import hf, presets
 
     names = set(hf._PACKAGED_MODELS.values())
-    for preset in torch_module.PRESETS.values():
+    for preset in presets.PRESETS.values():
         for key in ("builder", "weights_file"):
             if key in preset:
                 names.add(preset[key].split(":")[0].split(".")[0])

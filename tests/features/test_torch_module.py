@@ -16,8 +16,8 @@ from neuroflow.artifacts import open_dataset
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.extract import extract_features
 from neuroflow.features.inventory import entry_records
+from neuroflow.features.presets import PRESETS
 from neuroflow.features.torch_module import (
-    PRESETS,
     TorchModuleExtractor,
     import_builder,
     pool_output,

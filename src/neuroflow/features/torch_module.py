@@ -18,7 +18,7 @@ An entry gets its model in one of three ways, never from the network:
   weights included;
 - ``model: efficientnet-lite0``: a packaged preset, which fills in the builder,
   its weights file, the input transform and default layers (see
-  :data:`PRESETS`).
+  :data:`neuroflow.features.presets.PRESETS`).
 
 Planning never builds a model: module names, globs, ``"all"``, ``{index}`` and
 ``{depth}`` are resolved against the module names a preset ships (see
@@ -75,7 +75,7 @@ import numpy as np
 from neuroflow.extras import install_hint
 from neuroflow.features.hf import _video_means, hash_state_dict, select_device, select_dtype
 from neuroflow.features.layers import layer_spec, pool
-from neuroflow.features.presets import PRESETS, check_builder, preset_packages, preset_weights
+from neuroflow.features.presets import PRESETS, preset_packages, preset_weights
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.trust import BUILDER_RE, import_trusted_builder
 from neuroflow.stimuli.files import file_sha256
@@ -85,10 +85,8 @@ torch = lazy_loader.load("torch")
 __all__ = [
     "ALL",
     "OUTPUT",
-    "PRESETS",
     "TorchModuleExtractor",
     "build_module",
-    "check_builder",
     "import_builder",
     "module_names",
     "pool_output",
