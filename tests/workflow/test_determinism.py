@@ -1,7 +1,9 @@
-"""Results do not depend on ``--cores``: the tiny demo's features rerun with one core are
-bit-identical to those of the two-core session run, and its fMRI and EEG encoders (one
-thread each by default) rerun with three threads each are bit-identical to the session's.
-Both are computed again in a copy of the session run, from its inputs.
+"""Results do not depend on ``--cores`` or on how jobs start: the tiny demo's features
+rerun with one core are bit-identical to those of the two-core session run, and its fMRI
+and EEG encoders (one thread each by default) rerun with three threads each, each job a
+new interpreter (``NEUROFLOW_WARM_JOBS=0``) instead of a fork of the warm server, are
+bit-identical to the session's. Both are computed again in a copy of the session run,
+from its inputs.
 
 Feature extraction runs on one thread whatever a job is given; the ridge solvers run
 every BLAS kernel single-threaded and spread folds and target chunks over the job's
@@ -32,12 +34,14 @@ def test_one_core_gives_the_results_of_two(tiny_run, tiny_copy):
     assert features and encoders
     assert {p.parts[1] for p in encoders} == {"encoding", "eeg_encoding"}
     # In a copy of the session run the encoders, then the features are computed again
-    # from the session run's inputs: the encoders with three threads each, then the
-    # features on one core (the encoders, downstream of them, are not asked for again).
+    # from the session run's inputs: the encoders with three threads each, in new
+    # interpreters, then the features on one core (the encoders, downstream of them, are
+    # not asked for again).
     for rel in encoders:
         shutil.rmtree(tiny_copy / rel)
     threads = ("fit_encoding=3", "fit_eeg_encoding=3")
-    snakemake(tiny_copy, *map(str, encoders), "--cores", "3", "--set-threads", *threads)
+    cold = {"NEUROFLOW_WARM_JOBS": "0"}
+    snakemake(tiny_copy, *map(str, encoders), "--cores", "3", "--set-threads", *threads, env=cold)
     for rel in features:
         shutil.rmtree(tiny_copy / rel)
     snakemake(tiny_copy, "--cores", "1", *map(str, features))

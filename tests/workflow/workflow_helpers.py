@@ -80,9 +80,11 @@ def write_config(path: Path, config: dict, header: str = "") -> Path:
     return path
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run snakemake on the repository's Snakefile inside ``workdir``."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run snakemake on the repository's Snakefile inside ``workdir`` (``env``: added)."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
     # Targets and flags first: --configfile takes several values and would swallow them.
     cmd = [
         *SNAKEMAKE,

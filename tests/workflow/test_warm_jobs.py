@@ -1,0 +1,142 @@
+"""Warm job starts: a script run in a fork of the warm server behaves as ``python script``.
+
+It sees the working directory, environment and thread counts the shell would give it;
+its exit status, a traceback on failure and a kill reach the caller; and a job whose
+Snakemake process is killed dies with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from neuroflow.workflow.warm_jobs import enabled, job_environment, run_warm
+
+
+def _script(folder: Path, body: str) -> Path:
+    path = folder / "job.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_job_environment_sets_thread_counts_and_temporary_folder():
+    env = job_environment({"HOME": "/h", "OMP_NUM_THREADS": "8"}, 3, "/scratch/t")
+    assert env["HOME"] == "/h"
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "3"
+    assert env["MKL_NUM_THREADS"] == env["NUMEXPR_NUM_THREADS"] == "3"
+    assert env["TMPDIR"] == env["TMP"] == env["TEMP"] == "/scratch/t"
+    assert "TMPDIR" not in job_environment({}, 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, True), ("1", True), ("0", False), (" Off ", False)]
+)
+def test_switch(value, expected):
+    environ = {} if value is None else {"NEUROFLOW_WARM_JOBS": value}
+    assert enabled(environ) is expected
+
+
+def test_a_script_sees_what_the_shell_would_give_it(tmp_path, monkeypatch):
+    out = tmp_path / "seen.json"
+    script = _script(
+        tmp_path,
+        f"""
+        import json, os, sys
+        from threadpoolctl import threadpool_info
+        blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        json.dump(
+            {{
+                "cwd": os.getcwd(),
+                "argv": sys.argv,
+                "omp": os.environ.get("OMP_NUM_THREADS"),
+                "tmp": os.environ.get("TMPDIR"),
+                "mine": os.environ.get("MY_VARIABLE"),
+                "blas": blas,
+                "pid": os.getpid(),
+            }},
+            open({str(out)!r}, "w"),
+        )
+        """,
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("MY_VARIABLE", "kept")
+    run_warm(str(script), threads=2, tmpdir=str(tmp_path))
+    seen = json.loads(out.read_text())
+    assert seen["cwd"] == str(work) and seen["argv"] == [str(script)]
+    assert (seen["omp"], seen["tmp"], seen["mine"]) == ("2", str(tmp_path), "kept")
+    assert seen["blas"] and set(seen["blas"]) == {2}
+    assert seen["pid"] != os.getpid()
+    # a second job is a new process too, with its own thread count
+    run_warm(str(script), threads=1)
+    again = json.loads(out.read_text())
+    assert again["pid"] not in (seen["pid"], os.getpid())
+    assert again["omp"] == "1" and set(again["blas"]) == {1}
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ("raise ValueError('x.zarr: bad input')", 1),
+        ("import sys; sys.exit(3)", 3),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL),
+    ],
+)
+def test_failures_reach_the_caller(tmp_path, body, status):
+    script = _script(tmp_path, body)
+    with pytest.raises(subprocess.CalledProcessError, match=r"job\.py") as err:
+        run_warm(str(script))
+    assert err.value.returncode == status
+
+
+def test_a_traceback_goes_to_standard_error(tmp_path):
+    script = _script(tmp_path, "raise ValueError('x.zarr: values must be finite')")
+    code = f"from neuroflow.workflow.warm_jobs import run_warm; run_warm({str(script)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert "ValueError: x.zarr: values must be finite" in proc.stderr
+    assert "Traceback" in proc.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie of a reaped parent is gone from /proc/<pid>/stat as 'Z'
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+def test_a_job_dies_with_its_snakemake_process(tmp_path):
+    pid_file = tmp_path / "job.pid"
+    script = _script(
+        tmp_path,
+        f"""
+        import os, time
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        time.sleep(600)
+        """,
+    )
+    code = f"from neuroflow.workflow.warm_jobs import run_warm; run_warm({str(script)!r})"
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 300  # a safety net: the job starts in about a second
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    job = int(pid_file.read_text())
+    parent.send_signal(signal.SIGKILL)  # the parent only, not its process group
+    parent.wait()
+    while _alive(job):
+        assert time.monotonic() < deadline, "the job outlived its Snakemake process"
+        time.sleep(0.05)
