@@ -61,6 +61,7 @@ def test_a_script_sees_what_the_shell_would_give_it(tmp_path, monkeypatch):
                 "mine": os.environ.get("MY_VARIABLE"),
                 "blas": blas,
                 "pid": os.getpid(),
+                "torch": sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None,
             }},
             open({str(out)!r}, "w"),
         )
@@ -76,11 +77,13 @@ def test_a_script_sees_what_the_shell_would_give_it(tmp_path, monkeypatch):
     assert (seen["omp"], seen["tmp"], seen["mine"]) == ("2", str(tmp_path), "kept")
     assert seen["blas"] and set(seen["blas"]) == {2}
     assert seen["pid"] != os.getpid()
-    # a second job is a new process too, with its own thread count
-    run_warm(str(script), threads=1)
+    # a second job is a new process too, with its own thread count; the server imported
+    # PyTorch while the first ran, and its thread count follows the job's too
+    run_warm(str(script), threads=3)
     again = json.loads(out.read_text())
     assert again["pid"] not in (seen["pid"], os.getpid())
-    assert again["omp"] == "1" and set(again["blas"]) == {1}
+    assert again["omp"] == "3" and set(again["blas"]) == {3}
+    assert again["torch"] == 3
 
 
 @pytest.mark.parametrize(

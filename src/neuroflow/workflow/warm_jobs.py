@@ -43,10 +43,10 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["PRELOAD", "enabled", "install", "job_environment", "run_warm", "serve"]
+__all__ = ["IDLE_PRELOAD", "PRELOAD", "enabled", "install", "job_environment", "run_warm", "serve"]
 
 #: Set to ``0`` (or ``false``/``no``/``off``) to start every job as a new interpreter.
 ENV_SWITCH = "NEUROFLOW_WARM_JOBS"
@@ -62,6 +62,9 @@ PRELOAD: tuple[str, ...] = (
     "neuroflow.workflow.runner",
     "neuroflow.workflow.warm_jobs",
 )
+#: Imported when the server is first idle (no job waiting): most fitting, extraction and
+#: decoding jobs need them (PyTorch alone takes 1-2 s to import), the others lose nothing.
+IDLE_PRELOAD: tuple[str, ...] = ("torch", "sklearn", "scipy.signal", "scipy.stats")
 #: Environment variables Snakemake's shell sets to a job's thread count.
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -189,8 +192,17 @@ def _job(conn: socket.socket) -> None:
         os._exit(status & 0xFF)
 
 
+def _import(names: Iterable[str]) -> None:
+    for name in names:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 def serve(address: str, alive_fd: int) -> None:
     """The warm server: import :data:`PRELOAD`, then fork one child per connection.
+
+    Once no job is waiting, it imports :data:`IDLE_PRELOAD` too. The server has one
+    thread throughout (none of these imports starts one), so every fork is clean.
 
     Parameters
     ----------
@@ -204,13 +216,16 @@ def serve(address: str, alive_fd: int) -> None:
     listener.listen(64)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    for name in PRELOAD:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+    _import(PRELOAD)
+    idle = list(IDLE_PRELOAD)
     while True:
-        ready, _, _ = select.select([listener, alive_fd], [], [])
+        ready, _, _ = select.select([listener, alive_fd], [], [], 0 if idle else None)
         if alive_fd in ready:
             return
+        if not ready:  # no job waiting: import what later jobs will need
+            _import(idle)
+            idle.clear()
+            continue
         conn, _ = listener.accept()
         if os.fork() == 0:
             listener.close()
@@ -258,10 +273,12 @@ class _Server:
                 time.sleep(0.01)
 
     def close(self) -> None:
+        """Stop the server (at exit: every job has ended or is being cancelled)."""
         with contextlib.suppress(OSError):
             os.close(self._alive)
         with contextlib.suppress(Exception):
-            self.process.wait(timeout=10)
+            self.process.terminate()  # at once, even halfway through an idle import
+            self.process.wait(timeout=60)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
