@@ -420,7 +420,7 @@ class FoldRefit:
         if order is not None:
             features = features.copy()
             features[: self.n_scored] = self.features[np.asarray(order)]
-        weighted = features.T @ self.sums  # (n_features, n_targets), all stimuli
+        weighted = None  # (n_features, n_targets), all stimuli: for the primal form only
         out = np.empty((self.n_scored, self.sums.shape[1]))
         for i, (k, train_sum) in enumerate(zip(self.fold_ids, self._train_sums, strict=True)):
             held = self.folds == k
@@ -431,13 +431,21 @@ class FoldRefit:
             scale = np.sqrt(c @ centred[train] ** 2 / c.sum()) if self.standardize else None
             scale = np.ones_like(mean) if scale is None else np.where(scale > 0, scale, 1.0)
             z = centred / scale
+            dual = z.shape[1] > int(train.sum())
+            if dual and not self.reselects:  # the kernel form needs no Gram matrix
+                out[held[: self.n_scored]] = self._dual(
+                    z, c, train, held, train_sum, self.alphas[i]
+                )
+                continue
+            if weighted is None:
+                weighted = features.T @ self.sums
             gram = (z * self.counts[:, None])[train].T @ z[train]
             # z[train].T @ centred responses, from the sum over all stimuli less the
             # held-out ones (the centring drops out: the counts weigh z to 0 mean)
             cross = weighted - features[held].T @ self.sums[held] - np.outer(mean, train_sum)
             cross /= scale[:, None]
             alphas = self.alphas[i] if not self.reselects else self._choose(i, z, gram, cross)
-            if z.shape[1] > int(train.sum()):
+            if dual:
                 out[held[: self.n_scored]] = self._dual(z, c, train, held, train_sum, alphas)
                 continue
             lam, vec = np.linalg.eigh(gram)
