@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,7 +182,20 @@ def demo_layout(config: Mapping[str, Any] | None, root: str | Path) -> DemoLayou
     layout : DemoLayout
     """
     cfg = resolve_config(config)
-    root = Path(root)
+    key = (json.dumps(cfg, sort_keys=True, default=repr), str(root))
+    if key not in _LAYOUTS:  # the plan asks several times per run: the layout is immutable
+        if len(_LAYOUTS) >= 16:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = _layout(cfg, Path(root))
+    return _LAYOUTS[key]
+
+
+#: Layouts already planned, by (resolved config as JSON, root).
+_LAYOUTS: dict[tuple[str, str], DemoLayout] = {}
+
+
+def _layout(cfg: Mapping[str, Any], root: Path) -> DemoLayout:
+    """:func:`demo_layout` of a resolved config."""
     subjects = tuple(f"{i + 1:02d}" for i in range(cfg["n_subjects"]))
     train, test = plan_movies(cfg)
     images, _ = plan_eeg_images(cfg)
