@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from threadpoolctl import threadpool_limits
 
 from neuroflow.workflow.warm_jobs import enabled, job_environment, run_warm
 
@@ -58,6 +59,7 @@ def test_a_script_sees_what_the_shell_would_give_it(tmp_path, monkeypatch):
                 "argv": sys.argv,
                 "omp": os.environ.get("OMP_NUM_THREADS"),
                 "tmp": os.environ.get("TMPDIR"),
+                "gettempdir": __import__("tempfile").gettempdir(),
                 "mine": os.environ.get("MY_VARIABLE"),
                 "blas": blas,
                 "pid": os.getpid(),
@@ -75,6 +77,7 @@ def test_a_script_sees_what_the_shell_would_give_it(tmp_path, monkeypatch):
     seen = json.loads(out.read_text())
     assert seen["cwd"] == str(work) and seen["argv"] == [str(script)]
     assert (seen["omp"], seen["tmp"], seen["mine"]) == ("2", str(tmp_path), "kept")
+    assert seen["gettempdir"] == str(tmp_path)
     assert seen["blas"] and set(seen["blas"]) == {2}
     assert seen["pid"] != os.getpid()
     # a second job is a new process too, with its own thread count; the server imported
@@ -143,3 +146,26 @@ def test_a_job_dies_with_its_snakemake_process(tmp_path):
     while _alive(job):
         assert time.monotonic() < deadline, "the job outlived its Snakemake process"
         time.sleep(0.05)
+
+
+def test_a_job_finds_its_own_temporary_folder(tmp_path, monkeypatch):
+    """What the server cached before the fork (here, the temporary folder) is found again."""
+    import tempfile
+
+    from neuroflow.workflow.warm_jobs import _run_script
+
+    out = tmp_path / "tmp.txt"
+    script = _script(
+        tmp_path,
+        f"import tempfile; open({str(out)!r}, 'w').write(tempfile.gettempdir())",
+    )
+    job_tmp = tmp_path / "job_tmp"
+    job_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "stale"))
+    monkeypatch.setattr(os, "environ", os.environ.copy())
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.chdir(tmp_path)
+    env = job_environment(os.environ, 1, str(job_tmp))
+    with threadpool_limits(limits=None):  # the test process's own limits come back
+        assert _run_script(str(script), str(tmp_path), env, 1) == 0
+    assert out.read_text() == str(job_tmp)

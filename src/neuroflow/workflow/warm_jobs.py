@@ -62,9 +62,20 @@ PRELOAD: tuple[str, ...] = (
     "neuroflow.workflow.runner",
     "neuroflow.workflow.warm_jobs",
 )
-#: Imported when the server is first idle (no job waiting): most fitting, extraction and
-#: decoding jobs need them (PyTorch alone takes 1-2 s to import), the others lose nothing.
-IDLE_PRELOAD: tuple[str, ...] = ("torch", "sklearn", "scipy.signal", "scipy.stats")
+#: Imported when the server is first idle (no job waiting): most fitting, extraction,
+#: decoding, quality-control and figure jobs need them (PyTorch alone takes 1-2 s to
+#: import), the others lose nothing. Not transformers or huggingface_hub: they read
+#: ``HF_HUB_OFFLINE`` when imported, which the extractors set first.
+IDLE_PRELOAD: tuple[str, ...] = (
+    "torch",
+    "sklearn",
+    "scipy.signal",
+    "scipy.stats",
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+    "nilearn.maskers",
+    "mne",
+)
 #: Environment variables Snakemake's shell sets to a job's thread count.
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -150,10 +161,13 @@ def _run_script(path: str, cwd: str, env: dict[str, str], threads: int) -> int:
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = None  # found again from the job's TMPDIR
     from threadpoolctl import threadpool_limits
 
     # the BLAS and OpenMP libraries the server loaded read their thread counts at load
     threadpool_limits(limits=threads)
+    if "numexpr" in sys.modules:
+        sys.modules["numexpr"].set_num_threads(threads)
     sys.argv = [path]
     try:
         runpy.run_path(path, run_name="__main__")
