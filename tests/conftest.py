@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from pathlib import Path
 
@@ -44,11 +46,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+#: Seconds each test module took in a full run on the 2-core machine (modules of 5 s or
+#: more; update with ``python tests/module_seconds.py <junit.xml>``).
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+
+
 def _weight(item: pytest.Item) -> float:
-    """Rough cost of a test: a workflow run, a slow test, or a quick one."""
+    """Rough cost of a test in seconds: a workflow run, a slow test, or a quick one."""
     if item.get_closest_marker("workflow"):
-        return 10.0
-    return 3.0 if item.get_closest_marker("slow") else 0.1
+        return 20.0
+    return 5.0 if item.get_closest_marker("slow") else 0.1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -56,9 +63,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Test processes take whole modules (``--dist loadfile``) in this order: the long
     workflow modules start at once and the quick ones fill the gaps at the end, so
-    that no process waits idle beside one that started a long module last.
+    that no process waits idle beside one that started a long module last. A module's
+    cost is its recorded time (:data:`MODULE_SECONDS`), else a guess from its markers.
     """
+    root = Path(__file__).resolve().parent.parent
+    recorded = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.exists() else {}
     cost: dict[Path, float] = {}
     for item in items:
         cost[item.path] = cost.get(item.path, 0.0) + _weight(item)
+    for path in cost:
+        with contextlib.suppress(ValueError):
+            cost[path] = float(
+                recorded.get(path.resolve().relative_to(root).as_posix(), cost[path])
+            )
     items.sort(key=lambda item: -cost[item.path])  # stable: modules stay whole
