@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from threadpoolctl import threadpool_limits
@@ -169,3 +170,49 @@ def test_a_job_finds_its_own_temporary_folder(tmp_path, monkeypatch):
     with threadpool_limits(limits=None):  # the test process's own limits come back
         assert _run_script(str(script), str(tmp_path), env, 1) == 0
     assert out.read_text() == str(job_tmp)
+
+
+def _workflow(main: bool = True, local: bool = True, dry: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(is_main_process=main, local_exec=local, dryrun=dry)
+
+
+def _job_script(**changes: object) -> SimpleNamespace:
+    fields = {"conda_env": None, "container_img": None, "env_modules": None}
+    return SimpleNamespace(**{**fields, "bench_record": None, **changes})
+
+
+@pytest.mark.parametrize(
+    ("workflow", "script", "warm"),
+    [
+        (_workflow(), _job_script(), True),
+        (_workflow(main=False), _job_script(), False),  # a cluster job's own process
+        (_workflow(local=False), _job_script(), False),  # a cluster run's main process
+        (_workflow(dry=True), _job_script(), False),
+        (_workflow(), _job_script(conda_env="/envs/x"), False),
+        (_workflow(), _job_script(container_img="x.sif"), False),
+        (_workflow(), _job_script(env_modules=["python"]), False),
+        (_workflow(), _job_script(bench_record=object()), False),
+        (None, _job_script(), False),
+    ],
+)
+def test_which_jobs_start_warm(workflow, script, warm):
+    from neuroflow.workflow.warm_jobs import _applies
+
+    assert _applies(script, workflow, edit=False) is warm
+
+
+def test_the_latest_workflow_decides(monkeypatch):
+    from snakemake.script import PythonScript
+
+    from neuroflow.workflow import warm_jobs
+
+    calls = []
+    monkeypatch.setattr(PythonScript, "execute_script", lambda self, f, edit=False: calls.append(f))
+    monkeypatch.setattr(warm_jobs, "_INSTALLED", {})
+    monkeypatch.delenv("NEUROFLOW_WARM_JOBS", raising=False)
+    assert warm_jobs.install(_workflow())
+    assert warm_jobs.install(_workflow(local=False))  # patched once, decided by this one
+    PythonScript.execute_script(_job_script(), "job.py")
+    assert calls == ["job.py"]  # not warm: Snakemake's own way
+    monkeypatch.setenv("NEUROFLOW_WARM_JOBS", "0")
+    assert not warm_jobs.install(_workflow())

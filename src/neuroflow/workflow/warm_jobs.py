@@ -87,6 +87,8 @@ THREAD_VARIABLES = (
 )
 _PATCHED = "_neuroflow_warm"
 _SERVER_LOCK = threading.Lock()
+#: The workflow of the last :func:`install` call.
+_INSTALLED: dict[str, Any] = {}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -357,10 +359,11 @@ def install(workflow: Any) -> bool:
         return False
     from snakemake.script import PythonScript
 
+    # the latest workflow decides (one process may build several through the API)
+    _INSTALLED["workflow"] = workflow
     original = PythonScript.execute_script
-    if getattr(original, _PATCHED, False):
-        return True
-    PythonScript.execute_script = _warm(original, workflow)
+    if not getattr(original, _PATCHED, False):
+        PythonScript.execute_script = _warm(original)
     return True
 
 
@@ -380,10 +383,10 @@ def _applies(script: Any, workflow: Any, edit: bool) -> bool:
     )
 
 
-def _warm(original: Callable[..., Any], workflow: Any) -> Callable[..., Any]:
+def _warm(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def execute_script(self: Any, fname: str, edit: bool = False) -> None:
-        if not _applies(self, workflow, edit):
+        if not _applies(self, _INSTALLED.get("workflow"), edit):
             return original(self, fname, edit=edit)
         resources = self.resources or {}
         tmpdir = resources.get("tmpdir") if hasattr(resources, "get") else None
