@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -125,7 +127,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
-def test_a_job_dies_with_its_snakemake_process(tmp_path):
+def test_a_job_dies_with_its_snakemake_process(tmp_path, request):
     pid_file = tmp_path / "job.pid"
     script = _script(
         tmp_path,
@@ -136,7 +138,11 @@ def test_a_job_dies_with_its_snakemake_process(tmp_path):
         """,
     )
     code = f"from neuroflow.workflow.warm_jobs import run_warm; run_warm({str(script)!r})"
-    parent = subprocess.Popen([sys.executable, "-c", code])
+    # where the server's socket folder goes (a short path: sockets take ~100 bytes)
+    server_tmp = Path(tempfile.mkdtemp(prefix="nf-test-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(server_tmp, ignore_errors=True))
+    env = {**os.environ, "TMPDIR": str(server_tmp)}
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env)
     deadline = time.monotonic() + 300  # a safety net: the job starts in about a second
     while not pid_file.exists() or not pid_file.read_text():
         assert time.monotonic() < deadline and parent.poll() is None
@@ -146,6 +152,10 @@ def test_a_job_dies_with_its_snakemake_process(tmp_path):
     parent.wait()
     while _alive(job):
         assert time.monotonic() < deadline, "the job outlived its Snakemake process"
+        time.sleep(0.05)
+    # the server removed its socket folder on its way out
+    while any(server_tmp.iterdir()):
+        assert time.monotonic() < deadline, list(server_tmp.iterdir())
         time.sleep(0.05)
 
 
@@ -216,3 +226,29 @@ def test_the_latest_workflow_decides(monkeypatch):
     assert calls == ["job.py"]  # not warm: Snakemake's own way
     monkeypatch.setenv("NEUROFLOW_WARM_JOBS", "0")
     assert not warm_jobs.install(_workflow())
+
+
+def test_a_long_temporary_folder_gets_a_short_socket_path():
+    from neuroflow.workflow.warm_jobs import _socket_base
+
+    assert _socket_base("/scratch/u") == "/scratch/u"
+    assert _socket_base("/scratch/" + "x" * 100) == "/tmp"
+
+
+def test_a_job_runs_the_usual_way_when_the_server_is_unavailable(monkeypatch):
+    from snakemake.script import PythonScript
+
+    from neuroflow.workflow import warm_jobs
+
+    def unavailable(*args, **kwargs):
+        raise warm_jobs.ServerUnavailableError("the warm job server must start, got ...")
+
+    calls = []
+    monkeypatch.setattr(PythonScript, "execute_script", lambda self, f, edit=False: calls.append(f))
+    monkeypatch.setattr(warm_jobs, "_INSTALLED", {})
+    monkeypatch.setattr(warm_jobs, "run_warm", unavailable)
+    monkeypatch.delenv("NEUROFLOW_WARM_JOBS", raising=False)
+    assert warm_jobs.install(_workflow())
+    job = _job_script(threads=1, resources={})
+    PythonScript.execute_script(job, "job.py")
+    assert calls == ["job.py"]

@@ -46,7 +46,16 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["IDLE_PRELOAD", "PRELOAD", "enabled", "install", "job_environment", "run_warm", "serve"]
+__all__ = [
+    "IDLE_PRELOAD",
+    "PRELOAD",
+    "ServerUnavailableError",
+    "enabled",
+    "install",
+    "job_environment",
+    "run_warm",
+    "serve",
+]
 
 #: Set to ``0`` (or ``false``/``no``/``off``) to start every job as a new interpreter.
 ENV_SWITCH = "NEUROFLOW_WARM_JOBS"
@@ -87,6 +96,7 @@ THREAD_VARIABLES = (
 )
 _PATCHED = "_neuroflow_warm"
 _SERVER_LOCK = threading.Lock()
+_FOLDER_PREFIX = "neuroflow-warm-"
 #: The workflow of the last :func:`install` call.
 _INSTALLED: dict[str, Any] = {}
 _PR_SET_PDEATHSIG = 1
@@ -236,7 +246,10 @@ def serve(address: str, alive_fd: int) -> None:
     idle = list(IDLE_PRELOAD)
     while True:
         ready, _, _ = select.select([listener, alive_fd], [], [], 0 if idle else None)
-        if alive_fd in ready:
+        if alive_fd in ready:  # the parent exited, maybe killed: its folder goes too
+            folder = os.path.dirname(address)
+            if os.path.basename(folder).startswith(_FOLDER_PREFIX):
+                shutil.rmtree(folder, ignore_errors=True)
             return
         if not ready:  # no job waiting: import what later jobs will need
             _import(idle)
@@ -250,11 +263,41 @@ def serve(address: str, alive_fd: int) -> None:
         conn.close()
 
 
+class ServerUnavailableError(RuntimeError):
+    """The warm server could not be started or reached (its jobs run the usual way)."""
+
+
+#: Longest socket path every platform accepts (Linux allows 107 bytes, macOS 103).
+_MAX_SOCKET_PATH = 100
+
+
+def _socket_base(temp: str | None = None) -> str:
+    """Where the server's folder goes: the temporary folder, unless its path is too long
+    for a Unix socket (cluster scratch folders can be), then ``/tmp``.
+
+    Parameters
+    ----------
+    temp : str | None
+        The temporary folder (default: :func:`tempfile.gettempdir`).
+
+    Returns
+    -------
+    base : str
+        The folder to create the server's folder in.
+    """
+    temp = tempfile.gettempdir() if temp is None else temp
+    # <temp>/neuroflow-warm-<8 characters>/socket
+    if len(os.path.join(temp, _FOLDER_PREFIX + "x" * 8, "socket")) <= _MAX_SOCKET_PATH:
+        return temp
+    return "/tmp"
+
+
 class _Server:
     """The parent's handle on one warm server (started on the first job)."""
 
     def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="neuroflow-warm-")
+        # a folder only this user can enter: only this user's processes can ask for a job
+        self.folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX, dir=_socket_base())
         self.address = os.path.join(self.folder, "socket")
         read, self._alive = os.pipe()
         # one BLAS thread while the server imports: no worker threads exist when it forks
@@ -282,7 +325,7 @@ class _Server:
             except (FileNotFoundError, ConnectionRefusedError):
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     sock.close()
-                    raise RuntimeError(
+                    raise ServerUnavailableError(
                         f"the warm job server must be running, got exit status "
                         f"{self.process.poll()} instead"
                     ) from None
@@ -327,10 +370,17 @@ def run_warm(
     ------
     subprocess.CalledProcessError
         When the script exits with a non-zero status, or its process is killed.
+    ServerUnavailableError
+        When the server cannot start or be reached (the script never started).
     """
     env = job_environment(os.environ if environ is None else environ, threads, tmpdir)
     with _SERVER_LOCK:
-        server = _server()
+        try:
+            server = _server()
+        except OSError as err:
+            raise ServerUnavailableError(
+                f"the warm job server must start, got {err} instead"
+            ) from err
     sys.stdout.flush()
     sys.stderr.flush()
     with server.connect() as sock:
@@ -390,7 +440,10 @@ def _warm(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, fname, edit=edit)
         resources = self.resources or {}
         tmpdir = resources.get("tmpdir") if hasattr(resources, "get") else None
-        run_warm(fname, threads=int(self.threads or 1), tmpdir=tmpdir)
+        try:
+            run_warm(fname, threads=int(self.threads or 1), tmpdir=tmpdir)
+        except ServerUnavailableError:  # the job was never started: run it the usual way
+            return original(self, fname, edit=edit)
 
     setattr(execute_script, _PATCHED, True)
     return execute_script
