@@ -126,7 +126,13 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason=(
+        "a job dies with its parent through prctl(PR_SET_PDEATHSIG), which only Linux "
+        "has; elsewhere a job may outlive a killed Snakemake process"
+    ),
+)
 def test_a_job_dies_with_its_snakemake_process(tmp_path, request):
     pid_file = tmp_path / "job.pid"
     script = _script(
