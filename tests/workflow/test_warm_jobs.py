@@ -258,3 +258,71 @@ def test_a_job_runs_the_usual_way_when_the_server_is_unavailable(monkeypatch):
     job = _job_script(threads=1, resources={})
     PythonScript.execute_script(job, "job.py")
     assert calls == ["job.py"]
+
+
+def test_the_hugging_face_libraries_are_imported_for_runs_that_need_them():
+    from neuroflow.workflow.warm_jobs import HF_PRELOAD, IDLE_PRELOAD, idle_preload
+
+    assert idle_preload(["../scripts/fit_encoding.py", "/w/scripts/qc_eeg.py"]) == IDLE_PRELOAD
+    for scripts in (["/w/scripts/fit_encoding.py", "../scripts/extract_features.py"], None):
+        assert idle_preload(scripts) == (*IDLE_PRELOAD, *HF_PRELOAD)
+
+
+def test_the_pending_scripts_come_from_the_job_graph():
+    from neuroflow.workflow.warm_jobs import _pending_scripts
+
+    def job(script):
+        return SimpleNamespace(rule=SimpleNamespace(script=script))
+
+    def dag(jobs):
+        return SimpleNamespace(needrun_jobs=lambda exclude_finished: iter(jobs))
+
+    jobs = [job("../scripts/qc_eeg.py"), job(None), job("../scripts/generate_demo.py")]
+    workflow = SimpleNamespace(dag=dag(jobs))
+    assert _pending_scripts(workflow) == ["../scripts/qc_eeg.py", "../scripts/generate_demo.py"]
+
+    def changing(exclude_finished):
+        raise RuntimeError("Set changed size during iteration")
+
+    assert _pending_scripts(SimpleNamespace(dag=SimpleNamespace(needrun_jobs=changing))) is None
+    assert _pending_scripts(SimpleNamespace(dag=None)) is None
+
+
+def test_hugging_face_jobs_start_offline_and_other_cache_folders_start_cold(tmp_path, monkeypatch):
+    from neuroflow.workflow.warm_jobs import ServerUnavailableError
+
+    out = tmp_path / "seen.json"
+    script = _script(
+        tmp_path,
+        f"""
+        import json, os, sys
+        loaded = "transformers" in sys.modules
+        hub = sys.modules.get("huggingface_hub.constants")
+        json.dump(
+            {{
+                "loaded": loaded,
+                "offline": None if hub is None else hub.HF_HUB_OFFLINE,
+                "variable": os.environ.get("HF_HUB_OFFLINE"),
+            }},
+            open({str(out)!r}, "w"),
+        )
+        """,
+    )
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HOME", raising=False)
+    # jobs give the server the idle time it imports in (about 5 s of imports in all)
+    deadline = time.monotonic() + 600  # a safety net
+    while True:
+        run_warm(str(script))
+        seen = json.loads(out.read_text())
+        if seen["loaded"]:
+            break
+        assert time.monotonic() < deadline, "the server never imported transformers"
+        time.sleep(0.5)
+    # imported offline, as the extractors import it; the job's own variables unchanged
+    assert seen == {"loaded": True, "offline": True, "variable": None}
+    out.unlink()
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
+    with pytest.raises(ServerUnavailableError, match="Hugging Face variables must equal"):
+        run_warm(str(script))
+    assert not out.exists()  # declined before it started: it runs the usual way

@@ -14,7 +14,11 @@ environment, ``OMP_NUM_THREADS`` and the other thread counts of the job's ``thre
 (the BLAS libraries already loaded are limited to them), ``TMPDIR`` from the ``tmpdir``
 resource. A job that fails exits non-zero with its traceback on standard error, as
 before. Measured on that run: 98 s -> 52 s of wall time on 2 cores, every table
-byte-identical and every store equal.
+byte-identical and every store equal. Whenever it waits for a job, the server imports
+one more of the slower modules most jobs need (PyTorch, scikit-learn, Matplotlib, MNE,
+nilearn) and last the Hugging Face libraries, with ``HF_HUB_OFFLINE=1`` as every
+extractor sets before importing them; a job whose Hugging Face variables (cache folders,
+token, verbosity) differ from the server's runs the usual way.
 
 Jobs run as before (a new interpreter) where this does not apply: cluster and other
 non-local executors (each job is its own Snakemake process there), jobs in a conda
@@ -47,14 +51,22 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "HF_IMPORT_VARIABLES",
+    "HF_PRELOAD",
+    "HF_SCRIPTS",
     "IDLE_PRELOAD",
+    "OFFLINE_DEFAULTS",
+    "OFFLINE_ENVIRONMENT",
     "PRELOAD",
     "ServerUnavailableError",
     "enabled",
+    "hf_import_environment",
+    "idle_preload",
     "install",
     "job_environment",
     "run_warm",
     "serve",
+    "uses_hf",
 ]
 
 #: Set to ``0`` (or ``false``/``no``/``off``) to start every job as a new interpreter.
@@ -71,10 +83,9 @@ PRELOAD: tuple[str, ...] = (
     "neuroflow.workflow.runner",
     "neuroflow.workflow.warm_jobs",
 )
-#: Imported when the server is first idle (no job waiting): most fitting, extraction,
-#: decoding, quality-control and figure jobs need them (PyTorch alone takes 1-2 s to
-#: import), the others lose nothing. Not transformers or huggingface_hub: they read
-#: ``HF_HUB_OFFLINE`` when imported, which the extractors set first.
+#: Imported when the server is first idle (no job waiting), one module at a time: most
+#: fitting, extraction, decoding, quality-control and figure jobs need them (PyTorch alone
+#: takes 1-2 s to import), the others lose nothing.
 IDLE_PRELOAD: tuple[str, ...] = (
     "torch",
     "sklearn",
@@ -84,6 +95,28 @@ IDLE_PRELOAD: tuple[str, ...] = (
     "matplotlib.backends.backend_agg",
     "nilearn.maskers",
     "mne",
+)
+#: Imported last, with :data:`OFFLINE_ENVIRONMENT` set as every extractor sets it before
+#: its first Hugging Face import (the libraries read it when imported): the demo's
+#: generator and the text, image and audio extractors spend 2-4 s importing them.
+HF_PRELOAD: tuple[str, ...] = ("transformers", "sentence_transformers")
+#: Job scripts that import the Hugging Face libraries (for some extractors, or always):
+#: the server imports :data:`HF_PRELOAD` only for a run with one of them to do.
+HF_SCRIPTS = frozenset({"generate_demo.py", "extract_features.py", "extract_pool_features.py"})
+#: What neuroflow's extractors set before they import a Hugging Face library
+#: (``neuroflow.features.hf``): no download at run time, and quiet loading.
+OFFLINE_ENVIRONMENT: dict[str, str] = {"HF_HUB_OFFLINE": "1"}
+OFFLINE_DEFAULTS: dict[str, str] = {"TRANSFORMERS_VERBOSITY": "error"}
+#: Environment variables the Hugging Face libraries read when imported (their cache
+#: folders, endpoint, token, offline mode and verbosity). A job whose values differ from
+#: the server's after :data:`HF_PRELOAD` runs the usual way, as a new interpreter.
+HF_IMPORT_VARIABLES: tuple[str, ...] = (
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "SENTENCE_TRANSFORMERS_",
+    "TOKENIZERS_",
+    "XDG_CACHE_HOME",
 )
 #: Environment variables Snakemake's shell sets to a job's thread count.
 THREAD_VARIABLES = (
@@ -100,6 +133,8 @@ _FOLDER_PREFIX = "neuroflow-warm-"
 #: The workflow of the last :func:`install` call.
 _INSTALLED: dict[str, Any] = {}
 _PR_SET_PDEATHSIG = 1
+#: A child's status when it declines a job before starting it (never an exit status).
+_DECLINED = -1000
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -132,6 +167,70 @@ def job_environment(
     if tmpdir:
         env.update(dict.fromkeys(("TMPDIR", "TMP", "TEMPDIR", "TEMP"), str(tmpdir)))
     return env
+
+
+def hf_import_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the Hugging Face libraries read when imported, as an extractor imports them.
+
+    Parameters
+    ----------
+    environ : mapping of str to str
+        A job's environment.
+
+    Returns
+    -------
+    variables : dict of str to str
+        The :data:`HF_IMPORT_VARIABLES` of ``environ`` with :data:`OFFLINE_ENVIRONMENT`
+        set and :data:`OFFLINE_DEFAULTS` where unset.
+    """
+    env = {**OFFLINE_DEFAULTS, **environ, **OFFLINE_ENVIRONMENT}
+    return {key: value for key, value in env.items() if key.startswith(HF_IMPORT_VARIABLES)}
+
+
+def idle_preload(scripts: Iterable[str] | None) -> tuple[str, ...]:
+    """What the server imports when idle, for a run whose jobs run ``scripts``.
+
+    Parameters
+    ----------
+    scripts : iterable of str | None
+        Paths of the job scripts the run has to run (None: not known).
+
+    Returns
+    -------
+    modules : tuple of str
+        :data:`IDLE_PRELOAD`, then :data:`HF_PRELOAD` when a script of
+        :data:`HF_SCRIPTS` is among ``scripts`` or they are not known.
+    """
+    if scripts is not None and not any(map(uses_hf, scripts)):
+        return IDLE_PRELOAD
+    return (*IDLE_PRELOAD, *HF_PRELOAD)
+
+
+def uses_hf(script: str) -> bool:
+    """Whether a job script is one of :data:`HF_SCRIPTS`.
+
+    Parameters
+    ----------
+    script : str
+        The rule's script, or the job script Snakemake wrote from it
+        (``.snakemake/scripts/tmpXXXXXXXX.<name>``).
+
+    Returns
+    -------
+    uses : bool
+        True for the scripts that import the Hugging Face libraries.
+    """
+    name = os.path.basename(str(script))
+    return any(name == known or name.endswith(f".{known}") for known in HF_SCRIPTS)
+
+
+def _pending_scripts(workflow: Any) -> list[str] | None:
+    """Scripts of the jobs the run still has to run (None when the graph cannot say)."""
+    try:
+        jobs = list(workflow.dag.needrun_jobs(exclude_finished=False))
+        return [str(job.rule.script) for job in jobs if job.rule.script]
+    except Exception:  # no graph, or one the scheduler changed while it was read
+        return None
 
 
 def _die_with_parent() -> None:
@@ -197,8 +296,12 @@ def _run_script(path: str, cwd: str, env: dict[str, str], threads: int) -> int:
     return 0
 
 
-def _job(conn: socket.socket) -> None:
-    """In a forked child of the server: run the requested job and report its status."""
+def _job(conn: socket.socket, request: tuple, hf_environment: dict[str, str] | None) -> None:
+    """In a forked child of the server: run the requested job and report its status.
+
+    A job whose :func:`hf_import_environment` differs from the server's
+    (``hf_environment``, None while no Hugging Face library is imported) is declined.
+    """
     status = 1
     try:
         _die_with_parent()
@@ -207,9 +310,11 @@ def _job(conn: socket.socket) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        message = _receive(conn)
-        if message is not None:
-            status = _run_script(*pickle.loads(message))
+        path, cwd, env, threads, _ = request
+        if hf_environment is not None and hf_import_environment(env) != hf_environment:
+            status = _DECLINED
+        else:
+            status = _run_script(path, cwd, env, threads)
     finally:
         with contextlib.suppress(BaseException):
             sys.stdout.flush()
@@ -224,11 +329,25 @@ def _import(names: Iterable[str]) -> None:
             importlib.import_module(name)
 
 
-def serve(address: str, alive_fd: int) -> None:
+def _import_next(idle: list[str], hf_environment: dict[str, str] | None) -> dict | None:
+    """Import (and remove) the first module of ``idle``; the Hugging Face variables the
+    server imported with (None before the first of :data:`HF_PRELOAD`)."""
+    name = idle.pop(0)
+    if name in HF_PRELOAD and hf_environment is None:
+        os.environ.update(hf_import_environment(os.environ))
+        hf_environment = hf_import_environment(os.environ)
+    _import([name])
+    return hf_environment
+
+
+def serve(address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD) -> None:
     """The warm server: import :data:`PRELOAD`, then fork one child per connection.
 
-    Once no job is waiting, it imports :data:`IDLE_PRELOAD` too. The server has one
-    thread throughout (none of these imports starts one), so every fork is clean.
+    Whenever no job is waiting, it imports one more module of ``idle``: those of
+    :data:`HF_PRELOAD` with :data:`OFFLINE_ENVIRONMENT` set. A job that asks for them
+    (:func:`uses_hf`) waits until they are all imported, so that its own process
+    does not import them again. The server has one thread
+    throughout (none of these imports starts one), so every fork is clean.
 
     Parameters
     ----------
@@ -236,6 +355,8 @@ def serve(address: str, alive_fd: int) -> None:
         Path of the Unix socket to listen on.
     alive_fd : int
         Read end of a pipe the parent holds open; the server exits when it closes.
+    idle : iterable of str
+        Modules to import one at a time while no job waits (see :func:`idle_preload`).
     """
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
@@ -243,7 +364,8 @@ def serve(address: str, alive_fd: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     _import(PRELOAD)
-    idle = list(IDLE_PRELOAD)
+    idle = [name for name in idle if name]
+    hf_environment: dict[str, str] | None = None
     while True:
         ready, _, _ = select.select([listener, alive_fd], [], [], 0 if idle else None)
         if alive_fd in ready:  # the parent exited, maybe killed: its folder goes too
@@ -251,15 +373,21 @@ def serve(address: str, alive_fd: int) -> None:
             if os.path.basename(folder).startswith(_FOLDER_PREFIX):
                 shutil.rmtree(folder, ignore_errors=True)
             return
-        if not ready:  # no job waiting: import what later jobs will need
-            _import(idle)
-            idle.clear()
+        if not ready:  # no job waiting: import one module that later jobs will need
+            hf_environment = _import_next(idle, hf_environment)
             continue
         conn, _ = listener.accept()
+        message = _receive(conn)
+        if message is None:
+            conn.close()
+            continue
+        request = pickle.loads(message)
+        while request[-1] and idle:  # a job that imports them all: once, here, for all
+            hf_environment = _import_next(idle, hf_environment)
         if os.fork() == 0:
             listener.close()
             os.close(alive_fd)
-            _job(conn)
+            _job(conn, request, hf_environment)
         conn.close()
 
 
@@ -295,7 +423,7 @@ def _socket_base(temp: str | None = None) -> str:
 class _Server:
     """The parent's handle on one warm server (started on the first job)."""
 
-    def __init__(self) -> None:
+    def __init__(self, idle: Iterable[str] = IDLE_PRELOAD) -> None:
         # a folder only this user can enter: only this user's processes can ask for a job
         self.folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX, dir=_socket_base())
         self.address = os.path.join(self.folder, "socket")
@@ -304,10 +432,10 @@ class _Server:
         env = job_environment(os.environ, 1)
         code = (
             "import sys; from neuroflow.workflow.warm_jobs import serve; "
-            "serve(sys.argv[1], int(sys.argv[2]))"
+            "serve(sys.argv[1], int(sys.argv[2]), sys.argv[3].split(','))"
         )
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code, self.address, str(read)],
+            [sys.executable, "-c", code, self.address, str(read), ",".join(idle)],
             pass_fds=(read,),
             stdin=subprocess.DEVNULL,
             env=env,
@@ -341,9 +469,21 @@ class _Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-@functools.cache
-def _server() -> _Server:
-    return _Server()
+#: The running server of this process (the first job starts it).
+_SERVERS: list[_Server] = []
+
+
+def _server(idle: Callable[[], Iterable[str]]) -> _Server:
+    """This process's server, started with ``idle()`` as its idle imports if none is."""
+    with _SERVER_LOCK:
+        if not _SERVERS:
+            try:
+                _SERVERS.append(_Server(idle()))
+            except OSError as err:
+                raise ServerUnavailableError(
+                    f"the warm job server must start, got {err} instead"
+                ) from err
+        return _SERVERS[0]
 
 
 def run_warm(
@@ -352,6 +492,7 @@ def run_warm(
     threads: int = 1,
     tmpdir: str | None = None,
     environ: Mapping[str, str] | None = None,
+    scripts: Callable[[], Iterable[str] | None] | None = None,
 ) -> None:
     """Run a Python script in a fork of the warm server and wait for it.
 
@@ -365,28 +506,32 @@ def run_warm(
         The job's temporary folder, if any.
     environ : mapping | None
         The environment to start from (default: this process's).
+    scripts : callable | None
+        Gives the scripts of the run's jobs, when this job starts the server: it then
+        imports what they need (:func:`idle_preload`; None: everything).
 
     Raises
     ------
     subprocess.CalledProcessError
         When the script exits with a non-zero status, or its process is killed.
     ServerUnavailableError
-        When the server cannot start or be reached (the script never started).
+        When the server cannot start or be reached, or declines the job (its Hugging
+        Face variables differ from the server's): the script never started.
     """
     env = job_environment(os.environ if environ is None else environ, threads, tmpdir)
-    with _SERVER_LOCK:
-        try:
-            server = _server()
-        except OSError as err:
-            raise ServerUnavailableError(
-                f"the warm job server must start, got {err} instead"
-            ) from err
+    server = _server(lambda: idle_preload(None if scripts is None else scripts()))
     sys.stdout.flush()
     sys.stderr.flush()
     with server.connect() as sock:
-        _send(sock, pickle.dumps((str(path), os.getcwd(), env, int(threads))))
+        request = (str(path), os.getcwd(), env, int(threads), uses_hf(path))
+        _send(sock, pickle.dumps(request))
         reply = _receive_exactly(sock, 4)
     status = -signal.SIGKILL if reply is None else struct.unpack("!i", reply)[0]
+    if status == _DECLINED:
+        raise ServerUnavailableError(
+            "a warm job's Hugging Face variables must equal the warm server's, got "
+            f"{sorted(hf_import_environment(env).items())} instead"
+        )
     if status != 0:
         raise subprocess.CalledProcessError(status, f"python {path}")
 
@@ -436,12 +581,18 @@ def _applies(script: Any, workflow: Any, edit: bool) -> bool:
 def _warm(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def execute_script(self: Any, fname: str, edit: bool = False) -> None:
-        if not _applies(self, _INSTALLED.get("workflow"), edit):
+        workflow = _INSTALLED.get("workflow")
+        if not _applies(self, workflow, edit):
             return original(self, fname, edit=edit)
         resources = self.resources or {}
         tmpdir = resources.get("tmpdir") if hasattr(resources, "get") else None
         try:
-            run_warm(fname, threads=int(self.threads or 1), tmpdir=tmpdir)
+            run_warm(
+                fname,
+                threads=int(self.threads or 1),
+                tmpdir=tmpdir,
+                scripts=lambda: _pending_scripts(workflow),
+            )
         except ServerUnavailableError:  # the job was never started: run it the usual way
             return original(self, fname, edit=edit)
 
