@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 from pathlib import Path
@@ -77,3 +78,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 recorded.get(path.resolve().relative_to(root).as_posix(), cost[path])
             )
     items.sort(key=lambda item: -cost[item.path])  # stable: modules stay whole
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection made out of the cyclic garbage collector.
+
+    The test modules and the libraries they import live as long as the test process;
+    without this, each full collection visits all of them again (a quarter of a second
+    with PyTorch and MNE loaded, and nilearn collects before it reads each image).
+    """
+    gc.collect()
+    gc.freeze()

@@ -326,3 +326,20 @@ def test_hugging_face_jobs_start_offline_and_other_cache_folders_start_cold(tmp_
     with pytest.raises(ServerUnavailableError, match="Hugging Face variables must equal"):
         run_warm(str(script))
     assert not out.exists()  # declined before it started: it runs the usual way
+
+
+def test_a_job_collects_garbage_without_visiting_the_servers_objects(tmp_path):
+    out = tmp_path / "gc.json"
+    script = _script(
+        tmp_path,
+        f"""
+        import gc, json
+        json.dump({{"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}},
+                  open({str(out)!r}, "w"))
+        """,
+    )
+    run_warm(str(script))
+    seen = json.loads(out.read_text())
+    # the server's imports (NumPy, pandas, xarray, zarr, ...) are frozen; the job's own
+    # objects are collected as usual
+    assert seen["enabled"] and seen["frozen"] > 10_000

@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import gc
 import importlib
 import os
 import pickle
@@ -346,8 +347,12 @@ def serve(address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD) -> No
     Whenever no job is waiting, it imports one more module of ``idle``: those of
     :data:`HF_PRELOAD` with :data:`OFFLINE_ENVIRONMENT` set. A job that asks for them
     (:func:`uses_hf`) waits until they are all imported, so that its own process
-    does not import them again. The server has one thread
-    throughout (none of these imports starts one), so every fork is clean.
+    does not import them again. The server has one thread throughout (none of these
+    imports starts one), so every fork is clean. Its objects are frozen out of the
+    cyclic garbage collector before each fork (:func:`gc.freeze`): with PyTorch, MNE
+    and the Hugging Face libraries imported, each full collection in a job would
+    otherwise visit ~540,000 objects (0.27 s; nilearn collects before it reads each
+    image's data) and copy the memory pages it touches.
 
     Parameters
     ----------
@@ -363,6 +368,9 @@ def serve(address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD) -> No
     listener.listen(64)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    # the server's objects live as long as it does: the cyclic collector never needs to
+    # visit them, here or in a job (where a visit also copies every page it touches)
+    gc.disable()
     _import(PRELOAD)
     idle = [name for name in idle if name]
     hf_environment: dict[str, str] | None = None
@@ -384,7 +392,9 @@ def serve(address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD) -> No
         request = pickle.loads(message)
         while request[-1] and idle:  # a job that imports them all: once, here, for all
             hf_environment = _import_next(idle, hf_environment)
+        gc.freeze()  # a job's collections skip what the server made
         if os.fork() == 0:
+            gc.enable()
             listener.close()
             os.close(alive_fd)
             _job(conn, request, hf_environment)
