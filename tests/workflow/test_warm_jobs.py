@@ -261,31 +261,58 @@ def test_a_job_runs_the_usual_way_when_the_server_is_unavailable(monkeypatch):
 
 
 def test_the_hugging_face_libraries_are_imported_for_runs_that_need_them():
-    from neuroflow.workflow.warm_jobs import HF_PRELOAD, IDLE_PRELOAD, idle_preload
+    from neuroflow.workflow.warm_jobs import HF_PRELOAD, IDLE_PRELOAD, idle_preload, uses_hf
 
-    assert idle_preload(["../scripts/fit_encoding.py", "/w/scripts/qc_eeg.py"]) == IDLE_PRELOAD
-    for scripts in (["/w/scripts/fit_encoding.py", "../scripts/extract_features.py"], None):
-        assert idle_preload(scripts) == (*IDLE_PRELOAD, *HF_PRELOAD)
+    def extraction(kind):
+        return ("../scripts/extract_features.py", {"cfg": {"extractor": kind}})
+
+    quiet = [("../scripts/fit_encoding.py", {}), extraction("image_statistics")]
+    assert idle_preload(quiet) == IDLE_PRELOAD
+    for jobs in ([*quiet, extraction("sentence_transformer")], [("generate_demo.py", {})], None):
+        assert idle_preload(jobs) == (*IDLE_PRELOAD, *HF_PRELOAD)
+    # a job script Snakemake wrote; an extraction whose extractor is not known
+    assert uses_hf("/w/.snakemake/scripts/tmpq1w2e3r4.extract_pool_features.py", None)
+    assert not uses_hf("/w/.snakemake/scripts/tmpq1w2e3r4.fit_encoding.py", None)
 
 
-def test_the_pending_scripts_come_from_the_job_graph():
-    from neuroflow.workflow.warm_jobs import _pending_scripts
+def test_every_hugging_face_extractor_is_known():
+    """Each extractor named as importing the Hugging Face libraries does (one that is
+    not named only imports them in its own job, as every job did before)."""
+    import inspect
 
-    def job(script):
-        return SimpleNamespace(rule=SimpleNamespace(script=script))
+    from neuroflow.features.registry import available_extractors, get_extractor
+    from neuroflow.workflow.warm_jobs import HF_EXTRACTORS
+
+    assert set(available_extractors()) >= HF_EXTRACTORS
+    for kind in available_extractors():
+        # the modules of the extractor's class and of the classes it builds on
+        classes = [c for c in get_extractor(kind).cls.__mro__ if c.__module__ != "builtins"]
+        source = "".join(inspect.getsource(inspect.getmodule(c)) for c in classes)
+        uses = any(f"{word} transformers" in source for word in ("import", "from"))
+        assert uses or "sentence_transformers" in source or kind not in HF_EXTRACTORS, kind
+
+
+def test_the_pending_jobs_come_from_the_job_graph():
+    from neuroflow.workflow.warm_jobs import _pending_jobs
+
+    def job(script, params=None):
+        return SimpleNamespace(rule=SimpleNamespace(script=script), params=params)
 
     def dag(jobs):
         return SimpleNamespace(needrun_jobs=lambda exclude_finished: iter(jobs))
 
-    jobs = [job("../scripts/qc_eeg.py"), job(None), job("../scripts/generate_demo.py")]
+    jobs = [job("../scripts/qc_eeg.py", {"a": 1}), job(None), job("../scripts/generate_demo.py")]
     workflow = SimpleNamespace(dag=dag(jobs))
-    assert _pending_scripts(workflow) == ["../scripts/qc_eeg.py", "../scripts/generate_demo.py"]
+    assert _pending_jobs(workflow) == [
+        ("../scripts/qc_eeg.py", {"a": 1}),
+        ("../scripts/generate_demo.py", None),
+    ]
 
     def changing(exclude_finished):
         raise RuntimeError("Set changed size during iteration")
 
-    assert _pending_scripts(SimpleNamespace(dag=SimpleNamespace(needrun_jobs=changing))) is None
-    assert _pending_scripts(SimpleNamespace(dag=None)) is None
+    assert _pending_jobs(SimpleNamespace(dag=SimpleNamespace(needrun_jobs=changing))) is None
+    assert _pending_jobs(SimpleNamespace(dag=None)) is None
 
 
 def test_hugging_face_jobs_start_offline_and_other_cache_folders_start_cold(tmp_path, monkeypatch):

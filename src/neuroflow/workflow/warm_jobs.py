@@ -52,6 +52,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "EXTRACTION_SCRIPTS",
+    "HF_EXTRACTORS",
     "HF_IMPORT_VARIABLES",
     "HF_PRELOAD",
     "HF_SCRIPTS",
@@ -101,9 +103,22 @@ IDLE_PRELOAD: tuple[str, ...] = (
 #: its first Hugging Face import (the libraries read it when imported): the demo's
 #: generator and the text, image and audio extractors spend 2-4 s importing them.
 HF_PRELOAD: tuple[str, ...] = ("transformers", "sentence_transformers")
-#: Job scripts that import the Hugging Face libraries (for some extractors, or always):
-#: the server imports :data:`HF_PRELOAD` only for a run with one of them to do.
-HF_SCRIPTS = frozenset({"generate_demo.py", "extract_features.py", "extract_pool_features.py"})
+#: Job scripts that import the Hugging Face libraries: always (the demo generator embeds
+#: its captions with MiniLM), or for the extractors of :data:`HF_EXTRACTORS`.
+HF_SCRIPTS = frozenset({"generate_demo.py"})
+EXTRACTION_SCRIPTS = frozenset({"extract_features.py", "extract_pool_features.py"})
+#: Extractor kinds (``extractor:`` of a ``features.extractors`` entry) that import them.
+HF_EXTRACTORS = frozenset(
+    {
+        "sentence_transformer",
+        "hf_text",
+        "hf_vision",
+        "hf_video",
+        "hf_audio",
+        "hf_clip",
+        "mel_spectrogram",
+    }
+)
 #: What neuroflow's extractors set before they import a Hugging Face library
 #: (``neuroflow.features.hf``): no download at run time, and quiet loading.
 OFFLINE_ENVIRONMENT: dict[str, str] = {"HF_HUB_OFFLINE": "1"}
@@ -188,48 +203,64 @@ def hf_import_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in env.items() if key.startswith(HF_IMPORT_VARIABLES)}
 
 
-def idle_preload(scripts: Iterable[str] | None) -> tuple[str, ...]:
-    """What the server imports when idle, for a run whose jobs run ``scripts``.
+def idle_preload(jobs: Iterable[tuple[str, Any]] | None) -> tuple[str, ...]:
+    """What the server imports when idle, for a run that has ``jobs`` to run.
 
     Parameters
     ----------
-    scripts : iterable of str | None
-        Paths of the job scripts the run has to run (None: not known).
+    jobs : iterable of (str, params) | None
+        Script path and params of each job the run has to run (None: not known).
 
     Returns
     -------
     modules : tuple of str
-        :data:`IDLE_PRELOAD`, then :data:`HF_PRELOAD` when a script of
-        :data:`HF_SCRIPTS` is among ``scripts`` or they are not known.
+        :data:`IDLE_PRELOAD`, then :data:`HF_PRELOAD` when one of the ``jobs``
+        :func:`uses_hf` or they are not known.
     """
-    if scripts is not None and not any(map(uses_hf, scripts)):
+    if jobs is not None and not any(uses_hf(script, params) for script, params in jobs):
         return IDLE_PRELOAD
     return (*IDLE_PRELOAD, *HF_PRELOAD)
 
 
-def uses_hf(script: str) -> bool:
-    """Whether a job script is one of :data:`HF_SCRIPTS`.
+def _named(script: str, names: frozenset[str]) -> bool:
+    name = os.path.basename(str(script))
+    return any(name == known or name.endswith(f".{known}") for known in names)
+
+
+def uses_hf(script: str, params: Any = None) -> bool:
+    """Whether a job imports the Hugging Face libraries.
 
     Parameters
     ----------
     script : str
         The rule's script, or the job script Snakemake wrote from it
         (``.snakemake/scripts/tmpXXXXXXXX.<name>``).
+    params : snakemake.io.Params | mapping | None
+        The job's params; a feature-extraction job's ``cfg`` names its extractor.
 
     Returns
     -------
     uses : bool
-        True for the scripts that import the Hugging Face libraries.
+        True for :data:`HF_SCRIPTS`, and for :data:`EXTRACTION_SCRIPTS` of an extractor
+        of :data:`HF_EXTRACTORS` (or one the params do not name).
     """
-    name = os.path.basename(str(script))
-    return any(name == known or name.endswith(f".{known}") for known in HF_SCRIPTS)
+    if _named(script, HF_SCRIPTS):
+        return True
+    if not _named(script, EXTRACTION_SCRIPTS):
+        return False
+    try:
+        kind = params["cfg"]["extractor"]
+    except (KeyError, TypeError, IndexError):
+        return True
+    return kind in HF_EXTRACTORS
 
 
-def _pending_scripts(workflow: Any) -> list[str] | None:
-    """Scripts of the jobs the run still has to run (None when the graph cannot say)."""
+def _pending_jobs(workflow: Any) -> list[tuple[str, Any]] | None:
+    """Script and params of each job the run still has to run (None when the graph
+    cannot say)."""
     try:
         jobs = list(workflow.dag.needrun_jobs(exclude_finished=False))
-        return [str(job.rule.script) for job in jobs if job.rule.script]
+        return [(str(job.rule.script), job.params) for job in jobs if job.rule.script]
     except Exception:  # no graph, or one the scheduler changed while it was read
         return None
 
@@ -502,7 +533,8 @@ def run_warm(
     threads: int = 1,
     tmpdir: str | None = None,
     environ: Mapping[str, str] | None = None,
-    scripts: Callable[[], Iterable[str] | None] | None = None,
+    params: Any = None,
+    jobs: Callable[[], Iterable[tuple[str, Any]] | None] | None = None,
 ) -> None:
     """Run a Python script in a fork of the warm server and wait for it.
 
@@ -516,9 +548,11 @@ def run_warm(
         The job's temporary folder, if any.
     environ : mapping | None
         The environment to start from (default: this process's).
-    scripts : callable | None
-        Gives the scripts of the run's jobs, when this job starts the server: it then
-        imports what they need (:func:`idle_preload`; None: everything).
+    params : snakemake.io.Params | mapping | None
+        The job's params (see :func:`uses_hf`).
+    jobs : callable | None
+        Gives the script and params of each of the run's jobs, when this job starts the
+        server: it then imports what they need (:func:`idle_preload`; None: everything).
 
     Raises
     ------
@@ -529,11 +563,11 @@ def run_warm(
         Face variables differ from the server's): the script never started.
     """
     env = job_environment(os.environ if environ is None else environ, threads, tmpdir)
-    server = _server(lambda: idle_preload(None if scripts is None else scripts()))
+    server = _server(lambda: idle_preload(None if jobs is None else jobs()))
     sys.stdout.flush()
     sys.stderr.flush()
     with server.connect() as sock:
-        request = (str(path), os.getcwd(), env, int(threads), uses_hf(path))
+        request = (str(path), os.getcwd(), env, int(threads), uses_hf(path, params))
         _send(sock, pickle.dumps(request))
         reply = _receive_exactly(sock, 4)
     status = -signal.SIGKILL if reply is None else struct.unpack("!i", reply)[0]
@@ -601,7 +635,8 @@ def _warm(original: Callable[..., Any]) -> Callable[..., Any]:
                 fname,
                 threads=int(self.threads or 1),
                 tmpdir=tmpdir,
-                scripts=lambda: _pending_scripts(workflow),
+                params=getattr(self, "params", None),
+                jobs=lambda: _pending_jobs(workflow),
             )
         except ServerUnavailableError:  # the job was never started: run it the usual way
             return original(self, fname, edit=edit)
