@@ -54,6 +54,7 @@ __all__ = [
     "consolidated_metadata_allowed",
     "file_checksum",
     "find_stores",
+    "fixed_width_strings",
     "has_manifest",
     "is_partial",
     "jsonable",
@@ -63,7 +64,6 @@ __all__ = [
     "read_manifest",
     "read_provenance",
     "software_versions",
-    "variable_length_strings",
     "verify_store",
     "version_id",
     "write_dataset",
@@ -743,12 +743,20 @@ def _default_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
     return encoding
 
 
-def variable_length_strings(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` with its fixed-width text arrays (numpy ``<U``) as variable-length strings.
+def _all_str(values: np.ndarray) -> bool:
+    return all(type(v) is str or isinstance(v, str) for v in values.ravel())
 
-    Zarr v3 specifies variable-length UTF-8 strings but not numpy's fixed-width
-    unicode, which zarr-python writes with an ``UnstableSpecificationWarning`` and other
-    zarr libraries may not read.
+
+def fixed_width_strings(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its text arrays as numpy fixed-width unicode (``<U``).
+
+    A store's text then reads back with plain :func:`xarray.open_zarr` as ordinary
+    numpy strings: ``values.astype(str)``, :mod:`pandas` and ``np.char`` work on it.
+    Variable-length UTF-8 would read back as numpy's ``StringDType`` (kind ``"T"``),
+    which ``astype(str)`` refuses. Zarr v3 stores it with the ``fixed_length_utf32``
+    extension data type of the zarr-extensions registry, which zarr-python and zarrs
+    read. Text is labels and names (coordinates mostly), so the fixed width costs little
+    once compressed.
 
     Parameters
     ----------
@@ -758,25 +766,35 @@ def variable_length_strings(ds: xr.Dataset) -> xr.Dataset:
     Returns
     -------
     ds : xarray.Dataset
-        A shallow copy whose text variables and coordinates (index ones included)
-        hold Python strings (``object`` dtype); the same object when there are none.
+        A shallow copy whose text variables and coordinates (index ones included) are
+        ``<U`` arrays: ``StringDType`` arrays and ``object`` arrays of ``str``
+        only (``object`` arrays holding anything else stay as they are); the same
+        object when there are none.
     """
-    fixed = [name for name, var in ds.variables.items() if var.dtype.kind == "U"]
+    fixed: dict[str, xr.Variable] = {}
+    for name, var in ds.variables.items():
+        kind = var.dtype.kind
+        if kind not in "OT":
+            continue
+        values = np.asarray(var.values, dtype=object)
+        if kind == "O" and not _all_str(values):
+            continue
+        width = max((len(v) for v in values.ravel()), default=1)
+        fixed[name] = xr.Variable(var.dims, values.astype(f"<U{max(width, 1)}"), var.attrs)
     if not fixed:
         return ds
-    coords = {n: ds[n].astype(object) for n in fixed if n in ds.coords}
-    data = {n: ds[n].astype(object) for n in fixed if n in ds.data_vars}
-    return ds.assign_coords(coords).assign(data)
+    coords = {n: v for n, v in fixed.items() if n in ds.coords}
+    return ds.assign_coords(coords).assign({n: v for n, v in fixed.items() if n not in coords})
 
 
 def python_strings(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` with its numpy ``StringDType`` text as ``object`` arrays of ``str``.
+    """``ds`` with its text as ``object`` arrays of ``str``.
 
-    Zarr v3 variable-length strings (what :func:`write_dataset` writes) read back as
-    numpy's ``StringDType`` (dtype kind ``"T"``), which ``astype(str)`` refuses and
-    older numpy, pandas and xarray code does not expect; ``object`` arrays of ``str``
-    are what xarray has always given for text. The text variables are small (labels),
-    so they are read here.
+    :func:`write_dataset` stores text as fixed-width unicode (``<U``; older stores as
+    variable-length strings, which read back as numpy's ``StringDType``, kind ``"T"``).
+    neuroflow's own code reads ``object`` arrays of ``str``, what xarray has always given
+    for text: a longer label written into one is kept whole, where a ``<U`` array would
+    cut it to its width. The text variables are small (labels), so they are read here.
 
     Parameters
     ----------
@@ -786,10 +804,10 @@ def python_strings(ds: xr.Dataset) -> xr.Dataset:
     Returns
     -------
     ds : xarray.Dataset
-        A shallow copy whose ``StringDType`` variables and coordinates hold ``object``
-        arrays of ``str`` (kind ``"O"``); the same object when there are none.
+        A shallow copy whose ``<U`` and ``StringDType`` variables and coordinates hold
+        ``object`` arrays of ``str`` (kind ``"O"``); the same object when there are none.
     """
-    native = {name: var for name, var in ds.variables.items() if var.dtype.kind == "T"}
+    native = {name: var for name, var in ds.variables.items() if var.dtype.kind in "TU"}
     if not native:
         return ds
     plain = {
@@ -807,13 +825,18 @@ def python_strings(ds: xr.Dataset) -> xr.Dataset:
 
 @contextlib.contextmanager
 def consolidated_metadata_allowed() -> Iterator[None]:
-    """Silence zarr-python's notice that consolidated metadata extends zarr v3.
+    """Silence zarr-python's notices on the zarr v3 extensions neuroflow writes.
 
-    neuroflow consolidates every store's metadata (xarray opens it in one read); the
-    notice would otherwise fill every job log.
+    neuroflow consolidates every store's metadata (xarray opens it in one read) and
+    stores text as ``fixed_length_utf32`` (:func:`fixed_width_strings`), whose
+    specification zarr-python 3.1 does not know of yet; the notices would otherwise
+    fill every job log.
     """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Consolidated metadata", category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message=r"The data type \(FixedLengthUTF32", category=FutureWarning
+        )
         yield
 
 
@@ -846,7 +869,7 @@ def write_dataset(
     path = Path(path)
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__} instead.")
-    out = variable_length_strings(ds.copy(deep=False))
+    out = fixed_width_strings(ds.copy(deep=False))
     # the job's warnings so far travel with the store
     out.attrs = with_job_warnings({**ds.attrs, PROVENANCE_KEY: jsonable(dict(provenance))})
     for name in list(out.variables):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -9,7 +10,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from neuroflow.artifacts import build_provenance, open_dataset, python_strings, write_dataset
+from neuroflow.artifacts import (
+    build_provenance,
+    fixed_width_strings,
+    open_dataset,
+    python_strings,
+    write_dataset,
+)
 
 
 def _store(rng: np.random.Generator, path: Path) -> Path:
@@ -30,7 +37,7 @@ def _store(rng: np.random.Generator, path: Path) -> Path:
     )
     prov = build_provenance(stage="preprocess_eeg", version="s1", config={})
     with warnings.catch_warnings():
-        # stable zarr v3 types only (no fixed-width unicode or bytes)
+        # no format notice reaches a job's log
         warnings.simplefilter("error")
         return write_dataset(ds, path, provenance=prov)
 
@@ -68,3 +75,46 @@ def test_python_strings_leaves_other_variables_alone(rng: np.random.Generator) -
     assert out["v"].identical(ds["v"]) and ds["s"].dtype.kind == "T"  # the input is kept
     plain = ds.drop_vars(["s", "tag"])
     assert python_strings(plain) is plain
+
+
+def test_plain_xarray_reads_text_as_numpy_strings(rng: np.random.Generator, tmp_path: Path) -> None:
+    store = _store(rng, tmp_path / "sub-01_epo.zarr")
+    ds = xr.open_zarr(store)
+    for name in ("stimulus", "condition", "channel", "label", "note"):
+        assert ds[name].dtype.kind == "U", (name, ds[name].dtype)
+    assert ds["stimulus"].values.astype(str).tolist() == [f"img-{i:03d}.png" for i in range(7)]
+    assert str(ds["note"].values) == "déjà vu"
+    assert pd.Index(ds["channel"].values).tolist() == ["Fz", "Cz", "Pz"]
+    assert ds.sel(channel="Cz")["x"].shape == (7,)
+    stored = json.loads((store / "stimulus" / "zarr.json").read_text())
+    assert stored["data_type"]["name"] == "fixed_length_utf32"
+
+
+def test_fixed_width_strings_converts_text_only(rng: np.random.Generator) -> None:
+    native = np.array(["a", "bcd"], dtype=np.dtypes.StringDType())
+    ds = xr.Dataset(
+        {
+            "v": (("k",), rng.standard_normal(2)),
+            "s": (("k",), native),
+            "mixed": (("k",), np.array(["a", None], dtype=object)),
+            "empty": (("k", "j"), np.full((2, 0), "", dtype=object)),
+        },
+        coords={"k": [3, 5], "tag": ("k", np.array(["x", ""], dtype=object))},
+    )
+    out = fixed_width_strings(ds)
+    assert out["s"].dtype == "<U3" and out["tag"].dtype == "<U1" and "tag" in out.coords
+    assert out["empty"].dtype == "<U1" and out["empty"].shape == (2, 0)
+    assert out["mixed"].dtype == object  # not text only: left as it is
+    assert out["v"].identical(ds["v"]) and ds["s"].dtype.kind == "T"  # the input is kept
+    plain = ds[["v"]].drop_vars("tag")
+    assert fixed_width_strings(plain) is plain
+
+
+def test_stores_of_earlier_versions_still_read_as_str(tmp_path: Path) -> None:
+    """Stores written with variable-length strings (``StringDType`` when read)."""
+    ds = xr.Dataset(coords={"stimulus": np.array(["a.png", "bb.png"], dtype=object)})
+    ds.to_zarr(tmp_path / "old.zarr", zarr_format=3, consolidated=False)
+    assert xr.open_zarr(tmp_path / "old.zarr", consolidated=False)["stimulus"].dtype.kind == "T"
+    opened = open_dataset(tmp_path / "old.zarr", consolidated=False)
+    assert opened["stimulus"].values.tolist() == ["a.png", "bb.png"]
+    assert opened["stimulus"].dtype == object

@@ -54,8 +54,8 @@ from neuroflow.artifacts import (
     PROVENANCE_KEY,
     atomic_directory,
     consolidated_metadata_allowed,
+    fixed_width_strings,
     jsonable,
-    variable_length_strings,
 )
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.events import EVENTS_LAYER, read_event_features
@@ -213,8 +213,9 @@ class _RowWriter:
                 },
             }
         )
-        coords = variable_length_strings(coords)
-        coords.to_zarr(str(self.path), mode="w", zarr_format=3, consolidated=False)
+        with consolidated_metadata_allowed():
+            coords = fixed_width_strings(coords)
+            coords.to_zarr(str(self.path), mode="w", zarr_format=3, consolidated=False)
         per_row = max(n_features * self.dtype.itemsize, 1)
         self.chunk_rows = int(min(len(self.ids), max(1, CHUNK_BYTES // per_row)))
         group = zarr.open_group(str(self.path), mode="a")
