@@ -11,6 +11,7 @@ checks that every output path the two graphs share has the same rule, params and
 from __future__ import annotations
 
 import copy
+import functools
 import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -163,6 +164,42 @@ def _jobs(workdir: Path, overrides: Mapping[str, Any]) -> dict[str, tuple[str, s
         return jobs
 
 
+@pytest.fixture
+def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parse each workflow file and load the config schema once for all job graphs.
+
+    Both depend on the files only, never on the config: each of the ~370 graphs below
+    is still built from its own config, without its ~0.1 s of parsing and loading.
+    """
+    import snakemake.api  # first: snakemake.workflow alone is a circular import
+    import snakemake.workflow
+
+    import neuroflow.config
+
+    parse = snakemake.workflow.parse
+    parsed: dict[tuple, tuple[str, int, dict[int, int]]] = {}
+
+    def cached_parse(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
+        name = (
+            str(path.get_path_or_uri(secret_free=True))
+            if hasattr(path, "get_path_or_uri")
+            else str(path)
+        )
+        key = (name, Path(name).read_bytes(), overwrite_shellcmd, rulecount)
+        if key not in parsed:
+            lines: dict[int, int] = {}
+            code, count = parse(path, workflow, lines, overwrite_shellcmd, rulecount)
+            parsed[key] = (code, count, lines)
+        code, count, lines = parsed[key]
+        linemap.update(lines)
+        return code, count
+
+    schema = functools.cache(neuroflow.config.load_schema)
+    monkeypatch.setattr(snakemake.workflow, "parse", cached_parse)
+    monkeypatch.setattr(neuroflow.config, "load_schema", lambda path: copy.deepcopy(schema(path)))
+
+
+@pytest.mark.usefixtures("parse_once")
 def test_no_config_change_reruns_a_job_under_an_existing_version(tmp_path, monkeypatch):
     schema = load_schema(SCHEMA)
     defaults = validate_config(fill_defaults({}, schema), schema)
