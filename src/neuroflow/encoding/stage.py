@@ -776,7 +776,7 @@ def _check_same_voxels(ref: xr.Dataset, ds: xr.Dataset, ref_path: Path, path: Pa
 def _voxel_coords(ref: xr.Dataset) -> dict[str, Any]:
     def values(coord: xr.DataArray) -> np.ndarray:
         arr = np.asarray(coord.values)
-        return arr.astype(object) if arr.dtype.kind == "U" else arr  # variable-length strings
+        return arr.astype(object) if arr.dtype.kind == "U" else arr  # str objects
 
     return {
         name: (("voxel",), values(coord), dict(coord.attrs))

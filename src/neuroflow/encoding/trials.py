@@ -196,7 +196,7 @@ def _standardizer(X: np.ndarray, enabled: bool) -> tuple[np.ndarray, np.ndarray]
 def _voxel_coords(ref: xr.Dataset) -> dict[str, Any]:
     def values(coord: xr.DataArray) -> np.ndarray:
         arr = np.asarray(coord.values)
-        if arr.dtype.kind in "UOT":  # variable-length strings
+        if arr.dtype.kind in "UOT":  # any numpy text
             return np.array([str(v) for v in arr.ravel()], dtype=object)
         return arr
 

@@ -342,7 +342,7 @@ def _layer_metrics(
 
 
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
-    """Strings as an object array (stored as variable-length strings)."""
+    """Strings as an object array of ``str``."""
     return np.asarray([str(v) for v in values], dtype=object)
 
 
