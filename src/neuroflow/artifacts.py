@@ -744,7 +744,17 @@ def _default_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
 
 
 def _all_str(values: np.ndarray) -> bool:
-    return all(type(v) is str or isinstance(v, str) for v in values.ravel())
+    return all(isinstance(v, str) for v in values.ravel())
+
+
+def _with_variables(ds: xr.Dataset, variables: Mapping[str, xr.Variable]) -> xr.Dataset:
+    """``ds`` with ``variables`` in place of its own of the same names (coordinates stay
+    coordinates); ``ds`` itself when there are none."""
+    if not variables:
+        return ds
+    coords = {n: v for n, v in variables.items() if n in ds.coords}
+    data = {n: v for n, v in variables.items() if n not in coords}
+    return ds.assign_coords(coords).assign(data)
 
 
 def fixed_width_strings(ds: xr.Dataset) -> xr.Dataset:
@@ -781,10 +791,7 @@ def fixed_width_strings(ds: xr.Dataset) -> xr.Dataset:
             continue
         width = max((len(v) for v in values.ravel()), default=1)
         fixed[name] = xr.Variable(var.dims, values.astype(f"<U{max(width, 1)}"), var.attrs)
-    if not fixed:
-        return ds
-    coords = {n: v for n, v in fixed.items() if n in ds.coords}
-    return ds.assign_coords(coords).assign({n: v for n, v in fixed.items() if n not in coords})
+    return _with_variables(ds, fixed)
 
 
 def python_strings(ds: xr.Dataset) -> xr.Dataset:
@@ -807,9 +814,6 @@ def python_strings(ds: xr.Dataset) -> xr.Dataset:
         A shallow copy whose ``<U`` and ``StringDType`` variables and coordinates hold
         ``object`` arrays of ``str`` (kind ``"O"``); the same object when there are none.
     """
-    native = {name: var for name, var in ds.variables.items() if var.dtype.kind in "TU"}
-    if not native:
-        return ds
     plain = {
         name: xr.Variable(
             var.dims,
@@ -817,10 +821,10 @@ def python_strings(ds: xr.Dataset) -> xr.Dataset:
             var.attrs,
             {k: v for k, v in var.encoding.items() if k != "dtype"},
         )
-        for name, var in native.items()
+        for name, var in ds.variables.items()
+        if var.dtype.kind in "TU"
     }
-    coords = {n: v for n, v in plain.items() if n in ds.coords}
-    return ds.assign_coords(coords).assign({n: v for n, v in plain.items() if n not in coords})
+    return _with_variables(ds, plain)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from neuroflow.artifacts import atomic_directory, fixed_width_strings, write_dataset
+from neuroflow.artifacts import atomic_directory, write_dataset
 from neuroflow.io.records import EegRecording
 
 if TYPE_CHECKING:
@@ -142,5 +142,5 @@ def _write_qc(
     ``ds`` to the store ``output``, each atomically; returns both paths."""
     with atomic_directory(plots) as tmp:
         draw(out_dir=tmp)
-    store = write_dataset(fixed_width_strings(ds), output, provenance=provenance)
+    store = write_dataset(ds, output, provenance=provenance)  # text as fixed-width strings
     return store, Path(plots)

@@ -366,8 +366,8 @@ def _import_next(idle: list[str], hf_environment: dict[str, str] | None) -> dict
     server imported with (None before the first of :data:`HF_PRELOAD`)."""
     name = idle.pop(0)
     if name in HF_PRELOAD and hf_environment is None:
-        os.environ.update(hf_import_environment(os.environ))
         hf_environment = hf_import_environment(os.environ)
+        os.environ.update(hf_environment)
     _import([name])
     return hf_environment
 
