@@ -18,7 +18,9 @@ ROI ``k`` responds to space ``k`` at full strength, to space ``k + 1`` at half a
 ROI to ROI; in the event-related design every event also evokes a response. The BOLD is
 made on a 0.1 s grid with SPM's canonical HRF, or (``hrf="mismatch"``, printed as
 "mismatch HRFs") with an HRF of each voxel's own: a double gamma peaking at 4-7 s, with an
-undershoot of 0 to 0.35 of SPM's size 6-14 s after the peak.
+undershoot of 0 to 0.35 of SPM's size 6-14 s after the peak; the movie is also made with
+Glover's HRF (``hrf="glover"``), the one shape the encoder's library shares with the
+single-HRF encoder it replaced.
 
 The pipeline is what the workflow runs (its building blocks, without files): the design
 is read from the events (:func:`neuroflow.features.design.classify_run`), the alignment
@@ -47,7 +49,8 @@ encoder's HRF) and as ``config/presets/event_related.yaml`` did before the per-e
 were centred;
 ``--hrf-model`` replaces the resolved HRF library (``--hrf-model glover --hrf-model spm``:
 the library before the SPM peaks 4-7 s), and for the movie the encoder's HRF library
-(``--hrf-model glover``: the encoder before its library); ``--event-penalty 1`` penalises the event
+(``--hrf-model glover``: the encoder's single HRF before its default library, Glover's
+and SPM's peaking at 4-7 s); ``--event-penalty 1`` penalises the event
 regressor like a feature (the encoder before ``encoding.event_penalty``).
 """
 
@@ -127,6 +130,14 @@ def double_gamma(peak: float = 5.0, undershoot: float = 1 / 6, delay: float = 10
 
     t = np.arange(0, 32, DT)
     hrf = gamma.pdf(t, peak + 1.0) - undershoot * gamma.pdf(t, peak + 1.0 + delay)
+    return hrf / hrf.sum()
+
+
+def glover_kernel() -> np.ndarray:
+    """Glover's HRF (nilearn's ``glover_hrf``) on a :data:`DT` grid over 32 s, summing to 1."""
+    from nilearn.glm.first_level import glover_hrf
+
+    hrf = glover_hrf(DT, oversampling=1, time_length=32.0)[: round(32 / DT)]
     return hrf / hrf.sum()
 
 
@@ -220,7 +231,8 @@ def make_dataset(
 ) -> Dataset:
     """Generate one design (``"event_related"``, ``"blocked"`` or ``"movie"``) with planted ROIs.
 
-    ``hrf``: ``"canonical"`` makes every voxel's response with SPM's HRF;
+    ``hrf``: ``"canonical"`` makes every voxel's response with SPM's HRF, ``"glover"``
+    with Glover's;
     ``"mismatch"`` gives each voxel an HRF of its own (:func:`voxel_hrfs`: peak 4-7 s,
     undershoot 0-0.35 of SPM's size and 6-14 s after the peak).
     """
@@ -278,11 +290,13 @@ def make_dataset(
     # rest of the dataset is the same whatever the HRFs)
     if hrf == "canonical":
         kernels, hrf_index = double_gamma()[None], np.zeros(roi.size, dtype=int)
+    elif hrf == "glover":
+        kernels, hrf_index = glover_kernel()[None], np.zeros(roi.size, dtype=int)
     elif hrf == "mismatch":
         kernels = voxel_hrfs(np.random.default_rng([seed, 1]), roi.size)
         hrf_index = np.arange(roi.size)
     else:
-        raise ValueError(f"`hrf` must be 'canonical' or 'mismatch', got {hrf!r} instead.")
+        raise ValueError(f"`hrf` must be 'canonical', 'glover' or 'mismatch', got {hrf!r} instead.")
     # the stimulus of each ROI on the fine grid, convolved with each voxel's HRF; the
     # oracle's regressors with each HRF: the planted columns, and every column
     signals, oracle, oracle_full = [], {s: [] for s in SPACES}, {s: [] for s in SPACES}
@@ -605,6 +619,7 @@ def run(
         ("event_related", "mismatch", "auto"),
         ("movie", "canonical", "auto"),
         ("movie", "mismatch", "auto"),
+        ("movie", "glover", "auto"),
         ("blocked", "canonical", "auto"),
         ("blocked", "mismatch", "auto"),
     ]

@@ -56,7 +56,8 @@ def test_schema_is_strict_and_matches_defaults():
 
 def test_with_defaults_and_alphas():
     cfg = with_defaults({"delays": {"lags": [2, 3]}, "dtype": "float64"})
-    assert cfg["delays"] == {"method": "hrf", "lags": [2, 3], "hrf_model": "glover"}
+    library = ["glover", "spm peak 4 s", "spm", "spm peak 6 s", "spm peak 7 s"]
+    assert cfg["delays"] == {"method": "hrf", "lags": [2, 3], "hrf_model": library}
     assert cfg["event_penalty"] == pytest.approx(1.0)
     assert cfg["dtype"] == "float64" and cfg["model"] == "auto"
     assert DEFAULT_CONFIG["delays"]["lags"] == [1, 2, 3, 4]  # defaults untouched

@@ -18,6 +18,7 @@ from bench_helpers import loaded_bench
 from neuroflow.features.align import hrf_weights
 from neuroflow.features.config import HRF_MODEL_NAMES, SHIFTED_HRF_MODELS, hrf_models
 from neuroflow.features.design import EVENT_RELATED_HRF_LIBRARY
+from neuroflow.models.delays import ENCODER_HRF_LIBRARY
 
 #: Seeds whose datasets are averaged, as the bench averages its ``--seeds``.
 SEEDS = (0, 1)
@@ -106,27 +107,30 @@ def movies(bench):
     size = {"n_runs": 10, "n_volumes": 160}
     return {
         hrf: [bench.make_dataset("movie", hrf=hrf, seed=seed, **size) for seed in SEEDS]
-        for hrf in ("canonical", "mismatch")
+        for hrf in ("canonical", "mismatch", "glover")
     }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("hrf", ["canonical", "mismatch"])
+@pytest.mark.parametrize("hrf", ["canonical", "mismatch", "glover"])
 def test_movie_path_keeps_nine_tenths_with_the_encoders_hrf_library(bench, movies, hrf):
     """Movies keep their path (features averaged within TRs, convolved by the encoder);
     the encoder's default HRF library, chosen per voxel, keeps every planted pair at 0.9
-    of its oracle, where one canonical shape (Glover's) does not."""
-    library = EVENT_RELATED_HRF_LIBRARY
-    result = bench.summarise([bench.scores(ds, n_test=2, hrf_model=library) for ds in movies[hrf]])
+    of its oracle, where one canonical shape (Glover's) does not; where Glover's is the
+    planted shape, the library costs little against it."""
+    result = bench.summarise([bench.scores(ds, n_test=2) for ds in movies[hrf]])
     assert result["alignment"]["method"] == "average"
-    assert result["alignment"]["encoder_hrf"] == library
+    assert result["alignment"]["encoder_hrf"] == list(ENCODER_HRF_LIBRARY)
     assert result["lowest"] >= 0.9, result["ratio"]
     assert result["spread"] <= 0.1, result["ratio"]
     assert all(result["rank_equal"]), (result["pipeline"], result["oracle"])
     glover = bench.summarise(
         [bench.scores(ds, n_test=2, hrf_model=["glover"]) for ds in movies[hrf]]
     )
-    assert glover["lowest"] < 0.9 <= result["lowest"], glover["ratio"]
+    if hrf == "glover":
+        assert glover["lowest"] - 0.05 <= result["lowest"], (glover["ratio"], result["ratio"])
+    else:
+        assert glover["lowest"] < 0.9 <= result["lowest"], glover["ratio"]
 
 
 @pytest.mark.slow

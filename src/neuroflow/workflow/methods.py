@@ -336,7 +336,8 @@ def _encoding(config: Mapping[str, Any], facts: RunFacts, keys: list[str]) -> st
         lag = (
             f"convolved with each haemodynamic response function of a library "
             f"({', '.join(models)}) {cite}, one fit per function and, per voxel, the one "
-            "that cross-validated best on the training runs"
+            "that cross-validated best on the training runs (for banded ridge, the one "
+            "ridge regression on the same design chose, and one banded fit per function)"
         )
     elif delays["method"] == "hrf":
         hrf = delays["hrf_model"]
