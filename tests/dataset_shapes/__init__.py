@@ -31,6 +31,8 @@ generator                  shape
 :func:`make_roi_geometry`  single-trial betas of three subjects whose five ROIs mix three
                            stimulus geometries (one of them the image statistics), with
                            the planted ROI x ROI pattern
+:func:`make_interaction_movie`  an fMRI movie whose shots carry two feature spaces in the
+                           events tables; one ROI responds to their product, two linearly
 :func:`make_single_condition_eeg`  clinical BrainVision EEG whose events are all of one
                            type (photic flashes), no ``stim_file``
 :func:`make_resting_eeg`   resting-state BrainVision EEG: no markers, an events table with
@@ -48,6 +50,7 @@ from .eeg_clinical import make_resting_eeg, make_single_condition_eeg
 from .eeg_only import make_eeg_only, show_images
 from .event_related import make_event_related
 from .fmri_movie import make_fmri_movie
+from .interaction_movie import make_interaction_movie
 from .nsd_like import make_nsd_like
 from .roi_geometry import make_roi_geometry
 
@@ -57,6 +60,7 @@ __all__ = [
     "make_eeg_only",
     "make_event_related",
     "make_fmri_movie",
+    "make_interaction_movie",
     "make_nsd_like",
     "make_resting_eeg",
     "make_roi_geometry",

@@ -20,6 +20,7 @@ from dataset_shapes import (
     make_eeg_only,
     make_event_related,
     make_fmri_movie,
+    make_interaction_movie,
     make_nsd_like,
 )
 from dataset_shapes._common import digest, hrf_convolve, image_features, prepare_root
@@ -222,6 +223,27 @@ def test_deterministic_per_seed(make, files, tmp_path, request):
     )
     other = make(tmp_path / "other", seed=1)["root"]
     assert digest(first / files[0]) != digest(other / files[0])
+
+
+@pytest.mark.slow
+def test_interaction_movie_is_deterministic_and_carries_its_features(tmp_path):
+    first = make_interaction_movie(tmp_path / "a", seed=0)
+    again = make_interaction_movie(tmp_path / "b", seed=0)
+    other = make_interaction_movie(tmp_path / "c", seed=1)
+    bold = "sub-02/func/sub-02_task-movie_run-2_bold.nii.gz"
+    assert digest(first["root"] / bold) == digest(again["root"] / bold)
+    assert digest(first["root"] / bold) != digest(other["root"] / bold)
+    events = pd.read_csv(first["root"] / "sub-01/func/sub-01_task-movie_run-1_events.tsv", sep="\t")
+    columns = [*first["visual_columns"], *first["semantic_columns"]]
+    assert list(events.columns) == ["onset", "duration", "trial_type", "stim_file", *columns]
+    # shots start on volumes and tile the run; every shot's image exists
+    steps = events["onset"] / first["tr"]
+    np.testing.assert_allclose(steps, np.round(steps))
+    end = events["onset"].iloc[-1] + events["duration"].iloc[-1]
+    assert end == pytest.approx(first["n_volumes"] * first["tr"])
+    assert all((first["root"] / "stimuli" / s).is_file() for s in events["stim_file"])
+    masks = list(first["planted"]["rois"]["01"].values())
+    assert sum(int(m.sum()) for m in masks) == int(np.logical_or.reduce(masks).sum()) > 60
 
 
 # --------------------------------------------------------------------------------------
