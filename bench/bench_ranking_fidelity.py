@@ -63,7 +63,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuroflow.encoding.stage import DEFAULT_CONFIG, make_alphas
+from neuroflow.encoding.fitting import make_alphas
+from neuroflow.encoding.stage import DEFAULT_CONFIG
 from neuroflow.features.align import average_weights, event_rows, hrf_weights
 from neuroflow.features.design import classify_run, resolve_alignment
 from neuroflow.models import ridge_cv, run_splits

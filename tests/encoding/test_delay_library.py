@@ -8,7 +8,7 @@ import xarray as xr
 
 from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
 from neuroflow.encoding import fit_encoding
-from neuroflow.encoding.stage import event_columns
+from neuroflow.encoding.runs import event_columns
 from neuroflow.encoding.stored import predict_run
 from neuroflow.models.delays import hrf_convolve
 

@@ -243,7 +243,7 @@ def test_auto_test_runs_hold_out_the_repeated_sequence(tmp_path, rng):
 
 
 def test_group_repeats_uses_stimulus_lists_first(rng):
-    from neuroflow.encoding.stage import _Run
+    from neuroflow.encoding.runs import _Run
 
     feats = {"a": rng.standard_normal((7, 3))}
 

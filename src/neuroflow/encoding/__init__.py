@@ -7,13 +7,9 @@ import lazy_loader
 __getattr__, __dir__, __all__ = lazy_loader.attach(
     __name__,
     submod_attrs={
-        "stage": [
-            "DEFAULT_CONFIG",
-            "fit_encoding",
-            "group_repeats",
-            "make_alphas",
-            "with_defaults",
-        ],
+        "fitting": ["make_alphas"],
+        "runs": ["group_repeats"],
+        "stage": ["DEFAULT_CONFIG", "fit_encoding", "with_defaults"],
         "trials": ["fit_trial_encoding"],
     },
 )

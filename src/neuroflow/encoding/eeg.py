@@ -48,7 +48,7 @@ from neuroflow.encoding.eeg_inference import (
     peak_course,
     target_adjacency,
 )
-from neuroflow.encoding.stage import make_alphas
+from neuroflow.encoding.fitting import make_alphas
 from neuroflow.encoding.stored import NO_DELAYS, encoder_dataset
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.features.align import features_for_stimuli

@@ -24,16 +24,16 @@ import numpy as np
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.encoding.stage import (
+from neuroflow.encoding.fitting import _standardizer
+from neuroflow.encoding.runs import (
     _is_test,
     _layer_of,
     _load_all,
     _Run,
-    _standardizer,
     _voxel_coords,
     group_repeats,
-    with_defaults,
 )
+from neuroflow.encoding.stage import with_defaults
 from neuroflow.encoding.stored import filter_like_data
 from neuroflow.models.transformer import (
     SubjectData,

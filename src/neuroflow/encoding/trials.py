@@ -32,7 +32,8 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.encoding.eeg import select_feature_spaces
-from neuroflow.encoding.stage import choose_solver, solver_options, with_defaults
+from neuroflow.encoding.fitting import choose_solver, solver_options
+from neuroflow.encoding.stage import with_defaults
 from neuroflow.encoding.stored import NO_DELAYS, encoder_dataset
 from neuroflow.features.align import features_for_stimuli
 from neuroflow.models import (
