@@ -10,12 +10,8 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.evaluation.metrics import pearson_r
-from neuroflow.evaluation.stage import (
-    _store_summary,
-    evaluate_model,
-    flatten_targets,
-    unflatten_targets,
-)
+from neuroflow.evaluation.stage import evaluate_model, flatten_targets, unflatten_targets
+from neuroflow.evaluation.summary_stage import _store_summary
 
 N_STIM, N_REP, N_CH, N_LAT = 11, 3, 5, 13
 CONFIG = {

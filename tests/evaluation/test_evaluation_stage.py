@@ -7,13 +7,9 @@ import xarray as xr
 
 from neuroflow.artifacts import open_dataset, read_provenance
 from neuroflow.evaluation.metrics import pearson_r, r2_score
-from neuroflow.evaluation.stage import (
-    DEFAULT_CONFIG,
-    block_length_samples,
-    evaluate_model,
-    summarize_scores,
-)
+from neuroflow.evaluation.stage import DEFAULT_CONFIG, block_length_samples, evaluate_model
 from neuroflow.evaluation.summary import ENCODING_METRICS, METRIC_COLUMNS, TABLE_COLUMNS
+from neuroflow.evaluation.summary_stage import summarize_scores
 
 FAST = {"permutation": {"n_permutations": 200, "block_length_s": 10.0}}
 

@@ -12,7 +12,6 @@ import xarray as xr
 from neuroflow.artifacts import write_dataset
 from neuroflow.evaluation.analysis_summary import decoding_rows, rsa_eeg_rows
 from neuroflow.evaluation.report import summarize_all
-from neuroflow.evaluation.stage import _store_summary
 from neuroflow.evaluation.summary import (
     ENCODING_METRICS,
     ROW_KEY,
@@ -22,6 +21,7 @@ from neuroflow.evaluation.summary import (
     space_names,
     summary_table,
 )
+from neuroflow.evaluation.summary_stage import _store_summary
 
 LAYERS = {"stats": ["output"], "words": ["embedding"], "cnn": ["b1", "b2", "pool"]}
 

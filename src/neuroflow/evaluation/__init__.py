@@ -29,7 +29,8 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
             "permutation_pvalues",
             "permutation_test",
         ],
-        "stage": ["DEFAULT_CONFIG", "evaluate_model", "summarize_scores"],
+        "stage": ["DEFAULT_CONFIG", "evaluate_model"],
         "summary": ["group_summary", "roi_summary", "topk_mean"],
+        "summary_stage": ["summarize_scores"],
     },
 )

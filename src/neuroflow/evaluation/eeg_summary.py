@@ -308,8 +308,8 @@ def eeg_encoding_rows(
         subject, from the stage) and over subjects (group,
         :func:`group_peak_interval`, with 2 or more subjects).
     """
-    from neuroflow.evaluation.stage import _store_summary
     from neuroflow.evaluation.summary import TABLE_COLUMNS, group_summary, long_rows
+    from neuroflow.evaluation.summary_stage import _store_summary
 
     paths = list(paths) or [f"EEG encoding score store {i}" for i in range(len(stores))]
     if len(paths) != len(stores):

@@ -2,7 +2,7 @@
 
 :func:`summarize_all` is the entry point of the workflow's summary job. It
 writes the encoding rows, store and figures with
-:func:`neuroflow.evaluation.stage.summarize_scores`, then adds the decoding, RSA,
+:func:`neuroflow.evaluation.summary_stage.summarize_scores`, then adds the decoding, RSA,
 EEG encoding and temporal response function (TRF) rows to the same tidy table (see
 :func:`neuroflow.evaluation.summary.summary_table`) and their figures, and the training
 curves of encoders trained by gradient descent (:func:`training_figures`). Beside the
@@ -732,8 +732,9 @@ def summarize_all(
         rsa_rows,
     )
     from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows
-    from neuroflow.evaluation.stage import _with_defaults, _write_table, summarize_scores
+    from neuroflow.evaluation.stage import _with_defaults
     from neuroflow.evaluation.summary import summary_table
+    from neuroflow.evaluation.summary_stage import _write_table, summarize_scores
 
     table = Path(table)
     plots_dir = Path(plots_dir)
