@@ -1,6 +1,6 @@
 """Fit one EEG recording's temporal response functions (continuous data)."""
 
-from neuroflow.encoding.eeg import fit_trf
+from neuroflow.encoding.trf import fit_trf
 from neuroflow.workflow.runner import run_job
 
 spaces = {

@@ -9,15 +9,9 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.encoding.eeg import (
-    block_groups,
-    fit_eeg_encoding,
-    fit_epochs_ridge,
-    fit_trf,
-    lag_samples,
-    lagged_impulse_design,
-    with_defaults,
-)
+from neuroflow.encoding.eeg import fit_eeg_encoding, with_defaults
+from neuroflow.encoding.eeg_design import fit_epochs_ridge
+from neuroflow.encoding.trf import block_groups, fit_trf, lag_samples, lagged_impulse_design
 from neuroflow.evaluation.metrics import pearson_r
 from neuroflow.models import ridge_cv, run_splits
 from neuroflow.trial_split import select_test_stimuli
@@ -173,7 +167,7 @@ def test_flattened_solve_equals_loop(rng):
 
 
 def test_no_stimulus_straddles_folds(rng, monkeypatch):
-    import neuroflow.encoding.eeg as eeg
+    import neuroflow.encoding.eeg_design as eeg
 
     seen = {}
 

@@ -21,10 +21,10 @@ from scipy import stats
 from scipy.ndimage import gaussian_filter1d
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.encoding.eeg import (
+from neuroflow.encoding.eeg import fit_eeg_encoding
+from neuroflow.encoding.eeg_design import (
     cross_validated_predictions,
     designated_test_stimuli,
-    fit_eeg_encoding,
     scoring_design,
     stimulus_folds,
 )
@@ -326,7 +326,7 @@ def test_cross_validated_predictions_match_sklearn(monkeypatch):
     from sklearn.linear_model import Ridge
     from sklearn.preprocessing import StandardScaler
 
-    import neuroflow.encoding.eeg as eeg
+    import neuroflow.encoding.eeg_design as eeg
 
     rng = np.random.default_rng(7)
     images, shown, X, Y = _small_session(rng)
@@ -345,6 +345,7 @@ def test_cross_validated_predictions_match_sklearn(monkeypatch):
     )  # fmt: skip
     assert pred.shape == (len(images), 12) and alphas.shape == (4, 12)
     ids = np.array(images)
+    assert len(seen) == 4  # one inner cross-validation per outer fold
     for k, groups in enumerate(seen):
         assert groups == set(ids[folds != k])  # the inner CV sees training images only
     intercept = Y.reshape(len(Y), -1).mean(0)
@@ -360,7 +361,7 @@ def test_cross_validated_predictions_match_sklearn(monkeypatch):
 def test_fold_refit_reproduces_the_fits():
     """The closed-form refit gives the folds' predictions and penalties, and moving the
     features gives what refitting on moved features gives."""
-    from neuroflow.encoding.eeg import fold_refit
+    from neuroflow.encoding.eeg_design import fold_refit
 
     rng = np.random.default_rng(11)
     images, shown, X, Y = _small_session(rng, n_images=40)
@@ -425,7 +426,7 @@ def test_null_family_wise_error_is_at_its_level():
     """On data without any planted effect, over many seeds, a significant cluster turns
     up about as often as the level (5 %): the refitting null keeps the max over channels
     x latencies in check. Sizes are small; 39 permutations make p <= 0.05 exact."""
-    from neuroflow.encoding.eeg import fold_refit
+    from neuroflow.encoding.eeg_design import fold_refit
 
     n_seeds, n_images, n_lat = 200, 30, 20
     names, pos = _montage(8)

@@ -18,26 +18,41 @@ Two designs share one solver (:func:`neuroflow.models.ridge_cv`, one penalty per
   over channel adjacency × latency whose null keeps each prediction within its fold;
   the peak latency of the channel-mean r gets a bootstrap interval over stimuli
   (:mod:`neuroflow.encoding.eeg_inference`).
-* :func:`fit_trf` fits temporal response functions on continuous EEG: the features of
-  each stimulus are placed as impulses at its onset, lagged over a window of latencies
-  and regressed onto every channel, with cross-validation over contiguous blocks.
+* :func:`neuroflow.encoding.trf.fit_trf` fits temporal response functions on continuous
+  EEG: the features of each stimulus are placed as impulses at its onset, lagged over a
+  window of latencies and regressed onto every channel, with cross-validation over
+  contiguous blocks.
+
+Which stimuli are scored, their folds and the cross-validated predictions are
+:mod:`neuroflow.encoding.eeg_design`; this module reads the configuration, the epochs
+and the features, runs the inference and writes the store.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
-from threadpoolctl import threadpool_limits
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.config import merge_defaults
+from neuroflow.encoding.eeg_design import (
+    CROSS_VALIDATED,
+    HELD_OUT,
+    _check_int,
+    _standardize,
+    _test_repeats,
+    cross_validated_predictions,
+    fit_epochs_ridge,
+    fold_refit,
+    scoring_design,
+    stimulus_folds,
+)
 from neuroflow.encoding.eeg_inference import (
     ADJACENCY_MODES,
     ClusterTest,
@@ -51,27 +66,14 @@ from neuroflow.encoding.eeg_inference import (
 from neuroflow.encoding.fitting import make_alphas
 from neuroflow.encoding.stored import NO_DELAYS, encoder_dataset
 from neuroflow.evaluation.metrics import pearson_r
-from neuroflow.features.align import features_for_stimuli
-from neuroflow.models import RidgeCVResult, parse_cv, resolve_device, ridge_cv, run_splits
+from neuroflow.models import RidgeCVResult, parse_cv, resolve_device
 from neuroflow.peaks import peak_latency as _post_stimulus_peak
-from neuroflow.trial_split import select_test_stimuli
 
 __all__ = [
-    "CROSS_VALIDATED",
     "DEFAULT_CONFIG",
-    "HELD_OUT",
-    "block_groups",
-    "cross_validated_predictions",
-    "designated_test_stimuli",
     "fit_eeg_encoding",
-    "fit_epochs_ridge",
-    "fit_trf",
-    "fold_refit",
-    "lag_samples",
-    "lagged_impulse_design",
     "peak_latency",
-    "scoring_design",
-    "stimulus_folds",
+    "select_feature_spaces",
     "with_defaults",
 ]
 
@@ -112,16 +114,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "dtype": "float32",
 }
 _VOLT_TO_UV = 1e6
-#: Permutations of cross-validated fits choose their penalties again (exact null) up to
-#: this many features and inner folds; beyond, each fold keeps its observed penalties.
-RESELECT_MAX_FEATURES = 16
-RESELECT_MAX_FOLDS = 10
 #: Fewest scored stimuli of a cluster test and a bootstrap (a correlation's t needs 3).
 MIN_INFERENCE_STIMULI = 3
-#: ``test_design`` of a store whose scored stimuli were held out of the fit.
-HELD_OUT = "held-out"
-#: ``test`` value (and ``test_design``): every stimulus predicted once across outer folds.
-CROSS_VALIDATED = "cross-validated"
 
 
 def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -140,75 +134,6 @@ def with_defaults(config: Mapping[str, Any] | None) -> dict[str, Any]:
 
     # `cv` is a string or a {grouped_kfold: k} mapping, taken whole
     return merge_defaults(DEFAULT_CONFIG, config, "eeg_encoding", opaque=("cv",))
-
-
-# --------------------------------------------------------------------------- helpers
-def _standardize(
-    X: np.ndarray, train: np.ndarray, enabled: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Centre (and scale) columns with training-row statistics."""
-    mean = X[train].mean(0)
-    std = X[train].std(0) if enabled else np.ones(X.shape[1])
-    std = np.where(std > 0, std, 1.0)
-    return (X - mean) / std, mean, std
-
-
-def fit_epochs_ridge(
-    X: np.ndarray,
-    Y: np.ndarray,
-    *,
-    groups: np.ndarray,
-    alphas: np.ndarray,
-    n_splits: int | None,
-    scoring: str = "r2",
-    target_batch_size: int = 10000,
-    device: Any = None,
-    dtype: str | None = None,
-) -> tuple[RidgeCVResult, np.ndarray]:
-    """Per channel and time point ridge, solved in one call on flattened targets.
-
-    Parameters
-    ----------
-    X : ndarray, shape (n_epochs, n_features)
-        Centred features of each training epoch.
-    Y : ndarray, shape (n_epochs, n_times, n_channels)
-        Training epochs (any units); centred here.
-    groups : ndarray, shape (n_epochs,)
-        Stimulus id of each epoch; folds never split a stimulus.
-    alphas : ndarray, shape (n_alphas,)
-        Candidate penalties.
-    n_splits : int | None
-        Grouped k-fold, or ``None`` for leave-one-stimulus-out.
-    scoring, target_batch_size, device, dtype
-        See :func:`neuroflow.models.ridge_cv`.
-
-    Returns
-    -------
-    result : RidgeCVResult
-        Fit on targets ordered (time, channel): ``coef`` has shape
-        (n_features, n_times * n_channels).
-    y_mean : ndarray, shape (n_times * n_channels,)
-        Training mean of every target.
-    """
-    Y = np.asarray(Y)
-    if Y.ndim != 3:
-        raise ValueError(
-            f"`Y` must have shape (n_epochs, n_times, n_channels), got {Y.shape} instead."
-        )
-    flat = Y.reshape(Y.shape[0], -1).astype(np.float32)
-    y_mean = flat.mean(0)
-    splits = run_splits(np.asarray(groups), n_splits, unit="stimulus")
-    result = ridge_cv(
-        X,
-        flat - y_mean,
-        alphas=alphas,
-        splits=splits,
-        scoring=scoring,
-        target_batch_size=target_batch_size,
-        device=device,
-        dtype=dtype,
-    )
-    return result, y_mean
 
 
 def peak_latency(course: np.ndarray, latencies: np.ndarray) -> float:
@@ -277,12 +202,6 @@ def select_feature_spaces(cfg: Mapping[str, Any], features: Mapping[str, Path]) 
     return spaces
 
 
-def _check_int(value: Any, name: str, low: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"`{name}` must be an int >= {low}, got {value!r} instead.")
-    return value
-
-
 def _time_window(times: np.ndarray, cfg: Mapping[str, Any]) -> np.ndarray:
     """Indices of the epoch's time points kept by ``tmin``/``tmax``/``decim``."""
     decim = _check_int(cfg["decim"], "decim", 1)
@@ -295,202 +214,6 @@ def _time_window(times: np.ndarray, cfg: Mapping[str, Any]) -> np.ndarray:
             f"points [{times[0]:g}, {times[-1]:g}] s."
         )
     return keep
-
-
-def _test_repeats(stimuli: np.ndarray, test_ids: Sequence[str]) -> np.ndarray:
-    """Epoch indices of each scored stimulus's presentations, shape (n_repeats, n_test)."""
-    where = [np.flatnonzero(stimuli == s) for s in test_ids]
-    counts = [len(w) for w in where]
-    n_rep = min(counts)
-    if len(set(counts)) > 1:
-        logger.warning(
-            "Scored stimuli are shown %s to %s times; keeping the first %s presentations of each.",
-            n_rep,
-            max(counts),
-            n_rep,
-        )
-    return np.stack([w[:n_rep] for w in where], axis=1)
-
-
-def designated_test_stimuli(stimuli: Sequence[str]) -> list[str]:
-    """The stimuli a design sets apart for testing, in order of first presentation.
-
-    Parameters
-    ----------
-    stimuli : sequence of str, shape (n_epochs,)
-        Stimulus id of every epoch.
-
-    Returns
-    -------
-    test_ids : list of str
-        The most-presented stimuli when they are shown more often than the others and
-        are at most half of all (THINGS-EEG's test images, shown 10 times among training
-        images shown once); empty otherwise (every stimulus shown equally often, or
-        immediate and delayed repeats of most images as in ds000117).
-    """
-    ids = [str(s) for s in stimuli]
-    counts = Counter(ids)
-    if not counts:
-        return []
-    order = list(dict.fromkeys(ids))
-    top = max(counts.values())
-    most = [s for s in order if counts[s] == top]
-    if top > min(counts.values()) and len(most) <= len(order) / 2:
-        return most
-    return []
-
-
-def scoring_design(stimuli: Sequence[str], test: str | Sequence[str]) -> tuple[str, list[str]]:
-    """How a subject's model is scored: on held-out test stimuli or by cross-validation.
-
-    Parameters
-    ----------
-    stimuli : sequence of str, shape (n_epochs,)
-        Stimulus id of every epoch.
-    test : "auto" | "cross-validated" | "repeated" | sequence of str
-        ``"auto"``: the design's test stimuli (:func:`designated_test_stimuli`) when it
-        has some, else cross-validation; ``"cross-validated"``: every stimulus predicted
-        once by models fitted on the other folds; ``"repeated"`` (every stimulus shown
-        more than once) or explicit ids: held out.
-
-    Returns
-    -------
-    design : {"held-out", "cross-validated"}
-    test_ids : list of str
-        The held-out stimuli (empty for cross-validation).
-    """
-    if isinstance(test, str) and test in ("auto", CROSS_VALIDATED):
-        held = designated_test_stimuli(stimuli) if test == "auto" else []
-        return (HELD_OUT, held) if held else (CROSS_VALIDATED, [])
-    return HELD_OUT, select_test_stimuli(stimuli, test)
-
-
-def stimulus_folds(n_stimuli: int, n_folds: int, seed: int) -> np.ndarray:
-    """Seeded outer fold of every stimulus, fold sizes differing by at most one.
-
-    Parameters
-    ----------
-    n_stimuli : int
-        Stimuli to split (at least 3).
-    n_folds : int
-        Folds (at least 2); more than ``n_stimuli`` gives one stimulus per fold.
-    seed : int
-        Seed of the assignment.
-
-    Returns
-    -------
-    folds : ndarray of int64, shape (n_stimuli,)
-        Fold of every stimulus, ``0 .. min(n_folds, n_stimuli) - 1``.
-    """
-    _check_int(n_folds, "outer_folds", 2)
-    if n_stimuli < 3:
-        raise ValueError(
-            f"Cross-validated predictions need at least 3 stimuli, got {n_stimuli} instead."
-        )
-    k = min(n_folds, n_stimuli)
-    if k < n_folds:
-        logger.warning(
-            "`outer_folds` is %d but there are %d stimuli: using %d folds (one per stimulus).",
-            n_folds,
-            n_stimuli,
-            k,
-        )
-    folds = np.empty(n_stimuli, dtype=np.int64)
-    folds[np.random.default_rng(seed).permutation(n_stimuli)] = np.arange(n_stimuli) % k
-    return folds
-
-
-def cross_validated_predictions(
-    X: np.ndarray,
-    Y: np.ndarray,
-    *,
-    stimuli: np.ndarray,
-    ids: Sequence[str],
-    folds: np.ndarray,
-    standardize: bool,
-    alphas: np.ndarray,
-    n_splits: int | None,
-    scoring: str = "r2",
-    target_batch_size: int = 10000,
-    device: Any = None,
-    dtype: str | None = None,
-) -> np.ndarray:
-    """Predict every stimulus once, from a model fitted on the other folds' epochs.
-
-    Each outer fold's model sees only the epochs of the other folds' stimuli: feature
-    standardisation, centring and the inner cross-validation of the penalties
-    (:func:`fit_epochs_ridge`, grouped by stimulus) use those epochs alone. The
-    predictions of all folds share one intercept, the mean response over all epochs:
-    with each fold's own training mean, a fold whose held-out stimuli respond more
-    would get lower predictions, and r over all stimuli would be negative (about -0.1
-    with 5 folds) wherever the features predict nothing. A constant common to all
-    predictions changes no r.
-
-    Parameters
-    ----------
-    X : ndarray, shape (n_epochs, n_features)
-        Raw features of the stimulus of every epoch.
-    Y : ndarray, shape (n_epochs, n_times, n_channels)
-        Epochs.
-    stimuli : ndarray of str, shape (n_epochs,)
-        Stimulus id of every epoch.
-    ids : sequence of str, shape (n_stimuli,)
-        The stimuli to predict (each shown on at least one epoch).
-    folds : ndarray of int, shape (n_stimuli,)
-        Outer fold of each of them (:func:`stimulus_folds`).
-    standardize : bool
-        Scale the features to unit SD (they are always centred).
-    alphas, n_splits, scoring, target_batch_size, device, dtype
-        See :func:`fit_epochs_ridge`.
-
-    Returns
-    -------
-    y_pred : ndarray of float32, shape (n_stimuli, n_times * n_channels)
-        Predictions, targets ordered (time, channel).
-    alphas : ndarray, shape (n_folds, n_times * n_channels)
-        The penalty each fold's model chose for each target, folds in increasing order.
-    """
-    ids = np.asarray([str(s) for s in ids])
-    folds = np.asarray(folds)
-    if folds.shape != ids.shape:
-        raise ValueError(f"`folds` must have shape {ids.shape}, got {folds.shape} instead.")
-    first = {}
-    for i, s in enumerate(np.asarray(stimuli)):
-        first.setdefault(str(s), i)
-    missing = [s for s in ids if s not in first]
-    if missing:
-        raise ValueError(f"`ids` names stimuli no epoch shows: {missing[:5]}.")
-    rows = np.array([first[s] for s in ids])
-    y_pred = np.empty((ids.size, int(np.prod(Y.shape[1:]))), dtype=np.float32)
-    chosen = []
-    for k in np.unique(folds):
-        held = folds == k
-        train = np.flatnonzero(~np.isin(stimuli, ids[held]))
-        if np.unique(stimuli[train]).size < 2:
-            raise ValueError(
-                f"Outer fold {k} leaves {np.unique(stimuli[train]).size} training stimuli; "
-                "at least 2 are needed (use fewer `outer_folds`)."
-            )
-        Xs, _, _ = _standardize(X, train, standardize)
-        Xs = (Xs - Xs[train].mean(0)).astype(np.float32)
-        result, _ = fit_epochs_ridge(
-            Xs[train],
-            Y[train],
-            groups=stimuli[train],
-            alphas=alphas,
-            n_splits=n_splits,
-            scoring=scoring,
-            target_batch_size=target_batch_size,
-            device=device,
-            dtype=dtype,
-        )
-        y_pred[held] = result.predict(Xs[rows[held]])
-        chosen.append(result.best_alpha)
-    # One intercept for every fold: each fold's training mean is lower where its held-out
-    # stimuli's mean is higher, which would make r over all stimuli negative on targets
-    # the features do not predict (a common constant changes no r).
-    intercept = np.asarray(Y, dtype=np.float64).reshape(len(Y), -1).mean(0)
-    return y_pred + intercept.astype(np.float32), np.stack(chosen)
 
 
 def _inference_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -522,75 +245,6 @@ def _channel_positions(path: Path, channels: np.ndarray) -> np.ndarray | None:
     xyz = np.stack([np.asarray(ds[c].values, dtype=np.float64) for c in ("ch_x", "ch_y", "ch_z")])
     positions = xyz.T[index]
     return positions if np.isfinite(positions).all() else None
-
-
-def fold_refit(
-    X: np.ndarray,
-    data: np.ndarray,
-    stimuli: np.ndarray,
-    scored: Sequence[str],
-    folds: np.ndarray,
-    alphas: np.ndarray,
-    cfg: Mapping[str, Any],
-) -> FoldRefit:
-    """The cross-validated fits of :func:`cross_validated_predictions`, for permutations.
-
-    Parameters
-    ----------
-    X : ndarray, shape (n_epochs, n_features)
-        Raw features of every epoch's stimulus.
-    data : ndarray, shape (n_epochs, n_latencies, n_channels)
-        Epochs.
-    stimuli : ndarray of str, shape (n_epochs,)
-        Stimulus of every epoch.
-    scored : sequence of str, shape (n_stimuli,)
-        Every stimulus, in the order of ``folds``.
-    folds : ndarray of int, shape (n_stimuli,)
-        Outer fold of each.
-    alphas : ndarray, shape (n_folds, n_targets)
-        Each fold's penalties.
-    cfg : dict
-        The section (``standardize``).
-
-    Returns
-    -------
-    refit : FoldRefit
-    """
-    import scipy.sparse
-
-    index = {s: i for i, s in enumerate(scored)}
-    which = np.array([index[str(s)] for s in stimuli])
-    n_epochs = which.size
-    indicator = scipy.sparse.csr_array(
-        (np.ones(n_epochs), (which, np.arange(n_epochs))), shape=(len(scored), n_epochs)
-    )
-    sums = indicator @ np.asarray(data, dtype=np.float64).reshape(n_epochs, -1)
-    first = np.array([np.flatnonzero(which == i)[0] for i in range(len(scored))])
-    grid = make_alphas(cfg["alphas"])
-    n_splits = parse_cv(cfg["cv"])
-    inner = []
-    for k in np.unique(folds):
-        train = np.flatnonzero(folds[which] != k)  # epochs
-        # the splits cross_validated_predictions' inner cross-validation used
-        splits = run_splits(np.asarray(stimuli)[train], n_splits, unit="stimulus")
-        inner.append([np.unique(which[train][val]) for _, val in splits])
-    reselect = (
-        cfg["scoring"] == "r2"
-        and X.shape[1] <= RESELECT_MAX_FEATURES
-        and max(len(v) for v in inner) <= RESELECT_MAX_FOLDS
-    )
-    squares = indicator @ (np.asarray(data, dtype=np.float64).reshape(n_epochs, -1) ** 2)
-    return FoldRefit(
-        X[first],
-        sums,
-        np.bincount(which, minlength=len(scored)),
-        folds,
-        alphas,
-        bool(cfg["standardize"]),
-        alpha_grid=grid if reselect else None,
-        inner=inner if reselect else None,
-        squares=squares if reselect else None,
-    )
 
 
 def _nan_to_none(value: float) -> float | None:
@@ -1123,218 +777,3 @@ def _epochs_output(
         ),
     }
     return xr.Dataset(data, coords=coords)
-
-
-# --------------------------------------------------------------------------- TRF
-def lag_samples(tmin: float, tmax: float, sfreq: float) -> np.ndarray:
-    """Integer lags from ``tmin`` to ``tmax`` (inclusive, rounded to samples).
-
-    Parameters
-    ----------
-    tmin, tmax : float
-        Window in seconds (``tmin <= tmax``).
-    sfreq : float
-        Sampling rate in Hz.
-
-    Returns
-    -------
-    lags : ndarray of int, shape (n_lags,)
-    """
-    if not tmin <= tmax:
-        raise ValueError(f"`trf.tmin` must be <= `trf.tmax`, got {tmin} > {tmax} instead.")
-    return np.arange(round(tmin * sfreq), round(tmax * sfreq) + 1, dtype=np.int64)
-
-
-def lagged_impulse_design(
-    onsets: np.ndarray, features: np.ndarray, n_times: int, lags: np.ndarray
-) -> np.ndarray:
-    """Lagged design of event features placed as impulses at their onsets.
-
-    Parameters
-    ----------
-    onsets : ndarray of int, shape (n_events,)
-        Onset samples.
-    features : ndarray, shape (n_events, n_features)
-        Features of each event.
-    n_times : int
-        Samples of the recording.
-    lags : ndarray of int, shape (n_lags,)
-        Lags in samples; column block ``l`` holds the features at ``t - lags[l]``, so
-        its weight is the response ``lags[l]`` samples after an onset.
-
-    Returns
-    -------
-    design : ndarray of float32, shape (n_times, n_lags * n_features)
-        Columns ordered (lag, feature); impulses falling outside the recording are
-        dropped.
-    """
-    onsets = np.asarray(onsets, dtype=np.int64)
-    features = np.asarray(features, dtype=np.float32)
-    if features.ndim != 2 or features.shape[0] != onsets.size:
-        raise ValueError(
-            f"`features` must have shape ({onsets.size}, n_features), got {features.shape} instead."
-        )
-    n_feat = features.shape[1]
-    design = np.zeros((n_times, lags.size * n_feat), dtype=np.float32)
-    for j, lag in enumerate(lags):
-        rows = onsets + lag
-        ok = (rows >= 0) & (rows < n_times)
-        np.add.at(design[:, j * n_feat : (j + 1) * n_feat], rows[ok], features[ok])
-    return design
-
-
-def block_groups(n_times: int, n_blocks: int) -> np.ndarray:
-    """Contiguous block label of every sample, shape (n_times,)."""
-    _check_int(n_blocks, "trf.n_blocks", 2)
-    if n_blocks > n_times:
-        raise ValueError(
-            f"`trf.n_blocks` must be at most the number of samples ({n_times}), "
-            f"got {n_blocks} instead."
-        )
-    return (np.arange(n_times) * n_blocks) // n_times
-
-
-def _pca(X: np.ndarray, n_components: int | None) -> tuple[np.ndarray, int]:
-    """Project centred rows on their first principal axes when there are more columns."""
-    if n_components is None or X.shape[1] <= n_components:
-        return X, X.shape[1]
-    _check_int(n_components, "trf.n_components", 1)
-    # one BLAS thread: the threaded SVD and product change their last bits with the
-    # thread count, and the scores are the design of the ridge fit
-    with threadpool_limits(limits=1, user_api="blas"):
-        _, _, vt = np.linalg.svd(X - X.mean(0), full_matrices=False)
-        scores = (X - X.mean(0)) @ vt[:n_components].T
-    return scores / np.where(scores.std(0) > 0, scores.std(0), 1.0), n_components
-
-
-def _resample(data: np.ndarray, sfreq: float, target: float) -> tuple[np.ndarray, float]:
-    """Resample (channel, time) data to ``target`` Hz with MNE's FFT-based resampler."""
-    if target is None or np.isclose(target, sfreq):
-        return data, sfreq
-    if not 0 < target <= sfreq:
-        raise ValueError(
-            f"`trf.sfreq` must be in (0, {sfreq:g}] Hz (the recording's rate), got "
-            f"{target!r} instead."
-        )
-    import mne
-
-    out = mne.filter.resample(data.astype(np.float64), up=target, down=sfreq, verbose="error")
-    return out.astype(np.float32), float(target)
-
-
-def fit_trf(
-    *,
-    continuous: Path,
-    features: dict[str, Path],
-    output: Path,
-    config: dict,
-    provenance: dict,
-) -> Path:
-    """Fit temporal response functions from event features to continuous EEG.
-
-    Parameters
-    ----------
-    continuous : Path
-        Continuous store of ONE recording: ``eeg`` (channel, time) in V, coordinate
-        ``time`` (s) and events ``event_onset`` (s) and ``event_stimulus`` (dim
-        ``event``), attribute ``sfreq``.
-    features : dict of str to Path
-        Feature stores by feature-space name (see :func:`fit_eeg_encoding`).
-    output : Path
-        Output store.
-    config : dict
-        The ``eeg_encoding`` section; the ``trf`` subsection sets the lag window
-        (``tmin``, ``tmax`` in s), the working rate ``sfreq``, ``n_blocks`` of the
-        contiguous cross-validation and ``n_components`` (PCA of the standardised
-        features when a space has more columns; ``null`` keeps all).
-    provenance : dict
-        Record from :func:`neuroflow.artifacts.build_provenance`.
-
-    Returns
-    -------
-    output : Path
-        The store: ``trf`` (lag, feature, channel) weights in µV per feature SD,
-        ``best_alpha`` and ``cv_score`` (channel), ``trf_power`` (lag, mean squared
-        weight over features and channels) and ``peak_latency`` (s).
-    """
-    cfg = with_defaults(config)
-    trf_cfg = cfg["trf"]
-    continuous = Path(continuous)
-    spaces = select_feature_spaces(cfg, features)
-    ds = open_dataset(continuous)
-    for name in ("eeg", "event_onset", "event_stimulus"):
-        if name not in ds.variables:
-            raise ValueError(f"{continuous}: variable `{name}` is missing.")
-    if ds["eeg"].dims != ("channel", "time"):
-        raise ValueError(
-            f"{continuous}: `eeg` must have dims (channel, time), got {ds['eeg'].dims}."
-        )
-    if "sfreq" not in ds.attrs:
-        raise ValueError(f"{continuous}: attribute `sfreq` is missing.")
-    data = np.asarray(ds["eeg"].values, dtype=np.float32) * _VOLT_TO_UV
-    if not np.all(np.isfinite(data)):
-        raise ValueError(f"{continuous}: field `eeg` holds non-finite values.")
-    data, sfreq = _resample(data, float(ds.attrs["sfreq"]), trf_cfg["sfreq"])
-    t0 = float(ds["time"].values[0])
-    onsets = np.round((np.asarray(ds["event_onset"].values, float) - t0) * sfreq).astype(int)
-    stimuli = _strings(ds["event_stimulus"].values)
-
-    blocks, names = [], []
-    for s in spaces:
-        F = features_for_stimuli(features[s], stimuli).astype(np.float64)
-        F, _, _ = _standardize(F, np.arange(F.shape[0]), bool(cfg["standardize"]))
-        F, n = _pca(F, trf_cfg["n_components"])
-        blocks.append(F)
-        names += [f"{s}:{i}" for i in range(n)]
-    F = np.concatenate(blocks, axis=1)
-    lags = lag_samples(float(trf_cfg["tmin"]), float(trf_cfg["tmax"]), sfreq)
-    n_times = data.shape[1]
-    X = lagged_impulse_design(onsets, F, n_times, lags)
-    Y = data.T
-    X -= X.mean(0)
-    Y = Y - Y.mean(0)
-    splits = run_splits(block_groups(n_times, int(trf_cfg["n_blocks"])))
-    device = resolve_device(cfg["device"])
-    result = ridge_cv(
-        X,
-        Y,
-        alphas=make_alphas(cfg["alphas"]),
-        splits=splits,
-        scoring=cfg["scoring"],
-        target_batch_size=int(cfg["target_batch_size"]),
-        device=device,
-        dtype=cfg["dtype"],
-    )
-    weights = result.coef.reshape(lags.size, F.shape[1], -1)
-    power = (weights.astype(np.float64) ** 2).mean(axis=(1, 2))
-    lag_s = lags / sfreq
-    peak = peak_latency(power, lag_s)
-    channels = _strings(ds["channel"].values).astype(object)
-    out = xr.Dataset(
-        {
-            "trf": (("lag", "feature", "channel"), weights.astype(np.float32), {"units": "µV"}),
-            "best_alpha": (("channel",), result.best_alpha, {"units": "1"}),
-            "cv_score": (("channel",), result.cv_score.astype(np.float32), {"units": "1"}),
-            "trf_power": (("lag",), power.astype(np.float32), {"units": "µV²"}),
-            "peak_latency": ((), np.float32(peak), {"units": "s"}),
-        },
-        coords={
-            "lag": ("lag", lag_s, {"units": "s"}),
-            "feature": ("feature", np.asarray(names, dtype=object)),
-            "channel": ("channel", channels),
-        },
-        attrs={
-            "subject": str((ds.attrs.get("entities") or {}).get("subject", "n/a")),
-            "model": str(cfg.get("name") or "+".join(spaces)),
-            "feature_spaces": list(spaces),
-            "design": "trf",
-            "solver": "ridge",
-            "scoring": cfg["scoring"],
-            "sfreq": sfreq,
-            "n_events": int(onsets.size),
-            "n_blocks": int(trf_cfg["n_blocks"]),
-            "device": str(device),
-            "dtype": cfg["dtype"],
-        },
-    )
-    return write_dataset(out, output, provenance=provenance)

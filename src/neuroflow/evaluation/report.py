@@ -293,7 +293,7 @@ def trf_rows(
     Parameters
     ----------
     stores : list of xarray.Dataset
-        Stores written by :func:`neuroflow.encoding.eeg.fit_trf` (one per recording
+        Stores written by :func:`neuroflow.encoding.trf.fit_trf` (one per recording
         and model): ``cv_score`` (channel), ``trf_power`` (lag), ``peak_latency``
         and the attributes ``subject``, ``model`` and ``feature_spaces``.
     paths : list of path-like

@@ -2,9 +2,9 @@
 
 :func:`summarize_scores` gathers the score stores that
 :func:`neuroflow.evaluation.stage.evaluate_model` writes (every subject and model) into
-ROI summaries per subject and across subjects (:mod:`neuroflow.evaluation.summary`), the wide and long tables, the group store
-and the brain maps and ROI charts. :func:`neuroflow.evaluation.report.summarize_all` adds
-the other analyses' rows.
+ROI summaries per subject and across subjects (:mod:`neuroflow.evaluation.summary`):
+the wide and long tables, the group store, the brain maps and the ROI charts.
+:func:`neuroflow.evaluation.report.summarize_all` adds the other analyses' rows.
 """
 
 from __future__ import annotations

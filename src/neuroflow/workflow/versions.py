@@ -638,7 +638,7 @@ def eeg_trf_config(config: Mapping[str, Any], model: str) -> dict[str, Any]:
     Returns
     -------
     section : dict
-        What :func:`neuroflow.encoding.eeg.fit_trf` reads: the model's name and
+        What :func:`neuroflow.encoding.trf.fit_trf` reads: the model's name and
         feature spaces, the shared solver settings (penalties, scoring,
         standardisation, device, dtype, batch size) and the ``trf`` block without
         its ``enabled`` switch. The epochs-only keys (``cv``, ``test``, ``tmin``,
