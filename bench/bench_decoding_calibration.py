@@ -132,7 +132,8 @@ def one_seed(args: tuple[int, str, float]) -> dict[str, object]:
     """Whether each test of one simulated subject finds a cluster at ``p <= ALPHA``."""
     from threadpoolctl import threadpool_limits
 
-    from neuroflow.decoding.stage import _classification, resolve_config
+    from neuroflow.decoding.eeg_analyses import _classification
+    from neuroflow.decoding.stage import resolve_config
     from neuroflow.decoding.temporal import cluster_permutation_test, sliding_ridge_scores
 
     seed, design, effect = args
@@ -169,7 +170,8 @@ def subject_maps(seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Classification and feature time courses of one null subject (no permutations)."""
     from threadpoolctl import threadpool_limits
 
-    from neuroflow.decoding.stage import classification_groups, resolve_config
+    from neuroflow.decoding.eeg_analyses import classification_groups
+    from neuroflow.decoding.stage import resolve_config
     from neuroflow.decoding.temporal import sliding_ridge_scores, time_resolved_scores
 
     with threadpool_limits(1):
@@ -234,7 +236,8 @@ def run(design: str, n_seeds: int, jobs: int, effect: float = 0.0) -> list[dict]
 def timing() -> None:
     """Time the classification of one demo-sized subject."""
     from neuroflow.analysis_inputs import SubjectEpochs
-    from neuroflow.decoding.stage import _classification, resolve_config
+    from neuroflow.decoding.eeg_analyses import _classification
+    from neuroflow.decoding.stage import resolve_config
 
     rng = np.random.default_rng(0)
     n = 1200  # demo-sized: 32 channels, 125 time points; two classes of 600 images

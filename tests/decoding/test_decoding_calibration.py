@@ -20,7 +20,8 @@ import pytest
 from scipy.ndimage import gaussian_filter1d
 
 from neuroflow.analysis_inputs import SubjectEpochs
-from neuroflow.decoding.stage import _classification, inconclusive_tests, resolve_config
+from neuroflow.decoding.eeg_analyses import _classification
+from neuroflow.decoding.stage import inconclusive_tests, resolve_config
 from neuroflow.decoding.temporal import (
     cluster_permutation_test,
     group_cluster_test,
@@ -213,7 +214,7 @@ def test_repeats_permute_together_whatever_the_folds(cv_groups):
 
 
 def test_permutation_units():
-    from neuroflow.decoding.stage import classification_groups, permutation_units
+    from neuroflow.decoding.eeg_analyses import classification_groups, permutation_units
     from neuroflow.decoding.temporal import shuffle_labels
 
     sub = _subject(0, "stimulus")
@@ -389,7 +390,7 @@ def test_planted_effect_is_found_with_the_defaults(caplog):
     assert gen_sig[16:21].all() and not gen_sig[:8].any()
     np.testing.assert_array_equal(out["cluster_p"], out["cluster_p_raw"])
     # the sliding score from the generalisation diagonal equals the sliding decoder's
-    from neuroflow.decoding.stage import classification_groups
+    from neuroflow.decoding.eeg_analyses import classification_groups
     from neuroflow.decoding.temporal import time_resolved_scores
 
     groups, _ = classification_groups(sub, sub.condition, "auto", 5, 0)

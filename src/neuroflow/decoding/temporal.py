@@ -20,7 +20,7 @@ Within a subject we therefore build a label-permutation null: the whole cross-va
 is rerun, on the same folds, with labels shuffled in the units the design randomised
 (whole stimuli when the label is a stimulus property; see
 :mod:`neuroflow.decoding.classification`; epochs of one fold and one recording for
-events named by their type, see :func:`neuroflow.decoding.stage.permutation_units`). The
+events named by their type, see :func:`neuroflow.decoding.eeg_analyses.permutation_units`). The
 observed map and the ``n`` permuted maps are then treated alike, which is what makes the
 test exact (Maris & Oostenveld, 2007): a point of any map is supra-threshold when at
 most ``cluster_alpha * (n + 1)`` of the ``n + 1`` maps reach its value there (its
