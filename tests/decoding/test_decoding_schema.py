@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from neuroflow.decoding.stage import DEFAULT_CONFIG as DECODING_DEFAULTS
-from neuroflow.rsa.stage import DEFAULT_CONFIG as RSA_DEFAULTS
-from neuroflow.rsa.stage import resolve_config as resolve_rsa
+from neuroflow.rsa.options import DEFAULT_CONFIG as RSA_DEFAULTS
+from neuroflow.rsa.options import resolve_config as resolve_rsa
 
 ROOT = Path(__file__).resolve().parents[2]
 

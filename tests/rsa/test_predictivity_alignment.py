@@ -20,6 +20,7 @@ import yaml
 from neuroflow.evaluation.analysis_summary import rsa_lp_rows
 from neuroflow.evaluation.summary import summary_table
 from neuroflow.rsa.analysis import upper_triangle
+from neuroflow.rsa.options import DEFAULT_CONFIG, resolve_config
 from neuroflow.rsa.predictivity_patterns import (
     cross_roi_predictivity,
     model_encoding_scores,
@@ -27,7 +28,7 @@ from neuroflow.rsa.predictivity_patterns import (
     predictivity_alignment,
     subject_baseline_scores,
 )
-from neuroflow.rsa.stage import DEFAULT_CONFIG, LP_DIMS, resolve_config
+from neuroflow.rsa.stage import LP_DIMS
 from neuroflow.variables import variable_description
 
 POSITIONS = np.array([0.0, 0.8, 1.9, 2.6, 3.8, 5.0])

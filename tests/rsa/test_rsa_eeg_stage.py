@@ -17,7 +17,7 @@ from neuroflow.evaluation.report import _rsa_figures
 from neuroflow.rsa import eeg as rsa_eeg_module
 from neuroflow.rsa import rsa_eeg
 from neuroflow.rsa.inference import bootstrap_evaluations, bootstrap_rsa, draw_bootstrap_samples
-from neuroflow.rsa.stage import resolve_config
+from neuroflow.rsa.options import resolve_config
 from neuroflow.variables import undescribed
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "rsa.schema.yaml"

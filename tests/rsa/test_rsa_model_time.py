@@ -23,8 +23,8 @@ from neuroflow.rsa.eeg import (
     time_resolved_similarity,
 )
 from neuroflow.rsa.inference import bootstrap_evaluations
+from neuroflow.rsa.options import resolve_config
 from neuroflow.rsa.rdm import correlation_rdm
-from neuroflow.rsa.stage import resolve_config
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "rsa.schema.yaml"
 

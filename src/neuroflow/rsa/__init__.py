@@ -37,6 +37,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "compare": ["COMPARISONS", "compare_rdms", "noise_ceiling"],
         "inference": ["BootstrapResult", "bootstrap_evaluations", "bootstrap_rsa"],
         "rdm": ["correlation_rdm", "crossnobis_rdm", "square_rdm"],
-        "stage": ["DEFAULT_CONFIG", "rsa_eeg", "rsa_fmri"],
+        "options": ["DEFAULT_CONFIG", "resolve_config"],
+        "stage": ["rsa_eeg", "rsa_fmri"],
     },
 )

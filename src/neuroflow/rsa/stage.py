@@ -43,7 +43,6 @@ from neuroflow.analysis_inputs import (
     stimulus_patterns,
 )
 from neuroflow.artifacts import open_dataset, write_dataset
-from neuroflow.config import merge_defaults
 from neuroflow.progress import Progress
 from neuroflow.rois import labelled_rois
 from neuroflow.variables import describe_variables
@@ -51,9 +50,7 @@ from neuroflow.variables import describe_variables
 from .analysis import alignment_patterns
 from .compare import compare_rdms, noise_ceiling
 from .eeg import (
-    MODEL_TIME_BOOTSTRAP_FACTORS,
     bootstrap_factor,
-    check_channel_groups,
     eeg_bootstrap,
     frame_models,
     frame_resampled_similarity,
@@ -63,17 +60,12 @@ from .eeg import (
     time_resolved_similarity,
 )
 from .equivalence import subject_model_equivalence
-from .inference import BOOTSTRAP_FACTORS, bootstrap_rsa
+from .inference import bootstrap_rsa
+from .options import resolve_config
 from .predictivity_patterns import predictivity_alignment
 from .rdm import condensed_index, correlation_rdm, crossnobis_rdm
 
-__all__ = [
-    "DEFAULT_CONFIG",
-    "FORMAT_VERSION",
-    "resolve_config",
-    "rsa_eeg",
-    "rsa_fmri",
-]
+__all__ = ["FORMAT_VERSION", "rsa_eeg", "rsa_fmri"]
 
 FORMAT_VERSION = 8
 
@@ -83,139 +75,6 @@ logger = logging.getLogger(__name__)
 def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
     """Strings as an object array of ``str``."""
     return np.asarray([str(v) for v in values], dtype=object)
-
-
-#: The default ``rsa`` section (mirrored by ``workflow/schemas/rsa.schema.yaml``).
-DEFAULT_CONFIG: dict[str, Any] = {
-    "enabled": True,
-    "feature_spaces": [],
-    "comparisons": ["spearman", "tau-a"],
-    "decim": 2,
-    "eeg_stimuli": "all",
-    "fmri_rdm": "crossnobis",
-    "hrf_lag": 4.5,
-    "noise_shrinkage": "shrinkage_diag",
-    "min_repeats": 2,
-    "bootstrap": {"over": "auto", "n_bootstraps": 1000, "level": 0.95, "eeg_times": "auto"},
-    "equivalence_margin": None,
-    "channel_groups": {},
-    "model_time": {
-        "enabled": True,
-        "n_permutations": 200,
-        "n_bootstraps": 200,
-        "bootstrap_over": "auto",
-        "alpha": 0.05,
-        "seed": 0,
-    },
-    "predictivity_patterns": {
-        "enabled": True,
-        "symmetric": True,
-        "cv": 5,
-        "alphas": [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 1e4, 1e5],
-        "n_boot": 1000,
-        "seed": 0,
-        "equivalence_margin": None,
-        "alpha": 0.05,
-    },
-}
-
-
-def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Fill the ``rsa`` section with defaults; unknown keys are errors.
-
-    Parameters
-    ----------
-    config : dict | None
-        The section as given.
-
-    Returns
-    -------
-    config : dict
-    """
-    cfg = merge_defaults(DEFAULT_CONFIG, config, "rsa", opaque=("channel_groups",))
-    cfg["channel_groups"] = check_channel_groups(cfg["channel_groups"] or {})
-    if cfg["fmri_rdm"] not in ("crossnobis", "correlation"):
-        raise ValueError(
-            f"`rsa.fmri_rdm` must be 'crossnobis' or 'correlation', got {cfg['fmri_rdm']!r} "
-            "instead."
-        )
-    if cfg["eeg_stimuli"] not in ("all", "repeated"):
-        raise ValueError(
-            f"`rsa.eeg_stimuli` must be 'all' or 'repeated', got {cfg['eeg_stimuli']!r} instead."
-        )
-    if not cfg["comparisons"]:
-        raise ValueError("`rsa.comparisons` must name at least one method, got none.")
-    over = cfg["bootstrap"]["over"]
-    if over not in ("auto", "none", *BOOTSTRAP_FACTORS):
-        raise ValueError(
-            "`rsa.bootstrap.over` must be one of auto, none, "
-            f"{', '.join(BOOTSTRAP_FACTORS)}, got {over!r} instead."
-        )
-    if cfg["bootstrap"]["eeg_times"] not in ("auto", "all", "peaks"):
-        raise ValueError(
-            "`rsa.bootstrap.eeg_times` must be 'auto', 'all' or 'peaks', got "
-            f"{cfg['bootstrap']['eeg_times']!r} instead."
-        )
-    _check_model_time(cfg["model_time"])
-    _check_predictivity(cfg["predictivity_patterns"])
-    margin = cfg["equivalence_margin"]
-    if margin is not None and not margin > 0:
-        raise ValueError(
-            f"`rsa.equivalence_margin` must be positive or null, got {margin!r} instead."
-        )
-    return cfg
-
-
-def _check_model_time(cfg: Mapping[str, Any]) -> None:
-    """Check ``rsa.model_time``: its test must be able to reach its level."""
-    alpha, n_perm = cfg["alpha"], cfg["n_permutations"]
-    if not 0 < alpha < 1:
-        raise ValueError(f"`rsa.model_time.alpha` must be in (0, 1), got {alpha!r} instead.")
-    if cfg["bootstrap_over"] not in MODEL_TIME_BOOTSTRAP_FACTORS:
-        raise ValueError(
-            "`rsa.model_time.bootstrap_over` must be one of "
-            f"{', '.join(MODEL_TIME_BOOTSTRAP_FACTORS)}, got {cfg['bootstrap_over']!r} instead."
-        )
-    if cfg["n_bootstraps"] < 10:
-        raise ValueError(
-            f"`rsa.model_time.n_bootstraps` must be at least 10, got {cfg['n_bootstraps']!r} "
-            "instead."
-        )
-    need = int(np.ceil(1 / alpha - 1 - 1e-9))
-    if n_perm < need:
-        raise ValueError(
-            f"`rsa.model_time.n_permutations` must be at least {need} for a p-value to reach "
-            f"`rsa.model_time.alpha` = {alpha} (the smallest is 1 / (n_permutations + 1)), "
-            f"got {n_perm!r} instead."
-        )
-
-
-def _check_predictivity(cfg: Mapping[str, Any]) -> None:
-    """Check ``rsa.predictivity_patterns``."""
-    key = "`rsa.predictivity_patterns"
-    cv = cfg["cv"]
-    if cv is not None and (isinstance(cv, bool) or not isinstance(cv, int) or cv < 2):
-        raise ValueError(f"{key}.cv` must be an integer >= 2 or null, got {cv!r} instead.")
-    alphas = cfg["alphas"]
-    if (
-        not isinstance(alphas, list | tuple)
-        or not alphas
-        or not all(isinstance(a, int | float) and not isinstance(a, bool) for a in alphas)
-        or not all(a > 0 for a in alphas)
-    ):
-        raise ValueError(
-            f"{key}.alphas` must be a non-empty list of positive numbers, got {alphas!r} instead."
-        )
-    n_boot = cfg["n_boot"]
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
-        raise ValueError(f"{key}.n_boot` must be a positive integer, got {n_boot!r} instead.")
-    if not 0 < cfg["alpha"] < 1:
-        raise ValueError(f"{key}.alpha` must be in (0, 1), got {cfg['alpha']!r} instead.")
-    margin = cfg["equivalence_margin"]
-    if margin is not None and not margin > 0:
-        raise ValueError(
-            f"{key}.equivalence_margin` must be positive or null, got {margin!r} instead."
-        )
 
 
 def _model_rdms(features: Mapping[str, str | os.PathLike], stimuli: Sequence[str]) -> np.ndarray:
