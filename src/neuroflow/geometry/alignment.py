@@ -3,7 +3,7 @@
 The summary's layer-sweep table (:mod:`neuroflow.evaluation.layer_sweep`) holds, per
 extractor layer, the group's encoding r, RSA similarity and identification scores per
 ROI. :func:`layer_scores` keeps those group rows in the shape
-:func:`neuroflow.geometry.stage.plot_geometry` draws; :func:`geometry_score_correlations`
+:func:`neuroflow.geometry.plotting.plot_geometry` draws; :func:`geometry_score_correlations`
 gives, per feature space, geometry metric and brain score, the Spearman correlation of
 the two across the space's layers.
 """

@@ -17,8 +17,9 @@ and the 2-D coordinates ``layer_name`` and ``layer_depth`` name each cell; cells
 the end of a shorter list have ``layer_name == ""``, NaN metrics and zero counts.
 
 :func:`geometry_table` flattens the scalar metrics into a tidy table and
-:func:`plot_geometry` draws each metric against layer depth, beside scores of the same
-layers from other stages (encoding, RSA) when given.
+:func:`neuroflow.geometry.plotting.plot_geometry` draws each metric against layer depth,
+beside scores of the same layers from other stages (encoding, RSA) when given. The labels
+table is read by :mod:`neuroflow.geometry.labels`.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
-from matplotlib.figure import Figure
 
 from neuroflow.artifacts import PROVENANCE_KEY, open_dataset, write_dataset
 from neuroflow.config import merge_defaults
 
+from .labels import check_held_out, check_labels, labels_for, read_held_out
 from .metrics import (
     class_manifold_geometry,
     eigenspectrum,
@@ -43,15 +44,13 @@ from .metrics import (
     participation_ratio,
     power_law_exponent,
 )
+from .plotting import plot_geometry
 
 __all__ = [
     "DEFAULT_CONFIG",
     "FORMAT_VERSION",
     "geometry_of_features",
     "geometry_table",
-    "plot_geometry",
-    "read_class_labels",
-    "read_held_out",
     "resolve_config",
     "write_geometry",
 ]
@@ -174,91 +173,6 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return cfg
 
 
-def read_class_labels(
-    path: str | os.PathLike, *, stimulus_column: str = "stim_file", label_column: str = "label"
-) -> pd.Series:
-    """Class label of each stimulus from a TSV file.
-
-    Parameters
-    ----------
-    path : path-like
-        Tab-separated table with a header.
-    stimulus_column : str
-        Column of stimulus ids (the ``stimulus`` coordinate of the feature stores).
-    label_column : str
-        Column of class labels.
-
-    Returns
-    -------
-    labels : pandas.Series
-        Labels (str) indexed by stimulus id, in file order.
-    """
-    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
-    for column in (stimulus_column, label_column):
-        if column not in table.columns:
-            raise ValueError(
-                f"{path} must have a column {column!r}, got columns {list(table.columns)} instead."
-            )
-    empty = int((table[label_column].str.strip() == "").sum())
-    if empty:
-        raise ValueError(f"{path}: column {label_column!r} must have no empty cells, got {empty}.")
-    dup = table[stimulus_column][table[stimulus_column].duplicated()].tolist()
-    if dup:
-        raise ValueError(f"{path}: stimulus ids must be unique, got repeats {dup[:5]} instead.")
-    return pd.Series(
-        table[label_column].to_numpy(), index=pd.Index(table[stimulus_column], name="stimulus")
-    )
-
-
-def read_held_out(
-    path: str | os.PathLike,
-    *,
-    stimulus_column: str = "stim_file",
-    distribution_column: str,
-    train_distribution: str,
-) -> pd.Series:
-    """Which stimuli of a labels TSV form the held-out distribution.
-
-    Parameters
-    ----------
-    path : path-like
-        Tab-separated table with a header (the class labels table).
-    stimulus_column : str
-        Column of stimulus ids.
-    distribution_column : str
-        Column naming each stimulus's distribution (stimulus set).
-    train_distribution : str
-        The value of ``distribution_column`` of the in-distribution (training)
-        stimuli; every other value is held out.
-
-    Returns
-    -------
-    held_out : pandas.Series of bool
-        Indexed by stimulus id, in file order: True for the held-out stimuli.
-    """
-    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
-    for column, key in (
-        (stimulus_column, "stimulus_column"),
-        (distribution_column, "distribution_column"),
-    ):
-        if column not in table.columns:
-            raise ValueError(
-                f"{path} must have the column {column!r} named by `geometry.{key}`, got "
-                f"columns {list(table.columns)} instead."
-            )
-    values = table[distribution_column].str.strip()
-    found = sorted(set(values))
-    if train_distribution not in found or len(found) < 2:
-        raise ValueError(
-            f"{path}: column {distribution_column!r} must hold `geometry.train_distribution` "
-            f"({train_distribution!r}) and at least one other value, got {found[:10]} instead."
-        )
-    return pd.Series(
-        (values != train_distribution).to_numpy(),
-        index=pd.Index(table[stimulus_column], name="stimulus"),
-    )
-
-
 def _space_and_layer(key: str, attrs: Mapping[str, Any], path: Path) -> tuple[str, str]:
     """Feature space and layer of a store: its ``feature_set``/``layer`` attributes, else
     the key (``"space:layer"``), else the folder and file names."""
@@ -346,51 +260,6 @@ def _obj(values: Sequence[object] | np.ndarray) -> np.ndarray:
     return np.asarray([str(v) for v in values], dtype=object)
 
 
-def _check_labels(labels: Any) -> pd.Series | None:
-    """``labels`` as a Series of str indexed by str stimulus ids, or None."""
-    if labels is None:
-        return None
-    if not isinstance(labels, pd.Series):
-        raise TypeError(
-            f"labels must be a pandas.Series indexed by stimulus id, got "
-            f"{type(labels).__name__} instead."
-        )
-    if labels.index.has_duplicates:
-        dup = labels.index[labels.index.duplicated()].tolist()
-        raise ValueError(f"labels must have unique stimulus ids, got repeats {dup[:5]} instead.")
-    missing = int(labels.isna().sum())
-    if missing:
-        raise ValueError(f"labels must not be missing, got {missing} missing values instead.")
-    return pd.Series(labels.astype(str).to_numpy(), index=labels.index.astype(str))
-
-
-def _check_held_out(held_out: Any, labels: pd.Series | None) -> np.ndarray | None:
-    """``held_out`` as a boolean array in the order of ``labels``, or None."""
-    if held_out is None:
-        return None
-    if labels is None:
-        raise ValueError("held_out needs class labels, got labels=None instead.")
-    if not isinstance(held_out, pd.Series) or held_out.dtype != bool:
-        raise TypeError(
-            "held_out must be a boolean pandas.Series indexed by stimulus id, got "
-            f"{type(held_out).__name__} instead."
-        )
-    held_out = pd.Series(held_out.to_numpy(), index=held_out.index.astype(str))
-    missing = labels.index.difference(held_out.index)
-    if len(missing):
-        raise ValueError(
-            f"held_out must mark every labelled stimulus, got {len(missing)} without a "
-            f"mark (e.g. {list(missing[:3])}) instead."
-        )
-    mask = held_out.loc[labels.index].to_numpy()
-    if mask.all() or not mask.any():
-        raise ValueError(
-            "held_out must mark some labelled stimuli held out and some not, got "
-            f"{int(mask.sum())} of {mask.size} held out instead."
-        )
-    return mask
-
-
 def geometry_of_features(
     feature_stores: Mapping[str, str | os.PathLike],
     *,
@@ -451,8 +320,8 @@ def geometry_of_features(
     if not feature_stores:
         raise ValueError("feature_stores must name at least one feature store, got none.")
     cfg = resolve_config(cfg)
-    labels = _check_labels(labels)
-    mask = _check_held_out(held_out, labels)
+    labels = check_labels(labels)
+    mask = check_held_out(held_out, labels)
     stimuli = None if labels is None else list(labels.index)
     layers: dict[str, list[tuple[str, Path, dict[str, Any]]]] = {}
     for key, path in feature_stores.items():
@@ -672,104 +541,6 @@ def geometry_table(ds: xr.Dataset) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-#: Metrics drawn by :func:`plot_geometry`, in panel order.
-PLOTTED_METRICS = (
-    "participation_ratio",
-    "power_law_alpha",
-    "manifold_dimension",
-    "manifold_radius",
-    "fisher_ratio",
-    "linear_separability",
-)
-
-
-def plot_geometry(table: pd.DataFrame, scores: pd.DataFrame | None = None) -> Figure:
-    """Each metric against layer depth, one line per feature space, beside brain scores.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        From :func:`geometry_table`.
-    scores : pandas.DataFrame | None
-        Scores of the same layers from other stages (e.g. encoding r, RSA
-        similarity), columns ``feature_space``, ``layer`` (name), ``analysis`` (panel
-        title, e.g. ``"encoding r"``) and ``score``; each analysis gets a panel, its
-        points placed at the layer's depth in ``table``. Layers ``table`` lacks are
-        left out.
-
-    Returns
-    -------
-    fig : matplotlib.figure.Figure
-        One panel per metric present in ``table`` (:data:`PLOTTED_METRICS`) and per
-        analysis of ``scores``.
-    """
-    from neuroflow.figures import new_figure as _new_figure
-
-    metrics = [m for m in PLOTTED_METRICS if m in set(table["metric"])]
-    analyses: list[str] = []
-    if scores is not None:
-        missing = {"feature_space", "layer", "analysis", "score"} - set(scores.columns)
-        if missing:
-            raise ValueError(
-                f"scores must have columns feature_space, layer, analysis and score, got "
-                f"{sorted(scores.columns)} instead (missing {sorted(missing)})."
-            )
-        analyses = list(dict.fromkeys(scores["analysis"].astype(str)))
-    panels = metrics + analyses
-    if not panels:
-        raise ValueError("table must hold at least one plotted metric, got none.")
-    n_col = min(3, len(panels))
-    n_row = -(-len(panels) // n_col)
-    fig = _new_figure((3.4 * n_col, 2.8 * n_row))
-    depth = table.drop_duplicates(["feature_space", "layer"])[["feature_space", "layer", "depth"]]
-    for k, panel in enumerate(panels):
-        ax = fig.add_subplot(n_row, n_col, k + 1)
-        if panel in metrics:
-            rows = table[table["metric"] == panel]
-            ylabel = str(rows["units"].iloc[0])
-        else:
-            part = scores[scores["analysis"].astype(str) == panel]
-            rows = part.merge(depth, on=["feature_space", "layer"]).rename(
-                columns={"score": "value"}
-            )
-            ylabel = "score"
-        for space, part in rows.groupby("feature_space", sort=False):
-            part = part.sort_values("depth")
-            ax.plot(part["depth"], part["value"], "-o", ms=3, label=str(space))
-        ax.set_title(panel.replace("_", " "), fontsize="small")
-        ax.set_xlabel("relative layer depth")
-        ax.set_ylabel(ylabel, fontsize="small")
-        ax.set_xlim(-0.05, 1.05)
-    fig.axes[0].legend(fontsize="x-small", frameon=False)
-    fig.tight_layout()
-    return fig
-
-
-def _labels_for(
-    labels_path: str | os.PathLike | None,
-    feature_stores: Mapping[str, str | os.PathLike],
-    cfg: Mapping[str, Any],
-) -> tuple[pd.Series | None, int]:
-    """The class labels of the stimuli the feature stores hold, and how many were dropped."""
-    if labels_path is None:
-        return None, 0
-    labels = read_class_labels(
-        labels_path, stimulus_column=cfg["stimulus_column"], label_column=cfg["label_column"]
-    )
-    first = open_dataset(next(iter(feature_stores.values())))
-    ids = {str(s) for s in first["stimulus"].values}
-    if "source_stimulus" in first.coords:
-        ids |= {str(s) for s in first["source_stimulus"].values}
-    kept = labels[labels.index.isin(sorted(ids))]
-    if kept.nunique() < 2:
-        raise ValueError(
-            f"{labels_path} must label stimuli of the feature stores with at least two "
-            f"classes, got {kept.nunique()} class(es) over {len(kept)} of its "
-            f"{len(labels)} stimuli instead (ids as in column {cfg['stimulus_column']!r})."
-        )
-    return kept, len(labels) - len(kept)
-
-
 def run_geometry_stage(
     *,
     feature_stores: Mapping[str, str | os.PathLike],
@@ -818,7 +589,7 @@ def run_geometry_stage(
 
     cfg = dict(config)
     metric_cfg = {k: cfg[k] for k in DEFAULT_CONFIG if k in cfg}
-    labels, dropped = _labels_for(labels_path, feature_stores, cfg)
+    labels, dropped = labels_for(labels_path, feature_stores, cfg)
     held_out = None
     if labels is not None and ood and cfg.get("distribution_column"):
         if cfg.get("train_distribution") is None:
