@@ -105,7 +105,7 @@ def test_replace_workflow_config_keeps_only_the_users_models(tmp_path, capsys):
 
 
 def test_configfiles_of_a_snakemake_command_line():
-    from neuroflow.cli import snakemake_configfiles
+    from neuroflow.cli.run import snakemake_configfiles
 
     argv = ["-n", "--configfile", "a.yaml", "b.yaml", "--cores", "2", "--configfile=c.yaml"]
     assert snakemake_configfiles(argv) == ["a.yaml", "b.yaml", "c.yaml"]

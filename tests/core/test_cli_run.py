@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from neuroflow import cli
-from neuroflow.cli import main, snakemake_run_args
+from neuroflow.cli import main, run
+from neuroflow.cli.run import snakemake_run_args
 from neuroflow.workflow import defaults
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,7 +144,7 @@ def test_run_execs_snakemake_on_the_workflow(
     def fake_execv(path: str, command: list[str]) -> None:
         calls.append(command)
 
-    monkeypatch.setattr(cli.os, "execv", fake_execv)
+    monkeypatch.setattr(run.os, "execv", fake_execv)
     mine = work / "my.yaml"
     mine.write_text("demo: {seed: 3}\n")
     assert main(["run", "--config", "my.yaml", "--cores", "2", "-n"]) == 0

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from neuroflow.cli import build_parser, snakemake_run_args
+from neuroflow.cli import build_parser
+from neuroflow.cli.run import snakemake_run_args
 from neuroflow.config import coerce_overrides, load_schema, validate_config
 from neuroflow.config.validation import deep_update
 

@@ -1,0 +1,5 @@
+"""``python -m neuroflow.cli``: the ``neuroflow`` command."""
+
+from neuroflow.cli import main
+
+raise SystemExit(main())
