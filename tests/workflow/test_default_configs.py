@@ -29,6 +29,7 @@ from dataset_shapes import (
     make_algonauts_like,
     make_ds000117_like,
     make_event_related,
+    make_interaction_movie,
     make_nsd_like,
     make_resting_eeg,
     make_roi_geometry,
@@ -91,6 +92,12 @@ SHAPES: dict[str, tuple[Callable[..., dict], dict[str, Any], Callable[[dict], di
         make_event_related,
         {"n_sessions": 1, "n_runs": 2, "n_volumes": 40, "image_size": 16},
         _fmriprep,
+    ),
+    # a movie whose shots carry numeric feature columns in the events tables, TR 1.5 s
+    "interaction_movie": (
+        make_interaction_movie,
+        {"n_subjects": 1, "n_runs": 3, "n_volumes": 60},
+        _source("bids"),
     ),
     "roi_geometry": (make_roi_geometry, {"n_stimuli": 12, "image_size": 16}, _source("betas")),
     "single_condition_eeg": (
