@@ -35,6 +35,15 @@ Layout of ``results/``::
     decoding_cross_subject/<v>/decoding_eeg_cross_subject.zarr   (2+ subjects or sessions)
     decoding_fmri/<v>/decoding_fmri.zarr                         (betas or event patterns)
     rsa/eeg-<v>/rsa_eeg.zarr, rsa/fmri-<v>/rsa_fmri.zarr
+
+Why one module of ~1,300 lines: :class:`WorkflowPlan` is the one object the Snakefile
+and every rule query, and nearly all of it is some hundred accessors of a few lines over
+one shared state (the dataset index, the resolved config, the version ids). What is
+decided lives elsewhere, below it: which analyses apply
+(:mod:`neuroflow.workflow.applicability`), the version ids
+(:mod:`neuroflow.workflow.versions`), what the events tables say
+(:mod:`neuroflow.workflow.design`). Splitting the accessors over mixin classes would
+spread one object's state over several files without separating a responsibility.
 """
 
 from __future__ import annotations
