@@ -39,6 +39,7 @@ from ._common import (
     prepare_root,
     render_pictures,
     rng_for,
+    standardise,
     write_dataset_description,
     write_json,
     write_nifti,
@@ -75,13 +76,7 @@ def _drifting(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     x[0] = rng.standard_normal(d)
     for i in range(1, n):
         x[i] = 0.7 * x[i - 1] + np.sqrt(1 - 0.7**2) * rng.standard_normal(d)
-    return (x - x.mean(0)) / x.std(0)
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    """Columns centred and scaled to unit variance."""
-    x = x - x.mean(0)
-    return x / (x.std(0) + 1e-12)
+    return standardise(x)
 
 
 def make_interaction_movie(
@@ -148,7 +143,7 @@ def make_interaction_movie(
     semantic = _drifting(rng, len(stim_files), N_DIMS)
     u = rng.standard_normal(N_DIMS) / np.sqrt(N_DIMS)
     w = rng.standard_normal(N_DIMS) / np.sqrt(N_DIMS)
-    product = _unit(((visual @ u) * (semantic @ w))[:, None])
+    product = standardise(((visual @ u) * (semantic @ w))[:, None])
     split = np.cumsum([0] + [len(run_stimuli[run]) for run in runs])
     shots = {run: slice(split[i], split[i + 1]) for i, run in enumerate(runs)}
 
@@ -186,15 +181,16 @@ def make_interaction_movie(
                 "semantic": ("semantic",),
                 "interaction": ("visual", "semantic"),
             }[roi]
-            latent = _unit(sum(designs[p] @ rng_s.standard_normal((N_DIMS, 2)) for p in parts))
-            signal = _unit(latent @ rng_s.standard_normal((2, n)))
+            maps = [designs[p] @ rng_s.standard_normal((N_DIMS, 2)) for p in parts]
+            latent = standardise(sum(maps))
+            signal = standardise(latent @ rng_s.standard_normal((2, n)))
             if roi == "interaction":
                 gain = rng_s.uniform(0.5, 1.5, n)
                 signal = (
                     np.sqrt(1 - INTERACTION_SHARE) * signal
-                    + np.sqrt(INTERACTION_SHARE) * _unit(design_product) * gain
+                    + np.sqrt(INTERACTION_SHARE) * standardise(design_product) * gain
                 )
-            signal_all[:, mask] = _unit(signal) * np.sqrt(snr) * NOISE_PSC
+            signal_all[:, mask] = standardise(signal) * np.sqrt(snr) * NOISE_PSC
         rng_n = rng_for(seed, "interaction_movie", sub, "noise")
         for i, run in enumerate(runs):
             signal = signal_all[i * n_volumes : (i + 1) * n_volumes]

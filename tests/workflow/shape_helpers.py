@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
@@ -101,3 +102,9 @@ def store_mtimes(results: Path) -> dict[str, int]:
         for meta in results.rglob("zarr.json")
         if meta.parent.suffix == ".zarr"
     }
+
+
+def voxels_in(ds: xr.Dataset, mask: np.ndarray) -> np.ndarray:
+    """Which targets of a store (coordinates ``i``, ``j``, ``k``) lie inside a boolean volume."""
+    ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1)
+    return np.asarray(mask)[ijk[:, 0], ijk[:, 1], ijk[:, 2]]

@@ -22,7 +22,6 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 import pytest
-import xarray as xr
 from dataset_shapes import make_algonauts_like, make_fmri_movie, make_nsd_like
 from dataset_shapes._common import hrf_convolve, standardise
 from dataset_shapes.fmri_movie import PLANTED_CONCEPTS, UNRELATED_CONCEPT
@@ -32,9 +31,12 @@ from shape_helpers import (
     shared_shape_run,
     summary_notes,
     summary_table,
+    voxels_in,
 )
 from workflow_helpers import DEFAULT_SWEEP_MODELS, assert_run_unchanged
 
+from neuroflow.encoding.stored import filter_like_data
+from neuroflow.evaluation.metrics import r2_score
 from neuroflow.models.delays import ENCODER_HRF_LIBRARY
 from neuroflow.workflow.report_layout import QC_FIGURES
 
@@ -86,7 +88,7 @@ def test_movie_without_repeats_runs_with_defaults(movie):
         assert np.isnan(ds["noise_ceiling_r"].values).all()  # one repeat: no ceiling
         if name.startswith("visual-"):
             # the planted blob: image statistics predict the held-out run there
-            blob = _voxels_in(ds, facts["planted"]["blob"][subject])
+            blob = voxels_in(ds, facts["planted"]["blob"][subject])
             assert np.median(ds["r"].values[blob]) > 0.3, name
             assert np.median(ds["r"].values[~blob]) < 0.15, name
 
@@ -94,10 +96,6 @@ def test_movie_without_repeats_runs_with_defaults(movie):
 #: Pipeline / oracle test R² the default movie path must reach on the shared movie
 #: (measured 0.890; Glover's HRF alone, the default before the library, 0.808).
 MOVIE_ORACLE_RATIO = 0.85
-
-
-def _r2(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
-    return 1.0 - ((y - pred) ** 2).sum(axis=0) / ((y - y.mean(axis=0)) ** 2).sum(axis=0)
 
 
 def test_movie_default_recovers_nine_tenths_of_the_oracle(movie):
@@ -131,8 +129,7 @@ def test_movie_default_recovers_nine_tenths_of_the_oracle(movie):
             facts["n_volumes"],
             facts["tr"],
         )[np.round(runs[key]["time"].values / facts["tr"]).astype(int)]
-        basis = runs[key]["nuisance_basis"].values.astype(float)
-        x = x - basis @ (basis.T @ x)
+        x = filter_like_data(x, runs[key]["nuisance_basis"].values.astype(float))
         return np.column_stack([x, np.ones(len(x))])
 
     encoders = open_stores(run, "encoding", "sub-01_encoding.zarr")
@@ -145,8 +142,8 @@ def test_movie_default_recovers_nine_tenths_of_the_oracle(movie):
     x_train = np.vstack([design(k) for k in train])
     coef = np.linalg.lstsq(x_train, np.vstack([runs[k]["bold"].values for k in train]))[0]
     y_test = np.vstack([runs[k]["bold"].values for k in test])
-    oracle = _r2(y_test, np.vstack([design(k) for k in test]) @ coef)
-    blob = _voxels_in(score, facts["planted"]["blob"]["01"])
+    oracle = r2_score(y_test, np.vstack([design(k) for k in test]) @ coef)
+    blob = voxels_in(score, facts["planted"]["blob"]["01"])
     assert oracle[blob].mean() > 0.15, oracle[blob].mean()
     ratio = score["r2"].values[blob].mean() / oracle[blob].mean()
     print(f"movie, image statistics: pipeline / oracle test R2 in the blob {ratio:.3f}")
@@ -180,12 +177,6 @@ def test_quality_control_of_every_run(movie):
         removed = qc["variance_removed"]
         assert set(removed["nuisance_set"].values) == {"trends", "cosine_drifts", "all"}
         assert (removed.sel(nuisance_set="all") >= removed.max("nuisance_set") - 1e-9).all()
-
-
-def _voxels_in(ds: xr.Dataset, mask: np.ndarray) -> np.ndarray:
-    """Which targets of a score store lie inside a boolean volume."""
-    ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1)
-    return np.asarray(mask)[ijk[:, 0], ijk[:, 1], ijk[:, 2]]
 
 
 def test_movie_with_subject_atlas_and_parcel_targets(tmp_path):

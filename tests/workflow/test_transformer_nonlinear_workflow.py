@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import xarray as xr
 from dataset_shapes.interaction_movie import ROIS, make_interaction_movie
-from shape_helpers import open_stores, run_shape, summary_table
+from shape_helpers import open_stores, run_shape, summary_table, voxels_in
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
@@ -81,13 +80,6 @@ def interaction_run(tmp_path_factory: pytest.TempPathFactory):
     return root / "run", facts
 
 
-def _roi_r(ds: xr.Dataset, masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Test r of the voxels of every planted ROI."""
-    ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1)
-    r = ds["r"].values
-    return {roi: r[np.asarray(m)[ijk[:, 0], ijk[:, 1], ijk[:, 2]]] for roi, m in masks.items()}
-
-
 def test_transformer_beats_ridge_only_where_the_response_is_not_linear(interaction_run):
     run, facts = interaction_run
     r = {"ridge": {roi: [] for roi in ROIS}, "tribe": {roi: [] for roi in ROIS}}
@@ -96,8 +88,8 @@ def test_transformer_beats_ridge_only_where_the_response_is_not_linear(interacti
         model = name.split("-")[0]
         if model not in r:
             continue
-        for roi, values in _roi_r(ds, facts["planted"]["rois"][ds.attrs["subject"]]).items():
-            r[model][roi].append(values)
+        for roi, mask in facts["planted"]["rois"][ds.attrs["subject"]].items():
+            r[model][roi].append(ds["r"].values[voxels_in(ds, mask)])
     mean = {
         m: {roi: float(np.concatenate(v).mean()) for roi, v in rois.items()}
         for m, rois in r.items()

@@ -22,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 import yaml
 from dataset_shapes import make_fmri_movie
-from shape_helpers import open_stores, run_shape, summary_dir, summary_table
+from shape_helpers import open_stores, run_shape, summary_dir, summary_table, voxels_in
 from workflow_helpers import planned_jobs, write_config
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
@@ -82,11 +81,6 @@ def transformer_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dic
     return root / "run", facts
 
 
-def _blob(ds: xr.Dataset, mask: np.ndarray) -> np.ndarray:
-    ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1)
-    return np.asarray(mask)[ijk[:, 0], ijk[:, 1], ijk[:, 2]]
-
-
 def test_one_job_trains_every_subject_and_scores_like_ridge(transformer_run):
     run, facts = transformer_run
     stores = open_stores(run, "encoding")
@@ -98,7 +92,7 @@ def test_one_job_trains_every_subject_and_scores_like_ridge(transformer_run):
     ]
     for name, ds in open_stores(run, "evaluation").items():
         subject = ds.attrs["subject"]
-        blob = _blob(ds, facts["planted"]["blob"][subject])
+        blob = voxels_in(ds, facts["planted"]["blob"][subject])
         median_in, median_out = np.median(ds["r"].values[blob]), np.median(ds["r"].values[~blob])
         print(f"{name}: median r in the blob {median_in:.3f}, outside {median_out:.3f}")
         assert median_in > 0.25 and median_out < 0.1, name
