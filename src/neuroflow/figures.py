@@ -22,12 +22,15 @@ from PIL import Image
 from neuroflow.artifacts import atomic_directory, atomic_file
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
 
 __all__ = [
     "THUMBNAIL_PRESETS",
     "THUMBNAIL_SUFFIXES",
     "encode_thumbnail",
+    "legend_outside",
     "new_figure",
     "thumbnail_size",
     "write_thumbnail",
@@ -39,10 +42,12 @@ THUMBNAIL_SUFFIXES = {"png": ".png", "jpeg": ".jpg"}
 
 #: Thumbnail settings of the report's figures. ``photo``: contact sheets of stimuli, as
 #: JPEG; ``plot``: plots, as 256-colour PNG (sharp lines and text), or JPEG where the
-#: PNG would exceed the byte bound (dense images such as carpet plots).
+#: PNG would exceed the byte bound (dense images such as carpet plots). A plot up to
+#: 1,600 px wide (the widest the summary draws at its default resolution) keeps its
+#: pixels: scaling blurs text and lines, which then compress worse, not better.
 THUMBNAIL_PRESETS: dict[str, dict] = {
     "photo": {"max_side": 800, "max_bytes": 30_000, "formats": ("jpeg",)},
-    "plot": {"max_side": 1200, "max_bytes": 40_000, "formats": ("png", "jpeg")},
+    "plot": {"max_side": 1600, "max_bytes": 40_000, "formats": ("png", "jpeg")},
 }
 
 #: JPEG qualities tried in turn before the image is made smaller.
@@ -75,6 +80,26 @@ def new_figure(size: tuple[float, float]) -> Figure:
     fig = Figure(figsize=size)
     FigureCanvasAgg(fig)
     return fig
+
+
+def legend_outside(ax: Axes, **kwargs) -> Legend:
+    """A legend to the right of ``ax``, where it covers no data.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes whose labelled artists are listed.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.legend` (``fontsize``, ``title``, ...).
+
+    Returns
+    -------
+    legend : matplotlib.legend.Legend
+        Anchored at the axes' top right corner, outside them; the figure's layout
+        (``tight_layout`` or ``layout="constrained"``) makes room for it.
+    """
+    kwargs = {"frameon": False, **kwargs}
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
 
 
 def thumbnail_size(width: int, height: int, max_side: int) -> tuple[int, int]:

@@ -81,11 +81,15 @@ def test_photo_thumbnail_fits_its_byte_bound_as_jpeg():
 
 def test_plot_thumbnail_is_a_lossless_palette_png_when_it_fits():
     rng = np.random.default_rng(3)
-    image = _plot(rng, 437, 1301)
+    image = _plot(rng, 437, 1951)
     data, fmt = encode_thumbnail(image, **THUMBNAIL_PRESETS["plot"])
     assert fmt == "png"
     thumb = _decoded(data).convert("RGB")
-    assert thumb.size == (1200, 403)
+    assert thumb.size == (1600, 358)  # wider than a 1,600 px window: scaled to it
+    # a plot that fits the window keeps its pixels (text stays as sharp as drawn)
+    fits = _plot(np.random.default_rng(4), 437, 1301)
+    data, _ = encode_thumbnail(fits, **THUMBNAIL_PRESETS["plot"])
+    assert _decoded(data).size == (1301, 437)
     # flat colours survive the palette exactly where nothing was resampled
     small = _plot(np.random.default_rng(3), 201, 333)
     data, _ = encode_thumbnail(small, max_side=400, max_bytes=40_000)

@@ -4,9 +4,15 @@ import mne
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from neuroflow.evaluation import analysis_plotting
 from neuroflow.evaluation.plotting import (
+    DIVERGING_CMAP,
+    MAX_FIGURE_WIDTH,
+    SEQUENTIAL_CMAP,
     GlassBrainCanvas,
+    map_cmap,
     map_color_limits,
     plot_brain_map,
     plot_roi_bars,
@@ -68,7 +74,7 @@ def test_glass_brain_canvas_draws_each_map_as_a_new_figure_would(rng):
     ]
     grids[0][0][:3, 3] = [-15.0, -20.0, -10.0]
     maps = []
-    for sign in (0, -1, None):  # mixed, negative scores; all undefined
+    for sign in (0, -1, None, 1):  # mixed, negative scores; all undefined; positive
         affine, shape = grids[len(maps) % 2]
         ijk = np.argwhere(rng.random(shape) < 0.3)
         values = rng.normal(0.1, 0.2, len(ijk))
@@ -80,8 +86,9 @@ def test_glass_brain_canvas_draws_each_map_as_a_new_figure_would(rng):
     canvas = GlassBrainCanvas()
     for i, img in enumerate(maps):
         title = f"map {i}" if i != 2 else None
-        expected = _pixels(plot_brain_map(img, kind="glass_brain", title=title))
-        fig = canvas.draw(img, title=title)
+        label = "r" if i != 1 else None
+        expected = _pixels(plot_brain_map(img, kind="glass_brain", title=title, label=label))
+        fig = canvas.draw(img, title=title, label=label)
         assert len(fig.axes) == 5  # frame, three projections, one colour bar
         np.testing.assert_array_equal(_pixels(fig), expected, err_msg=f"map {i}")
     assert canvas.draw(maps[0]) is fig  # one figure throughout
@@ -124,7 +131,7 @@ def test_roi_bars_and_timecourse(tmp_path, rng):
         }
     )
     fig = plot_roi_bars(df)
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b"]
+    assert [ax.get_title() for ax in fig.axes] == ["a", "b"]  # one panel per ROI
     assert save_figure(fig, tmp_path / "bars", ["png", "svg"])[1].suffix == ".svg"
     with pytest.raises(ValueError, match="must have a 'roi' column"):
         plot_roi_bars(df.drop(columns="roi"))
@@ -147,3 +154,136 @@ def test_topomap(rng):
     assert fig.axes[0].get_title() == "r"
     with pytest.raises(ValueError, match=r"`scores` must have shape \(7,\)"):
         plot_topomap(rng.random(8), info)
+
+
+def _colorbar_label(fig) -> str:
+    """The label of the figure's colour bar (its last axes)."""
+    return fig.axes[-1].get_ylabel()
+
+
+@pytest.mark.parametrize("kind", ["glass_brain", "stat_map"])
+def test_brain_map_colours_follow_the_sign_and_the_bar_is_labelled(rng, kind):
+    ijk = np.array([[i, j, k] for i in range(1, 7) for j in range(1, 8) for k in range(1, 6)])
+    positive = rng.uniform(0.05, 0.5, len(ijk))
+    positive[:40] = 0.0  # not significant
+    signed = positive - 0.2
+    maps = {}
+    for name, values in (("positive", positive), ("signed", signed)):
+        img = scores_to_nifti(values, ijk, affine=np.eye(4), mask_shape=[8, 9, 7])
+        fig = plot_brain_map(img, kind=kind, title="sub-01 · visual · r", label="r (held-out)")
+        cmaps = {im.get_cmap().name for ax in fig.axes[:-1] for im in ax.get_images()}
+        maps[name] = cmaps
+        assert _colorbar_label(fig) == "r (held-out)"
+    assert maps == {"positive": {SEQUENTIAL_CMAP}, "signed": {DIVERGING_CMAP}}
+    assert map_cmap(np.array([0.0, np.nan, 0.3])) == SEQUENTIAL_CMAP
+    assert map_cmap(np.array([-1e-3, 0.3])) == DIVERGING_CMAP
+
+
+def test_glass_brain_canvas_labels_each_map_and_picks_its_colours(rng):
+    ijk = np.argwhere(rng.random((9, 10, 8)) < 0.4)
+    canvas = GlassBrainCanvas()
+    for values, label, cmap in (
+        (rng.uniform(0.1, 0.6, len(ijk)), "r (held-out)", SEQUENTIAL_CMAP),
+        (rng.normal(0.0, 0.3, len(ijk)), "r / noise ceiling", DIVERGING_CMAP),
+    ):
+        img = scores_to_nifti(values, ijk, affine=np.eye(4), mask_shape=[9, 10, 8])
+        fig = canvas.draw(img, title="sub-02 · semantic · r", label=label)
+        assert len(fig.axes) == 5 and _colorbar_label(fig) == label  # the last bar only
+        assert {im.get_cmap().name for ax in fig.axes for im in ax.get_images()} == {cmap}
+
+
+def test_roi_bars_stay_within_the_window_whatever_the_number_of_rois_and_models(rng):
+    """Nine ROIs x thirteen long model names: panels of four, models named down the left."""
+    rois = [f"roi_{i}" for i in range(9)]
+    models = [f"efficientnet:blocks.{i}" for i in range(10)] + ["visual", "semantic", "joint"]
+    df = pd.DataFrame(
+        [
+            {
+                "subject": s,
+                "model": m,
+                "roi": r,
+                "mean_r": rng.normal(0.3, 0.1),
+                "noise_ceiling_r": 0.8,
+            }
+            for s in ("01", "02", "03")
+            for m in models
+            for r in rois
+        ]
+    )
+    fig = plot_roi_bars(df, title="mean_r per ROI")
+    width, _ = fig.get_size_inches()
+    assert width <= MAX_FIGURE_WIDTH
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == sorted(rois)
+    assert len(fig.axes) == 12  # three rows of four; the last three panels hidden
+    labels = [t.get_text() for t in shown[0].get_yticklabels()]
+    assert labels == sorted(models)
+    assert all(ax.get_legend() is None for ax in fig.axes)  # nothing covers the bars
+    # a bar per model, a dot per subject, a ceiling tick per model in every panel
+    for ax in shown:
+        assert len(ax.patches) == len(models)
+        dots = sum(len(line.get_xdata()) for line in ax.lines if line.get_marker() == "o")
+        assert dots == 3 * len(models)
+        assert ax.collections and len(ax.collections[0].get_segments()) == len(models)
+    # the panels above the empty slots of the last row carry their own x labels
+    assert [ax.get_xlabel() for ax in shown[5:8]] == ["mean_r"] * 3
+    assert shown[4].get_xlabel() == ""
+
+
+@pytest.mark.parametrize(
+    ("draw", "label"),
+    [
+        (lambda path: analysis_plotting.plot_rdm(np.arange(6.0), path), "dissimilarity"),
+        (
+            lambda path: analysis_plotting.plot_generalization(
+                np.linspace(0, 0.3, 4), np.full((4, 4), 0.6), path, chance=0.5
+            ),
+            "decoding score (chance 0.5)",
+        ),
+        (
+            lambda path: analysis_plotting.plot_alignment(np.eye(3), ["a", "b", "c"], path),
+            "RDM similarity",
+        ),
+    ],
+)
+def test_matrix_figures_label_their_colour_bars(tmp_path, monkeypatch, draw, label):
+    drawn = []
+    monkeypatch.setattr(analysis_plotting, "_save", lambda fig, path: drawn.append(fig) or path)
+    draw(tmp_path / "m.png")
+    (fig,) = drawn
+    assert fig.axes[-1].get_ylabel() == label
+
+
+def _overlaps(a, b) -> bool:
+    """Whether two display boxes share area."""
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_legends_stay_outside_the_data(rng):
+    times = np.linspace(-0.1, 0.5, 31)
+    names = [f"efficientnet:blocks.{i}" for i in range(6)]
+    fig = plot_score_timecourse(rng.random((6, 31)), times, names=names)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == names
+    assert not _overlaps(legend.get_window_extent(renderer), ax.get_window_extent(renderer))
+    # inside the figure: the layout made room for it
+    assert legend.get_window_extent(renderer).x1 <= fig.bbox.x1 + 1
+
+
+def test_time_course_legend_is_outside_its_axes(tmp_path, monkeypatch, rng):
+    drawn = []
+    monkeypatch.setattr(analysis_plotting, "_save", lambda fig, path: drawn.append(fig) or path)
+    times = np.linspace(0, 0.4, 21)
+    scores = {f"model {i}": rng.random(21) for i in range(5)}
+    analysis_plotting.plot_time_courses(times, scores, tmp_path / "t.png", chance=0.5)
+    (fig,) = drawn
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    box = ax.get_legend().get_window_extent(renderer)
+    assert not _overlaps(box, ax.get_window_extent(renderer))
+    assert box.x1 <= fig.bbox.x1 + 1

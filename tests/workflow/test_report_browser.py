@@ -36,7 +36,8 @@ CHROMIUM_ARGS = [
 ]
 #: Safety net for each wait; the report renders in well under a second.
 WAIT_MS = 60_000
-VIEWPORT = {"width": 1400, "height": 900}
+#: The window the report is read in: its figures must be readable at this width.
+VIEWPORT = {"width": 1600, "height": 900}
 #: Screenshots taller than this are cut (a very long table still shows its start).
 MAX_HEIGHT = 8000
 #: A screenshot smaller than this is a blank or broken page.
@@ -333,9 +334,9 @@ def _a_figure(results: dict, categories: dict) -> tuple[str, str, str]:
     pytest.fail("the report has no captioned figure")
 
 
-def test_a_figure_opens_with_its_caption(tab, report):
+def _open_figure(tab: ReportPage, report: tuple[dict, dict], category: str, sub: str, path: str):
+    """Click the eye of ``path``'s row: the figure in the main panel; its image and info link."""
     results, categories = report
-    category, sub, path = _a_figure(results, categories)
     page = tab.page
     tab.home()
     tab.click(tab.menu_item(category))
@@ -363,6 +364,15 @@ def test_a_figure_opens_with_its_caption(tab, report):
     page.wait_for_function(
         "img => img.complete && img.naturalWidth > 0", arg=image.element_handle()
     )
+    return image, info
+
+
+def test_a_figure_opens_with_its_caption(tab, report):
+    results, categories = report
+    category, sub, path = _a_figure(results, categories)
+    page = tab.page
+    entry = results[path]
+    image, info = _open_figure(tab, report, category, sub, path)
     tab.click(info)  # the caption, labels and rule in the navigation panel
     page.get_by_text("Description", exact=True).wait_for()
     caption_text = html.unescape(re.sub(r"<[^>]+>", " ", entry["caption"]))
@@ -373,4 +383,40 @@ def test_a_figure_opens_with_its_caption(tab, report):
     assert image.is_visible()
     shot = tab.screenshot("zz-figure-" + _slug(Path(path).stem))
     assert shot.stat().st_size > MIN_SCREENSHOT_BYTES
+    tab.assert_no_js_errors()
+
+
+def _summary_figures(results: dict, categories: dict) -> list[tuple[str, str, str]]:
+    """The ROI charts and the first score map of the summary: (category, subcategory, path)."""
+    found, maps = [], []
+    for category in sorted(categories):
+        for sub, paths in sorted(categories[category].items()):
+            for path in sorted(paths):
+                stem = Path(path).stem
+                if not results[path]["mime_type"].startswith("image/"):
+                    continue
+                if stem.startswith("roi_mean_r"):
+                    found.append((category, sub, path))
+                elif stem.startswith("sub-") and "_model-" in stem and stem.endswith("_r"):
+                    maps.append((category, sub, path))
+    assert found, "the report has no ROI chart"
+    assert maps, "the report has no score map"
+    return found + maps[:1]
+
+
+def test_summary_figures_fit_the_window(tab, report):
+    """The ROI charts and a score map at full size in a 1,600 px window, without scrolling."""
+    results, categories = report
+    page = tab.page
+    for category, sub, path in _summary_figures(results, categories):
+        image, _ = _open_figure(tab, report, category, sub, path)
+        natural = image.evaluate("img => img.naturalWidth")
+        shown = image.evaluate("img => img.getBoundingClientRect().width")
+        assert natural <= VIEWPORT["width"], f"{path}: {natural} px wide"
+        assert shown >= 0.5 * natural, f"{path}: drawn at {shown:.0f} of {natural} px"
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 0, f"{path}: the page scrolls sideways by {overflow} px"
+        tab.screenshot("zz-fit-" + _slug(Path(path).stem))
     tab.assert_no_js_errors()

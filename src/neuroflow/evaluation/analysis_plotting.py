@@ -14,6 +14,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from neuroflow.figures import legend_outside
+
 __all__ = [
     "plot_alignment",
     "plot_concept_decoding",
@@ -86,7 +88,7 @@ def plot_time_courses(
         ax.axhline(chance, color="k", ls="--", lw=0.8)
     ax.axvline(0, color="k", lw=0.5)
     ax.set(xlabel="time (s)", ylabel=ylabel)
-    ax.legend(fontsize=8)
+    legend_outside(ax, fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -96,6 +98,7 @@ def _matrix(
     path: str | os.PathLike,
     *,
     title: str,
+    colorbar_label: str,
     extent: Sequence[float] | None = None,
     labels: Sequence[str] | None = None,
     xlabel: str = "",
@@ -127,7 +130,7 @@ def _matrix(
         ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    fig.colorbar(im, ax=ax)
+    fig.colorbar(im, ax=ax, label=colorbar_label)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -167,6 +170,7 @@ def plot_generalization(
         ylabel="train time (s)",
         contour=significant,
         center=chance,
+        colorbar_label=f"decoding score (chance {chance:g})",
     )
 
 
@@ -189,7 +193,7 @@ def plot_rdm(rdm: np.ndarray, path: str | os.PathLike, *, title: str = "RDM") ->
     rdm = np.asarray(rdm, float)
     if rdm.ndim == 1:
         rdm = square_rdm(rdm)
-    return _matrix(rdm, path, title=title, cmap="viridis")
+    return _matrix(rdm, path, title=title, cmap="viridis", colorbar_label="dissimilarity")
 
 
 def plot_cross_temporal(
@@ -245,7 +249,7 @@ def plot_cross_temporal(
     )
     ax.set_yticks(range(len(layers)), list(layers), fontsize=7)
     ax.set(xlabel="" if lines else "time (s)", title="cross-temporal RSA")
-    fig.colorbar(im, ax=[ax, ax_lines] if lines else ax)
+    fig.colorbar(im, ax=[ax, ax_lines] if lines else ax, label="RDM similarity")
     if lines:
         for k, layer in enumerate(layers):
             (line,) = ax_lines.plot(t, sim[k], lw=1.0, label=str(layer))
@@ -265,7 +269,7 @@ def plot_cross_temporal(
         ax_lines.axhline(0, color="k", lw=0.5)
         ax_lines.axvline(0, color="k", lw=0.5)
         ax_lines.set(xlabel="time (s)", ylabel=ylabel)
-        ax_lines.legend(fontsize=6, ncols=min(len(layers), 3))
+        legend_outside(ax_lines, fontsize=6)
     return _save(fig, path)
 
 
@@ -380,7 +384,9 @@ def plot_alignment(
     -------
     path : Path
     """
-    return _matrix(matrix, path, title=title, labels=list(rois), center=0.0)
+    return _matrix(
+        matrix, path, title=title, labels=list(rois), center=0.0, colorbar_label="RDM similarity"
+    )
 
 
 #: ROIs drawn by :func:`plot_layer_similarity` at most (those a layer matches best).
@@ -451,7 +457,7 @@ def plot_layer_similarity(
     ax.axhline(0, color="0.3", lw=0.8)
     ax.set_xticks(x, [str(rois[r]) for r in keep], rotation=30, ha="right")
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize="small", ncols=min(n_layers, 4))
+    legend_outside(ax, fontsize="small")
     return _save(fig, path)
 
 
@@ -513,7 +519,7 @@ def plot_cross_subject(
             ax.axvline(0, color="k", lw=0.5)
             ax.set_xlabel("time (s)")
             ax.set_title(f"held-out {unit}s over time", fontsize=10)
-            ax.legend(fontsize=8, title="alignment", title_fontsize=8)
+            legend_outside(ax, fontsize=8, title="alignment", title_fontsize=8)
             continue
         n_align = len(epoch_scores)
         width = 0.8 / n_align
@@ -527,7 +533,7 @@ def plot_cross_subject(
         ax.set_xticks(x, list(classifiers))
         ax.set_title(f"whole epochs, held-out {unit}s", fontsize=10)
         if "time" not in panels:
-            ax.legend(fontsize=8, title="alignment", title_fontsize=8)
+            legend_outside(ax, fontsize=8, title="alignment", title_fontsize=8)
     return _save(fig, path)
 
 

@@ -53,7 +53,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 
-from neuroflow.figures import new_figure
+from neuroflow.figures import legend_outside, new_figure
 from neuroflow.rois import ALL_ROI, GROUP_SUBJECT, labelled_rois
 from neuroflow.trial_split import TRIAL_MODEL_SUFFIX
 
@@ -647,7 +647,7 @@ def plot_layer_sweep(
     if len(shown) < len(rois):
         title += f"\n{len(shown)} of {len(rois)} ROIs: the best-scoring ones and 'all'"
     ax.set_title(title, fontsize="small")
-    ax.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_outside(ax, fontsize="small")
     fig.tight_layout()
     return fig
 

@@ -20,11 +20,15 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from neuroflow.figures import new_figure
+from neuroflow.figures import legend_outside, new_figure
 
 __all__ = [
     "BRAIN_MAP_KINDS",
+    "DIVERGING_CMAP",
+    "MAX_FIGURE_WIDTH",
+    "SEQUENTIAL_CMAP",
     "GlassBrainCanvas",
+    "map_cmap",
     "map_color_limits",
     "plot_brain_map",
     "plot_roi_bars",
@@ -36,6 +40,44 @@ __all__ = [
 
 #: Accepted values of ``kind`` in :func:`plot_brain_map`.
 BRAIN_MAP_KINDS = ("glass_brain", "stat_map")
+#: Colour map of a score map with scores of both signs (centred on 0).
+DIVERGING_CMAP = "RdBu_r"
+#: Colour map of a score map without negative scores (0 at its dark end).
+SEQUENTIAL_CMAP = "viridis"
+#: Widest figure of :func:`plot_roi_bars`, in inches (1,600 px at the default 100 dpi).
+MAX_FIGURE_WIDTH = 16.0
+#: ROI panels per row of :func:`plot_roi_bars`.
+ROI_PANELS_PER_ROW = 4
+
+
+def map_cmap(data: np.ndarray) -> str:
+    """The colour map of a score map: sequential without negative scores, else diverging.
+
+    Parameters
+    ----------
+    data : array-like, any shape
+        Scores; NaN is ignored.
+
+    Returns
+    -------
+    cmap : str
+        :data:`SEQUENTIAL_CMAP` when no finite score is negative, else
+        :data:`DIVERGING_CMAP`.
+    """
+    values = np.asarray(data, dtype=np.float64)
+    negative = bool(np.any(values[np.isfinite(values)] < 0))
+    return DIVERGING_CMAP if negative else SEQUENTIAL_CMAP
+
+
+def _label_colorbar(fig: Figure, axes_before: Sequence[Axes], label: str | None) -> None:
+    """Write ``label`` along the colour bar, the one axes ``fig`` gained after ``axes_before``."""
+    if not label:
+        return
+    added = [ax for ax in fig.axes if ax not in axes_before]
+    if added:
+        bar = added[-1]
+        bar.yaxis.set_label_position("left")  # the side of its ticks: inside the figure
+        bar.set_ylabel(label, fontsize="small", labelpad=1)
 
 
 def map_color_limits(data: np.ndarray, percentile: float = 99.0) -> tuple[float, float]:
@@ -74,6 +116,7 @@ def plot_brain_map(
     kind: str = "glass_brain",
     title: str | None = None,
     vmax: float | None = None,
+    label: str | None = None,
 ) -> Figure:
     """Draw a score map with nilearn.
 
@@ -91,6 +134,10 @@ def plot_brain_map(
         Colour scale limit; by default the 99th percentile of the non-zero absolute
         scores (see :func:`map_color_limits`). Voxels scoring 0 (outside the mask,
         or masked as not significant) are transparent.
+    label : str | None
+        What the colour bar shows (e.g. ``"r"``), written above it. The colour map is
+        sequential for a map without negative scores, diverging otherwise
+        (:func:`map_cmap`).
 
     Returns
     -------
@@ -113,7 +160,7 @@ def plot_brain_map(
         "vmax": vmax,
         "threshold": min(threshold, vmax / 2),
         "colorbar": True,
-        "cmap": "RdBu_r",
+        "cmap": map_cmap(np.asarray(img.dataobj)),
     }
     with warnings.catch_warnings():
         # an all-zero map is drawn empty; nilearn's "empty image" notices add nothing
@@ -122,6 +169,8 @@ def plot_brain_map(
             plotting.plot_glass_brain(img, plot_abs=False, **common)
         else:
             plotting.plot_stat_map(img, bg_img=None, draw_cross=False, **common)
+    # the colour bar is the last axes nilearn adds, after the frame and the cuts
+    _label_colorbar(fig, fig.axes[:-1], label)
     return fig
 
 
@@ -151,7 +200,12 @@ class GlassBrainCanvas:
             _collect_outlines(axes.ax)
 
     def draw(
-        self, img: nib.Nifti1Image, *, title: str | None = None, vmax: float | None = None
+        self,
+        img: nib.Nifti1Image,
+        *,
+        title: str | None = None,
+        vmax: float | None = None,
+        label: str | None = None,
     ) -> Figure:
         """Draw one map (see :func:`plot_brain_map` for the parameters).
 
@@ -166,6 +220,8 @@ class GlassBrainCanvas:
         self._clear()
         threshold, vmax, data, img = _glass_brain_levels(img, vmax)
         cbar_vmin, cbar_vmax, vmin = _symmetric_limits(data, vmax)
+        figure = display.frame_axes.figure
+        axes_before = list(figure.axes)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*empty.*", category=UserWarning)
             display.add_overlay(
@@ -177,14 +233,15 @@ class GlassBrainCanvas:
                 vmax=vmax,
                 cbar_vmin=cbar_vmin,
                 cbar_vmax=cbar_vmax,
-                cmap="RdBu_r",
+                cmap=map_cmap(data),
             )
+        _label_colorbar(figure, axes_before, label)
         if title:
             first = display.axes[display._cut_displayed[0]].ax
             before = list(first.texts)
             display.title(title)
             self._title = next(t for t in first.texts if t not in before)
-        return display.frame_axes.figure
+        return figure
 
     def _clear(self) -> None:
         """Take the last map's overlay, colour bar and title off the figure."""
@@ -281,7 +338,12 @@ def plot_roi_bars(
     ceiling: str | None = "noise_ceiling_r",
     title: str | None = None,
 ) -> Figure:
-    """Bar per ROI and model (across-subject mean), one dot per subject.
+    """One panel per ROI: a bar per model (across-subject mean), one dot per subject.
+
+    Panels are laid out :data:`ROI_PANELS_PER_ROW` to a row and share their axes: the
+    models are named once, down the left of each row, so the figure stays at most
+    :data:`MAX_FIGURE_WIDTH` inches wide whatever the number of ROIs and models, and
+    needs no legend.
 
     Parameters
     ----------
@@ -291,51 +353,73 @@ def plot_roi_bars(
     metric : str
         Column drawn as bars (mean across subjects) and dots (subjects).
     ceiling : str | None
-        Column drawn as a horizontal tick per bar (mean across subjects); skipped
+        Column drawn as a dashed tick across each bar (mean across subjects); skipped
         when absent or all NaN.
     title : str | None
-        Axes title.
+        Figure title.
 
     Returns
     -------
     fig : matplotlib.figure.Figure
-        The figure.
+        The figure; its axes are the ROI panels in ROI order (titled with the ROI),
+        then any unused panel of the last row (hidden).
     """
     for column in ("subject", "model", "roi", metric):
         if column not in subjects.columns:
             raise ValueError(
                 f"`subjects` must have a {column!r} column, got {list(subjects.columns)} instead."
             )
-    rois = sorted(subjects["roi"].unique().tolist())
+    rois = sorted(subjects["roi"].unique().tolist()) or [""]
     models = sorted(subjects["model"].unique().tolist())
-    width = 0.8 / max(len(models), 1)
-    fig = new_figure((max(4.0, 1.2 * len(rois) * max(len(models), 1)), 3.5))
-    ax = fig.add_subplot()
+    n_cols = min(len(rois), ROI_PANELS_PER_ROW)
+    n_rows = -(-len(rois) // n_cols)
+    names_width = min(0.075 * max((len(str(m)) for m in models), default=1) + 0.4, 4.0)
+    size = (
+        min(MAX_FIGURE_WIDTH, names_width + 2.8 * n_cols),
+        n_rows * (0.28 * max(len(models), 1) + 0.9) + 0.5,
+    )
+    fig = new_figure(size)
+    axes = fig.subplots(n_rows, n_cols, sharex=True, sharey=True, squeeze=False)
+    colours = [f"C{m % 10}" for m in range(len(models))]
     rng = np.random.default_rng(0)  # fixed jitter keeps figures reproducible
-    for m, model in enumerate(models):
-        part = subjects[subjects["model"] == model]
-        x0 = np.arange(len(rois)) - 0.4 + width * (m + 0.5)
-        means, ceilings = [], []
-        for x, roi in zip(x0, rois, strict=True):
-            vals = part.loc[part["roi"] == roi, metric].astype(float).to_numpy()
+    y = np.arange(len(models))
+    for ax, roi in zip(axes.ravel(), rois, strict=False):
+        part = subjects[subjects["roi"] == roi]
+        means = np.full(len(models), np.nan)
+        ceilings = np.full(len(models), np.nan)
+        for m, model in enumerate(models):
+            rows = part[part["model"] == model]
+            vals = rows[metric].astype(float).to_numpy()
             finite = vals[np.isfinite(vals)]
-            means.append(finite.mean() if finite.size else np.nan)
-            jitter = rng.uniform(-0.25, 0.25, finite.size) * width
-            ax.plot(x + jitter, finite, "o", ms=3, color="k", alpha=0.7, zorder=3)
-            if ceiling is not None and ceiling in part.columns:
-                c = part.loc[part["roi"] == roi, ceiling].astype(float).to_numpy()
-                c = c[np.isfinite(c)]
-                ceilings.append(c.mean() if c.size else np.nan)
-        ax.bar(x0, np.nan_to_num(means), width=width * 0.9, label=model, alpha=0.8)
-        if ceilings and np.isfinite(ceilings).any():
-            ax.hlines(ceilings, x0 - width * 0.45, x0 + width * 0.45, colors="0.3", linestyles="--")
-    ax.axhline(0, color="0.5", lw=0.8)
-    ax.set_xticks(np.arange(len(rois)), rois, rotation=30, ha="right")
-    ax.set_ylabel(metric)
+            if finite.size:
+                means[m] = finite.mean()
+            jitter = rng.uniform(-0.2, 0.2, finite.size)
+            ax.plot(finite, m + jitter, "o", ms=3, color="k", alpha=0.7, zorder=3)
+            if ceiling is not None and ceiling in rows.columns:
+                c = rows[ceiling].astype(float).to_numpy()
+                if np.isfinite(c).any():
+                    ceilings[m] = np.nanmean(c)
+        ax.barh(y, np.nan_to_num(means), height=0.75, color=colours, alpha=0.8)
+        if np.isfinite(ceilings).any():
+            ax.vlines(ceilings, y - 0.4, y + 0.4, colors="0.3", linestyles="--")
+        ax.axvline(0, color="0.5", lw=0.8)
+        ax.set_title(str(roi), fontsize="medium")
+        ax.grid(axis="x", color="0.9", lw=0.6)
+        ax.set_axisbelow(True)
+    for ax in axes.ravel()[len(rois) :]:
+        ax.set_visible(False)
+    axes[0, 0].set_yticks(y, [str(m) for m in models])
+    for ax in axes.ravel():
+        ax.tick_params(axis="y", labelsize="small")
+    axes[0, 0].set_ylim(len(models) - 0.5, -0.5)  # the first model on top
+    for ax in axes[-1]:
+        ax.set_xlabel(metric)
+    for ax in axes[:-1].ravel()[len(rois) - n_cols :]:
+        # a panel above an empty slot of the last row carries its own x labels
+        ax.set_xlabel(metric)
+        ax.tick_params(labelbottom=True)
     if title:
-        ax.set_title(title)
-    if models:
-        ax.legend(fontsize="small", frameon=False)
+        fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
     return fig
 
@@ -393,6 +477,7 @@ def plot_score_timecourse(
                     f"got {value.shape} instead."
                 )
             extras[name] = value
+    own = ax is None
     if ax is None:
         fig = new_figure((6, 3))
         ax = fig.add_subplot()
@@ -413,7 +498,9 @@ def plot_score_timecourse(
     ax.set_xlabel("Time (s)")
     ax.set_ylabel(ylabel)
     if names is not None:
-        ax.legend(fontsize="small", frameon=False)
+        legend_outside(ax, fontsize="small")
+    if own:
+        fig.tight_layout()  # room for the legend
     return fig
 
 
@@ -566,7 +653,7 @@ def plot_training_curves(
     r_ax.set_title("validation r" + (f" ({'; '.join(notes)})" if notes else ""), fontsize="small")
     loss_ax.set_title("training loss", fontsize="small")
     if n_seeds:
-        r_ax.legend(fontsize="small", frameon=False)
+        legend_outside(r_ax, fontsize="small")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -115,7 +115,7 @@ def plot_transform_sweeps(table: pd.DataFrame) -> Figure:
         One panel per sweep and analysis (:data:`HEADLINE_METRICS`), one line per ROI
         or channel set; the group mean where the summary has one.
     """
-    from neuroflow.figures import new_figure
+    from neuroflow.figures import legend_outside, new_figure
 
     points = _headline(table)
     panels = list(dict.fromkeys(zip(points["sweep"], points["analysis"], strict=True)))
@@ -134,7 +134,7 @@ def plot_transform_sweeps(table: pd.DataFrame) -> Figure:
         ax.set_title(f"{sweep}: {analysis}", fontsize="small")
         ax.set_xlabel(str(part["transform"].iloc[0]).replace("_", " "))
         ax.set_ylabel(metric.replace("_", " "), fontsize="small")
-        ax.legend(fontsize="x-small", frameon=False)
+        legend_outside(ax, fontsize="x-small")
     fig.tight_layout()
     return fig
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -39,6 +41,7 @@ def plot_geometry(table: pd.DataFrame, scores: pd.DataFrame | None = None) -> Fi
         One panel per metric present in ``table`` (:data:`PLOTTED_METRICS`) and per
         analysis of ``scores``.
     """
+    from neuroflow.figures import legend_outside
     from neuroflow.figures import new_figure as _new_figure
 
     metrics = [m for m in PLOTTED_METRICS if m in set(table["metric"])]
@@ -76,6 +79,13 @@ def plot_geometry(table: pd.DataFrame, scores: pd.DataFrame | None = None) -> Fi
         ax.set_xlabel("relative layer depth")
         ax.set_ylabel(ylabel, fontsize="small")
         ax.set_xlim(-0.05, 1.05)
-    fig.axes[0].legend(fontsize="x-small", frameon=False)
+    # one legend of every feature space, right of the first row
+    named: dict[str, Any] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            named.setdefault(label, handle)
+    legend_outside(
+        fig.axes[n_col - 1], handles=list(named.values()), labels=list(named), fontsize="x-small"
+    )
     fig.tight_layout()
     return fig
