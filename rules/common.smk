@@ -60,7 +60,8 @@ wildcard_constraints:
     subject=r"[A-Za-z0-9]+",
     layer=r"[A-Za-z0-9][A-Za-z0-9.\-]*",
     version=r"[0-9a-f]{10}",
-    model=r"[A-Za-z0-9_]+",
+    # a configured model ([A-Za-z0-9_]+) or a layer model, whose name ends in its layer
+    model=r"[A-Za-z0-9_]+(__[A-Za-z0-9][A-Za-z0-9.\-]*)?",
     extractor=r"[A-Za-z0-9_]+",
 
 
@@ -84,7 +85,8 @@ def dataset_input(paths):
 
 def log_path(stage, *parts):
     """Log file of one job, beside the others of its stage version."""
-    return str(LOGS.joinpath(stage, *map(str, parts)).with_suffix(".log"))
+    # appended, not `with_suffix`: a layer model's name ends in its layer (`x__blocks.2`)
+    return str(LOGS.joinpath(stage, *map(str, parts))) + ".log"
 
 
 def all_targets():

@@ -18,8 +18,11 @@
 - The summary becomes ``scores.tsv`` with a JSON sidecar that describes its columns.
 
 Every exported file has a JSON sidecar (BIDS style) naming the store it came from
-(relative to the results folder), its stage and version, and what the file holds; names
-that BIDS labels cannot hold (they are alphanumeric) are kept there in full. The export
+(relative to the results folder), its stage and version, and what the file holds. The
+dataset's entities (subject, session, task, run) are BIDS labels (alphanumeric); a
+model's label is its name in file-system-safe form (:func:`neuroflow.names.file_form`,
+``model-efficientnet__blocks.7``), the spelling it has in every other file name, which
+a strict BIDS label (alphanumeric only) would change. The export
 folder gets a BIDS ``dataset_description.json`` (``DatasetType: derivative``) whose
 ``GeneratedBy`` names neuroflow, its version and the stage versions exported.
 """
@@ -40,6 +43,7 @@ import pandas as pd
 import xarray as xr
 
 from neuroflow.artifacts import PARTIAL_MARKER, PROVENANCE_KEY, find_stores, open_dataset
+from neuroflow.names import file_form
 
 __all__ = [
     "EXPORT_KINDS",
@@ -82,7 +86,12 @@ MAP_STATISTICS = {"r": "r", "r_normalized": "rnormalized", "p_value": "p"}
 
 
 def _label(text: Any) -> str:
-    """A BIDS label: the alphanumeric characters of ``text``."""
+    """A BIDS label: the alphanumeric characters of ``text``.
+
+    Used for the dataset's own entities (subject, session, task, run); a model's name
+    keeps its file-system-safe form instead (:func:`neuroflow.names.file_form`), the
+    one spelling a layer model has in every file name.
+    """
     return re.sub(r"[^A-Za-z0-9]", "", str(text)) or "x"
 
 
@@ -206,7 +215,7 @@ def _map_plan(store: Path, ds: xr.Dataset, output: Path) -> list[tuple[Path, str
     subject = _label(ds.attrs["subject"])
     task = _task(ds)
     stem = f"sub-{subject}" + (f"_task-{_label(task)}" if task else "")
-    stem += f"_model-{_label(ds.attrs['model'])}"
+    stem += f"_model-{file_form(ds.attrs['model'])}"
     folder = output / f"sub-{subject}" / "func"
     maps = [
         (f"stat-{stat}", variable) for variable, stat in MAP_STATISTICS.items() if variable in ds
@@ -449,9 +458,9 @@ def _eeg_scores_plan(store: Path, ds: xr.Dataset, output: Path) -> list[Path] | 
     if "r" not in ds or set(ds["r"].dims) != {"channel", "latency"}:
         return None
     subject = _label(ds.attrs.get("subject") or "unknown")
-    stem = f"sub-{subject}_model-{_label(ds.attrs.get('model') or store.stem)}"
+    stem = f"sub-{subject}_model-{file_form(ds.attrs.get('model') or store.stem)}"
     if ds.attrs.get("layer") not in (None, ""):
-        stem += _label(ds.attrs["layer"])
+        stem += f"_layer-{file_form(ds.attrs['layer'])}"
     folder = output / f"sub-{subject}" / "eeg"
     tsv = folder / f"{stem}_scores.tsv"
     return [tsv] if _latency_sfreq(ds) is None else [folder / f"{stem}_stat-r_ave.fif", tsv]

@@ -19,7 +19,7 @@ def _in_repo(monkeypatch):
 def test_default_config_reports_the_plan(capsys):
     assert main(["check-config"]) == 0
     out = capsys.readouterr().out
-    layers = ("blocks_2", "blocks_4", "blocks_7", "blocks_10", "blocks_14", "avg_pooling")
+    layers = ("blocks.2", "blocks.4", "blocks.7", "blocks.10", "blocks.14", "avg-pooling")
     sweep = ", ".join(f"efficientnet__{layer}" for layer in layers)
     assert f"encoding models: {sweep}, joint, semantic, visual" in out
     assert "sub-01 held-out runs: sub-01_task-movie_run-4, sub-01_task-movie_run-5" in out
@@ -97,8 +97,8 @@ def test_replace_workflow_config_keeps_only_the_users_models(tmp_path, capsys):
     mine.write_text("encoding:\n  models:\n    mine: {feature_spaces: [minilm]}\n")
     assert main(["check-config", "--configfile", str(mine)]) == 0
     out = capsys.readouterr().out
-    assert "encoding models: efficientnet__blocks_2, " in out  # the default's layer sweep
-    assert "efficientnet__avg_pooling, joint, mine, semantic, visual\n" in out
+    assert "encoding models: efficientnet__blocks.2, " in out  # the default's layer sweep
+    assert "efficientnet__avg-pooling, joint, mine, semantic, visual\n" in out
     args = ["check-config", "--configfile", str(mine), "--replace-workflow-config"]
     assert main(args) == 0
     assert "encoding models: mine\n" in capsys.readouterr().out

@@ -33,16 +33,16 @@ def _scores(rng: np.random.Generator, folder: Path, version: str, n: int = 11) -
         coords={c: ("voxel", ijk[:, k]) for k, c in enumerate("ijk")},
         attrs={
             "subject": "07",
-            "model": "effnet__blocks_7",
+            "model": "effnet__blocks.7",
             "feature_spaces": ["effnet:blocks.7"],
             "affine": np.diag([2.0, 2.0, 2.0, 1.0]).tolist(),
             "mask_shape": [4, 3, 5],
             "test_runs": ["sub-07_ses-1_task-movie_run-04"],
         },
     )
-    prov = build_provenance(stage="evaluation/effnet__blocks_7", version=version, config={})
+    prov = build_provenance(stage="evaluation/effnet__blocks.7", version=version, config={})
     return write_dataset(
-        ds, folder / f"effnet__blocks_7-{version}" / "sub-07_scores.zarr", provenance=prov
+        ds, folder / f"effnet__blocks.7-{version}" / "sub-07_scores.zarr", provenance=prov
     )
 
 
@@ -51,10 +51,10 @@ def test_score_maps_hold_the_store_values(rng: np.random.Generator, tmp_path: Pa
     paths = export_score_maps(store, tmp_path / "out")
     names = [p.name for p in paths]
     assert names == [
-        "sub-07_task-movie_model-effnetblocks7_stat-r_statmap.nii.gz",
-        "sub-07_task-movie_model-effnetblocks7_stat-rnormalized_statmap.nii.gz",
-        "sub-07_task-movie_model-effnetblocks7_stat-p_statmap.nii.gz",
-        "sub-07_task-movie_model-effnetblocks7_desc-fdr_stat-r_statmap.nii.gz",
+        "sub-07_task-movie_model-effnet__blocks.7_stat-r_statmap.nii.gz",
+        "sub-07_task-movie_model-effnet__blocks.7_stat-rnormalized_statmap.nii.gz",
+        "sub-07_task-movie_model-effnet__blocks.7_stat-p_statmap.nii.gz",
+        "sub-07_task-movie_model-effnet__blocks.7_desc-fdr_stat-r_statmap.nii.gz",
     ]
     ds = xr.open_zarr(store)
     ijk = tuple(np.stack([ds[c].values for c in "ijk"], axis=1).T)
@@ -65,9 +65,9 @@ def test_score_maps_hold_the_store_values(rng: np.random.Generator, tmp_path: Pa
     np.testing.assert_allclose(fdr, np.where(ds["significant"].values, ds["r"].values, 0.0))
     sidecar = json.loads(paths[0].with_name(paths[0].name.replace(".nii.gz", ".json")).read_text())
     # the full model name, which a BIDS label cannot hold, and the version it came from
-    assert sidecar["Model"] == "effnet__blocks_7" and sidecar["NeuroflowVersion"] == "abc"
+    assert sidecar["Model"] == "effnet__blocks.7" and sidecar["NeuroflowVersion"] == "abc"
     # relative to the results folder, so that it holds wherever the folder is moved
-    assert sidecar["Sources"] == ["evaluation/effnet__blocks_7-abc/sub-07_scores.zarr"]
+    assert sidecar["Sources"] == ["evaluation/effnet__blocks.7-abc/sub-07_scores.zarr"]
     # units, and a qform equal to the sform (native grid: scanner code 1)
     assert img.header.get_xyzt_units() == ("mm", "sec")
     assert int(img.header["qform_code"]) == int(img.header["sform_code"]) == 1
@@ -206,7 +206,7 @@ def test_cli_refuses_an_output_that_is_a_file_or_holds_the_files(
     assert main(["export", str(store), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"neuroflow export: {out} already holds 8 of the 8 files" in err
-    assert "sub-07/func/sub-07_task-movie_model-effnetblocks7_stat-r_statmap.nii.gz" in err
+    assert "sub-07/func/sub-07_task-movie_model-effnet__blocks.7_stat-r_statmap.nii.gz" in err
     assert main(["export", str(store), "-o", str(out), "--force"]) == 0
 
 
@@ -254,7 +254,7 @@ def test_score_maps_keep_undefined_scores_undefined(
     ds["r"][:] = r
     ds["r_normalized"][:] = r / 0.8
     ds["significant"][:] = np.where(np.isnan(r), False, ds["significant"].values)
-    prov = build_provenance(stage="evaluation/effnet__blocks_7", version="nan", config={})
+    prov = build_provenance(stage="evaluation/effnet__blocks.7", version="nan", config={})
     nan_store = write_dataset(
         ds.drop_encoding(), tmp_path / "results" / "nan" / "sub-07_scores.zarr", provenance=prov
     )
@@ -271,7 +271,7 @@ def test_score_maps_in_mni_space_get_the_mni_code(rng: np.random.Generator, tmp_
     store = _scores(rng, tmp_path / "results" / "evaluation", "abc")
     ds = xr.open_zarr(store).load()
     ds.attrs["test_runs"] = ["sub-07_task-movie_run-04_space-MNI152NLin2009cAsym"]
-    prov = build_provenance(stage="evaluation/effnet__blocks_7", version="mni", config={})
+    prov = build_provenance(stage="evaluation/effnet__blocks.7", version="mni", config={})
     mni = write_dataset(ds, tmp_path / "results" / "mni" / "sub-07_scores.zarr", provenance=prov)
     img = nib.load(export_score_maps(mni, tmp_path / "out")[0])
     assert int(img.header["qform_code"]) == int(img.header["sform_code"]) == 4
@@ -449,13 +449,13 @@ def test_export_folder_is_a_bids_derivative_naming_its_stages(
     (generated,) = description["GeneratedBy"]
     assert generated["Name"] == "neuroflow" and generated["Version"] == neuroflow.__version__
     assert generated["Stages"] == [
-        {"Stage": "evaluation/effnet__blocks_7", "Version": "v1", "FormatVersion": 1}
+        {"Stage": "evaluation/effnet__blocks.7", "Version": "v1", "FormatVersion": 1}
     ]
     # a second export into the folder adds its stages (not a clash with the first)
     export_results([results], out, kinds=["features"])
     stages = json.loads((out / "dataset_description.json").read_text())["GeneratedBy"][0]
     assert [s["Stage"] for s in stages["Stages"]] == [
-        "evaluation/effnet__blocks_7",
+        "evaluation/effnet__blocks.7",
         "features/clip",
     ]
     # a description that neuroflow did not write is never replaced without --force

@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "neuroflow.peaks",
             "neuroflow.rois",
             "neuroflow.figures",
+            "neuroflow.names",
             "neuroflow.config",
             "neuroflow.io.files",
             "neuroflow.io.arrays",

@@ -29,12 +29,12 @@ def test_a_sweep_becomes_one_model_per_layer_in_place():
     out, sweeps = expand_layer_sweeps(config, LAYERS.__getitem__)
     assert list(out["encoding"]["models"]) == [
         "first",
-        "cnn__blocks_0",
-        "cnn__blocks_4",
-        "cnn__avg_pooling",
+        "cnn__blocks.0",
+        "cnn__blocks.4",
+        "cnn__avg-pooling",
         "last",
     ]
-    assert out["encoding"]["models"]["cnn__blocks_4"] == {
+    assert out["encoding"]["models"]["cnn__blocks.4"] == {
         "feature_spaces": ["cnn:blocks.4"],
         "model": "ridge",
     }
@@ -46,7 +46,7 @@ def test_a_sweep_becomes_one_model_per_layer_in_place():
     ]
     assert sweeps["cnn"][2].as_dict() == {
         "sweep": "cnn",
-        "model": "cnn__avg_pooling",
+        "model": "cnn__avg-pooling",
         "extractor": "cnn",
         "layer": "avg-pooling",
         "position": 2,
@@ -81,16 +81,17 @@ def test_layer_model_names_must_be_free():
     config = _config(
         {
             "cnn": {"feature_spaces": ["cnn"], "layer_sweep": True},
-            "cnn__blocks_4": {"feature_spaces": ["text"]},
+            "cnn__blocks.4": {"feature_spaces": ["text"]},
         }
     )
-    with pytest.raises(ConfigError, match=r"'cnn__blocks_4' of layer 'blocks.4' is already taken"):
+    with pytest.raises(ConfigError, match=r"'cnn__blocks.4' of layer 'blocks.4' is already taken"):
         expand_layer_sweeps(config, LAYERS.__getitem__)
-    clash = {"x": ["a.b", "a-b"]}
+    # layer names that differ only in punctuation keep apart: each keeps its own name
+    close = {"x": ["a.b", "a-b"]}
     config = _config({"s": {"feature_spaces": ["x"], "layer_sweep": True}})
-    with pytest.raises(ConfigError, match=r"'s__a_b' of layer 'a-b' is already taken"):
-        expand_layer_sweeps(config, clash.__getitem__)
-    assert sweep_model_name("s", "depth-0.5") == "s__depth_0_5"
+    out, _ = expand_layer_sweeps(config, close.__getitem__)
+    assert list(out["encoding"]["models"]) == ["s__a.b", "s__a-b"]
+    assert sweep_model_name("s", "depth-0.5") == "s__depth-0.5"
 
 
 def test_the_plan_runs_every_layer_model_of_a_sweep():
@@ -103,7 +104,7 @@ def test_the_plan_runs_every_layer_model_of_a_sweep():
         "text_layers": {"feature_spaces": ["minilm"], "layer_sweep": True},
     }
     plan = WorkflowPlan(validate_config(config, schema))
-    names = ["text_layers__layer_0", "text_layers__layer_3", "text_layers__depth_1"]
+    names = ["text_layers__layer-0", "text_layers__layer-3", "text_layers__depth-1"]
     assert plan.encoding_models() == ["visual", *names]
     assert plan.encoding_config(names[1])["feature_spaces"] == ["minilm:layer-3"]
     assert "layer_sweep" not in plan.encoding_config(names[1])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 
 import pytest
@@ -50,7 +49,7 @@ def test_demo_plans_every_analysis(defaults):
     assert plan.notes == ()
     assert plan.rsa_modalities == ["eeg", "fmri"] and plan.decoding_enabled
     layers = plan.extractor_layers("efficientnet")
-    sweep = [f"efficientnet__{re.sub(r'[^A-Za-z0-9]+', '_', layer)}" for layer in layers]
+    sweep = [f"efficientnet__{layer}" for layer in layers]
     assert len(sweep) == 6  # the default's layer sweep: one model per block
     assert plan.encoding_models() == ["visual", "semantic", "joint", *sweep]
     assert plan.eeg_models() == ["visual", "semantic", "joint", *sweep]

@@ -83,11 +83,11 @@ from neuroflow.workflow.report_layout import CATEGORIES, QC_FIGURES, figure_entr
             {"figure": "layer x ROI similarity"},
         ),
         (
-            "eeg_encoding_efficientnet__blocks_7_r",
+            "eeg_encoding_efficientnet__blocks.7_r",
             "eeg_encoding",
             "EEG encoding",
             "Time courses",
-            {"model": "efficientnet__blocks_7"},
+            {"model": "efficientnet__blocks.7"},
         ),
         (
             "trf_words_power",

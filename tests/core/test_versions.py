@@ -38,7 +38,7 @@ def test_encoding_change_reaches_only_encoding_and_downstream(default_config: di
     changed = copy.deepcopy(default_config)
     changed["encoding"]["alphas"]["num"] = 7
     models = _models(default_config)
-    assert "efficientnet__blocks_2" in models  # the default's layer sweep, expanded
+    assert "efficientnet__blocks.2" in models  # the default's layer sweep, expanded
     assert _changed(default_config, changed) == {
         *(f"encoding/{m}" for m in models),
         *(f"evaluation/{m}" for m in models),

@@ -165,6 +165,19 @@ def test_store_names_keep_the_module_name_in_describe():
         store_name("__")
 
 
+def test_a_layer_name_selects_the_module_it_is_made_from(rng):
+    """``head-norm`` (the layer name of module ``head_norm``) reads that module."""
+    by_layer = TorchModuleExtractor(fill_entry(_entry(layers=["head-norm", "proj"])), "image")
+    by_module = TorchModuleExtractor(fill_entry(_entry(layers=["head_norm", "proj"])), "image")
+    assert by_layer.layer_names() == by_module.layer_names() == ["head-norm", "proj"]
+    assert by_layer.describe()["layers"]["head-norm"]["module"] == "head_norm"
+    images = _images(rng, 2)
+    a, b = by_layer.extract(images), by_module.extract(images)
+    np.testing.assert_array_equal(a["head-norm"], b["head-norm"])
+    # planning names the same store either way, before any model is built
+    assert layer_names(fill_entry(_entry(layers=["head-norm"]))) == ["head-norm"]
+
+
 def test_module_name_typo_is_refused_with_a_hint():
     extractor_entry = fill_entry(_entry(layers=["head_nrom"]))
     assert layer_names(extractor_entry) == ["head-nrom"]  # exact names are not checked early
@@ -501,7 +514,8 @@ def test_efficientnet_lite0_preset_matches_the_packages_forward(rng):
         "blocks.14",
         "avg-pooling",
     ]
-    entry = fill_entry({**entry, "layers": ["_blocks.0", "_fc", "output"], "device": "cpu"})
+    # a layer's name (blocks.0) or its module's (_fc) select the same way
+    entry = fill_entry({**entry, "layers": ["blocks.0", "_fc", "output"], "device": "cpu"})
     extractor = TorchModuleExtractor(entry, "image")
     images = [rng.random((240 + 9 * i, 231, 3)).astype(np.float32) for i in range(2)]
     feats = extractor.extract(images)

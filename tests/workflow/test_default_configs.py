@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import pkgutil
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ from dataset_shapes import (
     make_single_condition_eeg,
 )
 from dataset_shapes.eeg_inputs import make_eeg_inputs, make_faces_eeg
+from name_helpers import artifact_strings, misspellings, run_layers, run_sweeps
 from shape_helpers import run_shape, summary_dir, summary_notes
 
 # session fixtures: runs of a dataset-only config that those modules' tests read too
@@ -185,6 +189,14 @@ def check_default_run(run: Path, report: Path) -> None:
     assert {"analysis", "subject", "value"} <= set(table.columns)
     snakemake(run, "--report", str(report))
     assert report.stat().st_size > 0
+    check_layer_names(run / "results", report)
+
+
+def check_layer_names(results: Path, report: Path, *more: Path) -> None:
+    """Each layer is spelled in its two forms only, in ``results``, ``more`` and the report."""
+    layers = run_layers(results)
+    strings = artifact_strings(results, *more, report=report)
+    assert not misspellings(strings, layers, run_sweeps(results))
 
 
 def test_every_generator_is_covered():
@@ -215,12 +227,66 @@ def test_a_refusal_in_a_job_log_is_found(tmp_path: Path):
     assert found[1] == "warnings.tsv: rsa x.zarr EEG RSA does not apply to sub-01"
 
 
+def test_a_layer_spelled_another_way_is_found(tmp_path: Path):
+    """The spellings the layer check accepts, and those it finds."""
+    layers = {"efficientnet": {"blocks.7", "blocks.14", "avg-pooling"}, "minilm": {"embedding"}}
+    sweeps = {"deep": "efficientnet"}
+    right = [
+        "efficientnet:blocks.7",
+        "efficientnet__blocks.7-0123456789",
+        "deep__avg-pooling",
+        "image_statistics:output+efficientnet:blocks.14",
+        "sub-01_task-movie_run-1_blocks.7.zarr",
+        "sub-01_model-deep__blocks.7_fs-efficientnet__blocks.7_layer-blocks.7_r.png",
+        "eeg_encoding_efficientnet__blocks.14_r.png",
+        "blocks.14",
+        "output+blocks.7",
+        "minilm_embedding",  # no punctuation to lose: not checked
+    ]
+    wrong = [
+        "efficientnet__blocks_7",
+        "model-efficientnetblocks7",
+        "efficientnet-blocks-7",
+        "_blocks.7",
+        "efficientnet_blocks.7",
+        "avg_pooling",
+        "other:blocks.7",
+    ]
+    strings = [("x", text) for text in right + wrong]
+    found = misspellings(strings, layers, sweeps)
+    assert [f.split("'")[1] for f in found] == sorted(wrong)
+    # in stores: names and JSON strings, except the PyTorch module a layer was read from
+    store = tmp_path / "features" / "efficientnet-0123456789" / "blocks.7.zarr"
+    store.mkdir(parents=True)
+    attrs = {"layers": {"blocks.7": {"module": "_blocks.7", "spec": "_blocks.7"}}}
+    (store / "zarr.json").write_text(json.dumps({"attributes": attrs}))
+    assert run_layers(tmp_path) == {"efficientnet": {"blocks.7"}}
+    found = misspellings(artifact_strings(tmp_path), run_layers(tmp_path), {})
+    assert found == [
+        "features/efficientnet-0123456789/blocks.7.zarr/zarr.json: '_blocks.7' "
+        "(layer efficientnet:blocks.7)"
+    ]  # the spec, not the module
+
+
 @pytest.mark.parametrize("shape", list(REUSED))
 def test_default_config_runs_to_the_report_reused(
     shape: str, request: pytest.FixtureRequest, tmp_path: Path
 ):
     run, _ = request.getfixturevalue(REUSED[shape][0])
     check_default_run(run, tmp_path / "report.html")
+    if shape == "fmri_movie":
+        # the exports of a run spell each layer as its stores do
+        exported = tmp_path / "export"
+        proc = subprocess.run(
+            [sys.executable, "-m", "neuroflow.cli", "export", "results", "-o", str(exported)],
+            cwd=run,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr
+        check_layer_names(run / "results", tmp_path / "report.html", exported)
+        assert any("__blocks." in p.name for p in exported.rglob("*.nii.gz"))
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

@@ -409,7 +409,7 @@ def test_algonauts_like_parcel_time_series(tmp_path):
         "name": "cnn",
         "extractor": "torch_module",
         "model": "efficientnet-lite0",
-        "layers": ["_blocks.4", "_avg_pooling"],
+        "layers": ["blocks.4", "avg-pooling"],  # layer names of the modules below
     }
     config = {
         "dataset": {"source": "timeseries", "bids_root": str(tmp_path / "bids")},
@@ -450,7 +450,7 @@ def test_algonauts_like_parcel_time_series(tmp_path):
     others = rows[[p for p in rows.index if p not in facts["planted"]["visual"]]]
     assert visual.min() > 0.3 and abs(others.mean()) < 0.1
     n_rows = len(facts["subjects"]) * (len(facts["parcels"]) + 1)
-    for model in ("cnn__blocks_4", "cnn__avg_pooling"):
+    for model in ("cnn__blocks.4", "cnn__avg-pooling"):
         cnn_rows = table[(table["model"] == model) & (table["statistic"] == "value")]
         cnn_rows = cnn_rows[cnn_rows["metric"] == "mean_r"]
         assert len(cnn_rows) == n_rows, model

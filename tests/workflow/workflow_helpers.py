@@ -20,7 +20,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 #: Models of the default config's EfficientNet layer sweep (one per block).
 DEFAULT_SWEEP_MODELS = frozenset(
     f"efficientnet__{block}"
-    for block in ("blocks_2", "blocks_4", "blocks_7", "blocks_10", "blocks_14", "avg_pooling")
+    for block in ("blocks.2", "blocks.4", "blocks.7", "blocks.10", "blocks.14", "avg-pooling")
 )
 
 #: A small but complete configuration: every stage runs, in well under a minute.

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from neuroflow.names import layer_id
 from neuroflow.rois import ALL_ROI, GROUP_SUBJECT, labelled_rois
 
 __all__ = [
@@ -304,7 +305,10 @@ def space_names(
     return (
         "+".join(extractors),
         "+".join(names),
-        "+".join(f"{e}:{la}" for e, la in zip(extractors, names, strict=True)),
+        "+".join(
+            f"{e}:{la}" if la == UNKNOWN_LAYER else layer_id(e, la)
+            for e, la in zip(extractors, names, strict=True)
+        ),
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
@@ -42,6 +41,7 @@ from neuroflow.evaluation.summary import (
 )
 from neuroflow.heap import frozen_heap
 from neuroflow.io.files import scores_to_nifti
+from neuroflow.names import file_form
 from neuroflow.variables import describe_variables
 
 if TYPE_CHECKING:
@@ -60,8 +60,8 @@ def _label(value: Any) -> str:
     return str(value) or _NA
 
 
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "x"
+#: What the colour bar of each brain map shows.
+_MAP_LABELS = {"r": "r (held-out)", "r_normalized": "r / noise ceiling"}
 
 
 def _store_summary(
@@ -366,11 +366,11 @@ def _brain_maps_of_store(
         return
     ijk = np.stack([ds[c].values for c in ("i", "j", "k")], axis=1).astype(np.int64)
     name = (
-        f"sub-{_safe(_label(ds.attrs['subject']))}_model-{_safe(_label(ds.attrs['model']))}"
-        f"_fs-{_safe(_label(ds.attrs.get('feature_spaces')))}"
+        f"sub-{file_form(_label(ds.attrs['subject']))}_model-{file_form(_label(ds.attrs['model']))}"
+        f"_fs-{file_form(_label(ds.attrs.get('feature_spaces')))}"
     )
     if ds.attrs.get("layer") is not None:
-        name += f"_layer-{_safe(_label(ds.attrs['layer']))}"
+        name += f"_layer-{file_form(_label(ds.attrs['layer']))}"
     for metric in ("r", "r_normalized"):
         values = ds[metric].values.astype(np.float64)
         if plots["mask_nonsignificant"]:
@@ -381,13 +381,18 @@ def _brain_maps_of_store(
             affine=np.asarray(ds.attrs["affine"]),
             mask_shape=ds.attrs["mask_shape"],
         )
-        title = f"{_label(ds.attrs['subject'])} {_label(ds.attrs['model'])} {metric}"
-        _save_brain_map(img, title, plots, out_dir / f"{name}_{metric}", canvas)
+        title = f"sub-{_label(ds.attrs['subject'])} · {_label(ds.attrs['model'])} · {metric}"
+        if plots["mask_nonsignificant"]:
+            title += " (significant targets)"
+        _save_brain_map(
+            img, title, _MAP_LABELS[metric], plots, out_dir / f"{name}_{metric}", canvas
+        )
 
 
 def _save_brain_map(
     img: nib.Nifti1Image,
     title: str,
+    label: str,
     plots: Mapping[str, Any],
     stem: Path,
     canvas: GlassBrainCanvas | None = None,
@@ -399,9 +404,9 @@ def _save_brain_map(
     not walk this figure's artists again.
     """
     if canvas is not None:
-        fig = canvas.draw(img, title=title)
+        fig = canvas.draw(img, title=title, label=label)
     else:
-        fig = plot_brain_map(img, kind=plots["brain_map"], title=title)
+        fig = plot_brain_map(img, kind=plots["brain_map"], title=title, label=label)
     return save_figure(fig, stem, plots["formats"], dpi=plots["dpi"])
 
 
@@ -494,7 +499,10 @@ def summarize_scores(
                     bars,
                     metric=metric,
                     ceiling="noise_ceiling_r" if metric == "mean_r" else None,
-                    title=f"{metric} per ROI ({GROUP_SUBJECT} mean, dots: subjects)",
+                    title=(
+                        f"{metric} per ROI: bars {GROUP_SUBJECT} mean, dots subjects"
+                        + (", dashes noise ceiling" if metric == "mean_r" else "")
+                    ),
                 )
                 save_figure(fig, tmp / f"roi_{metric}", plots["formats"], dpi=plots["dpi"])
     _write_table(full, table)

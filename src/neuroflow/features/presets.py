@@ -38,14 +38,8 @@ PRESETS: dict[str, dict[str, Any]] = {
             "mean": [127 / 255] * 3,
             "std": [128 / 255] * 3,
         },
-        "layers": [
-            "_blocks.2",
-            "_blocks.4",
-            "_blocks.7",
-            "_blocks.10",
-            "_blocks.14",
-            "_avg_pooling",
-        ],
+        # the layers' names (the modules `_blocks.2` ... `_avg_pooling`)
+        "layers": ["blocks.2", "blocks.4", "blocks.7", "blocks.10", "blocks.14", "avg-pooling"],
     },
 }
 

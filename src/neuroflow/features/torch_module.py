@@ -28,7 +28,10 @@ Planning never builds a model: module names, globs, ``"all"``, ``{index}`` and
 Layers are read with forward hooks during one forward pass per batch (one per
 image size when the images of a batch differ in size). A ``layers`` entry is
 
-- a module name of ``named_modules()`` (``"features.3"``, ``"_blocks.7"``);
+- a module name of ``named_modules()`` (``"features.3"``, ``"_blocks.7"``), or the
+  layer name made from one (``"blocks.7"``, see :func:`store_name`): the name of
+  the layer's store and its identifier ``<extractor>:blocks.7``
+  (:mod:`neuroflow.names`);
 - a glob over the module names (``"features.*"``, matched with
   :func:`fnmatch.fnmatchcase`; ``*`` also crosses dots);
 - ``"all"``: every leaf module (one without child modules);
@@ -61,7 +64,6 @@ import importlib.resources
 import json
 import logging
 import math
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +80,7 @@ from neuroflow.features.layers import layer_spec, pool
 from neuroflow.features.presets import PRESETS, preset_packages, preset_weights
 from neuroflow.features.registry import Extractor, register_extractor
 from neuroflow.features.trust import BUILDER_RE, import_trusted_builder
+from neuroflow.names import LAYER_NAME
 from neuroflow.stimuli.files import file_sha256
 
 torch = lazy_loader.load("torch")
@@ -104,7 +107,7 @@ OUTPUT = "output"
 ALL = "all"
 
 _BUILDER_RE = BUILDER_RE
-_LAYER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*$")
+_LAYER_RE = LAYER_NAME
 _GLOB_CHARS = "*?["
 _WEIGHTS_HINT = (
     "Save the weights with `torch.save(model.state_dict(), path)` and set `weights_file` to "
@@ -426,6 +429,14 @@ def select_layers(
             selected += [_Layer(store_name(m), m, spec) for m in matches]
         elif _is_output(str(value)) or value in names:
             selected.append(_Layer(store_name(str(value)), str(value), spec))
+        elif len(named := [m for m in names if store_name(m) == value]) == 1:
+            # a layer's store name (``blocks.7``) selects the module it is made from
+            selected.append(_Layer(str(value), named[0], spec))
+        elif named:
+            raise ValueError(
+                f"`layers` entry {value!r} is the layer name of modules {named}; select one "
+                "of them by its module name."
+            )
         else:
             close = difflib.get_close_matches(str(value), list(names), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""

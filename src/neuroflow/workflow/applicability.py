@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neuroflow.io.records import EegRecording, natural_key
+from neuroflow.names import layer_id
 from neuroflow.trial_split import N_BLOCKS_ONE_RUN
 from neuroflow.workflow.design import resolve_test_runs
 from neuroflow.workflow.predict import PredictPlan, plan_predict
@@ -131,7 +132,7 @@ def _space_labels(plan: WorkflowPlan, names: Sequence[str]) -> list[str]:
     out = []
     for name in names:
         layers = plan.extractor_layers(name)
-        out += [name] if len(layers) == 1 else [f"{name}:{layer}" for layer in layers]
+        out += [name] if len(layers) == 1 else [layer_id(name, layer) for layer in layers]
     return out
 
 

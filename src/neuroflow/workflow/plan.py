@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 from neuroflow.io.records import BetasSession, EegRecording, FmriRun
+from neuroflow.names import layer_id
 from neuroflow.workflow.checks import config_errors
 from neuroflow.workflow.defaults import drop_orphan_defaults
 from neuroflow.workflow.design import (
@@ -1085,7 +1086,7 @@ class WorkflowPlan:
         for entry in self.extractors:
             layers = self.extractor_layers(entry["name"])
             for layer in layers:
-                label = entry["name"] if len(layers) == 1 else f"{entry['name']}:{layer}"
+                label = entry["name"] if len(layers) == 1 else layer_id(entry["name"], layer)
                 out[label] = self.feature_store(entry["name"], layer)
         return out
 

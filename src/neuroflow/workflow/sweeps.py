@@ -3,9 +3,10 @@
 An entry of ``encoding.models`` with ``layer_sweep: true`` and one feature space naming
 an extractor (``feature_spaces: [effnet]``) stands for one model per layer that the
 extractor writes. :func:`expand_layer_sweeps` replaces it, before anything is planned,
-by models named ``<sweep>__<layer>`` (the layer's store name with every character
-outside ``[A-Za-z0-9_]`` made ``_``), each with the feature space
-``<extractor>:<layer>`` and the sweep entry's other settings. Every layer model is then
+by models named ``<sweep>__<layer>`` (the file-system-safe form of the identifier
+``<sweep>:<layer>``, :func:`neuroflow.names.file_form`; the layer's store name kept
+as it is), each with the feature space ``<extractor>:<layer>`` and the sweep entry's
+other settings. Every layer model is then
 an ordinary model: its own version, jobs, stores and summary rows, so adding a layer
 refits only that layer. The summary groups them back into a layer × ROI table
 (:mod:`neuroflow.evaluation.layer_sweep`).
@@ -14,12 +15,12 @@ refits only that layer. The summary groups them back into a layer × ROI table
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from neuroflow.config import ConfigError
+from neuroflow.names import file_form, layer_id
 
 __all__ = ["SweepLayer", "expand_layer_sweeps", "sweep_model_name"]
 
@@ -77,9 +78,10 @@ def sweep_model_name(sweep: str, layer: str) -> str:
     Returns
     -------
     name : str
-        Only ``[A-Za-z0-9_]`` characters (``blocks.4`` gives ``<sweep>__blocks_4``).
+        The file-system-safe form of ``<sweep>:<layer>`` (``blocks.4`` gives
+        ``<sweep>__blocks.4``).
     """
-    return f"{sweep}__{re.sub(r'[^A-Za-z0-9_]', '_', layer)}"
+    return file_form(layer_id(sweep, layer))
 
 
 def expand_layer_sweeps(
@@ -135,7 +137,7 @@ def expand_layer_sweeps(
                     f"{layer!r} is already taken; rename the sweep or that model."
                 )
             settings = {k: copy.deepcopy(v) for k, v in entry.items() if k != "layer_sweep"}
-            expanded[model] = {**settings, "feature_spaces": [f"{extractor}:{layer}"]}
+            expanded[model] = {**settings, "feature_spaces": [layer_id(extractor, layer)]}
             depth = position / (len(layers) - 1) if len(layers) > 1 else 0.0
             layer_models.append(SweepLayer(name, model, extractor, layer, position, depth))
         sweeps[name] = layer_models
