@@ -30,6 +30,7 @@ __all__ = [
     "THUMBNAIL_PRESETS",
     "THUMBNAIL_SUFFIXES",
     "encode_thumbnail",
+    "label_colorbar",
     "legend_outside",
     "new_figure",
     "thumbnail_size",
@@ -80,6 +81,31 @@ def new_figure(size: tuple[float, float]) -> Figure:
     fig = Figure(figsize=size)
     FigureCanvasAgg(fig)
     return fig
+
+
+def label_colorbar(fig: Figure, axes_before: Sequence[Axes], label: str | None) -> None:
+    """Write ``label`` along the colour bar a plotting call added to ``fig``.
+
+    For figures whose colour bar a library draws (nilearn's maps): the colour bar is
+    the last axes ``fig`` gained after ``axes_before``; its label goes on the side of
+    its ticks, inside the figure.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    axes_before : sequence of matplotlib.axes.Axes
+        The figure's axes before the call that drew the colour bar.
+    label : str | None
+        What the colours show, with units (nothing is written when None or empty).
+    """
+    if not label:
+        return
+    added = [ax for ax in fig.axes if ax not in axes_before]
+    if added:
+        bar = added[-1]
+        bar.yaxis.set_label_position("left")
+        bar.set_ylabel(label, fontsize="small", labelpad=1)
 
 
 def legend_outside(ax: Axes, **kwargs) -> Legend:

@@ -369,6 +369,14 @@ def test_figures(case, run, request, tmp_path):
         fmri_qc_figures(qc, bold=run["bold"], out_dir=tmp_path, prefix="")
 
 
+def test_map_figures_label_their_colour_bars(run, with_confounds):
+    from neuroflow.qc import fmri as qc_fmri
+
+    for kind, label in (("mean", "mean signal"), ("tsnr", "tSNR")):
+        fig = qc_fmri._FIGURES[kind](with_confounds["qc"], run["bold"])
+        assert fig.axes[-1].get_ylabel().startswith(label), kind
+
+
 def test_stage_entry_point_writes_store_and_figures(run, with_confounds, tmp_path):
     from neuroflow.qc import qc_fmri_run
 

@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from neuroflow.figures import legend_outside, new_figure
+from neuroflow.figures import label_colorbar, legend_outside, new_figure
 
 __all__ = [
     "BRAIN_MAP_KINDS",
@@ -67,17 +67,6 @@ def map_cmap(data: np.ndarray) -> str:
     values = np.asarray(data, dtype=np.float64)
     negative = bool(np.any(values[np.isfinite(values)] < 0))
     return DIVERGING_CMAP if negative else SEQUENTIAL_CMAP
-
-
-def _label_colorbar(fig: Figure, axes_before: Sequence[Axes], label: str | None) -> None:
-    """Write ``label`` along the colour bar, the one axes ``fig`` gained after ``axes_before``."""
-    if not label:
-        return
-    added = [ax for ax in fig.axes if ax not in axes_before]
-    if added:
-        bar = added[-1]
-        bar.yaxis.set_label_position("left")  # the side of its ticks: inside the figure
-        bar.set_ylabel(label, fontsize="small", labelpad=1)
 
 
 def map_color_limits(data: np.ndarray, percentile: float = 99.0) -> tuple[float, float]:
@@ -170,7 +159,7 @@ def plot_brain_map(
         else:
             plotting.plot_stat_map(img, bg_img=None, draw_cross=False, **common)
     # the colour bar is the last axes nilearn adds, after the frame and the cuts
-    _label_colorbar(fig, fig.axes[:-1], label)
+    label_colorbar(fig, fig.axes[:-1], label)
     return fig
 
 
@@ -235,7 +224,7 @@ class GlassBrainCanvas:
                 cbar_vmax=cbar_vmax,
                 cmap=map_cmap(data),
             )
-        _label_colorbar(figure, axes_before, label)
+        label_colorbar(figure, axes_before, label)
         if title:
             first = display.axes[display._cut_displayed[0]].ax
             before = list(first.texts)

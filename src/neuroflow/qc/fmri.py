@@ -33,10 +33,10 @@ import nibabel as nib
 import numpy as np
 import pandas as pd
 import xarray as xr
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from neuroflow.artifacts import open_dataset
+from neuroflow.figures import label_colorbar, new_figure
 from neuroflow.io.files import scores_to_nifti
 from neuroflow.preprocessing.fmri.clean import (
     cosine_drifts,
@@ -742,13 +742,6 @@ def _check_finite(qc: xr.Dataset, bold: Path) -> None:
 # --------------------------------------------------------------------------- figures
 
 
-def _new_figure(size: tuple[float, float]) -> Figure:
-    """A figure on the Agg canvas, outside pyplot's figure manager."""
-    fig = Figure(figsize=size)
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def _voxel_image(qc: xr.Dataset, values: np.ndarray) -> nib.Nifti1Image:
     """Per-voxel values placed back on the run's grid (0 elsewhere)."""
     ijk = np.column_stack([qc[c].values for c in "ijk"]).astype(np.int64)
@@ -768,7 +761,7 @@ def _plot_mean(qc: xr.Dataset, bold: Path) -> Figure:
     """Mean EPI image."""
     from nilearn import plotting
 
-    fig = _new_figure((8, 3))
+    fig = new_figure((8, 3))
     plotting.plot_epi(
         _voxel_image(qc, qc["mean"].values),
         figure=fig,
@@ -776,6 +769,7 @@ def _plot_mean(qc: xr.Dataset, bold: Path) -> Figure:
         draw_cross=False,
         colorbar=True,
     )
+    label_colorbar(fig, fig.axes[:-1], "mean signal (scanner units)")
     return fig
 
 
@@ -786,7 +780,7 @@ def _plot_tsnr(qc: xr.Dataset, bold: Path) -> Figure:
     values = qc["tsnr"].values
     positive = values[values > 0]
     vmax = float(np.percentile(positive, 99)) if positive.size else 1.0
-    fig = _new_figure((8, 3))
+    fig = new_figure((8, 3))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*empty.*", category=UserWarning)
         plotting.plot_stat_map(
@@ -802,6 +796,7 @@ def _plot_tsnr(qc: xr.Dataset, bold: Path) -> Figure:
             draw_cross=False,
             colorbar=True,
         )
+    label_colorbar(fig, fig.axes[:-1], "tSNR (mean / s.d. over time)")
     return fig
 
 
@@ -822,7 +817,7 @@ def _plot_carpet(qc: xr.Dataset, bold: Path) -> Figure:
         img = index_img(img, slice(n_drop, None))
     mask = _voxel_image(qc, np.ones(qc.sizes["voxel"]))
     mask = nib.Nifti1Image(np.asarray(mask.dataobj).astype(np.uint8), mask.affine)
-    fig = _new_figure((8, 5))
+    fig = new_figure((8, 5))
     with warnings.catch_warnings():
         # constant voxels cannot be standardised; they are drawn flat
         warnings.simplefilter("ignore", UserWarning)
@@ -846,7 +841,7 @@ def _plot_motion(qc: xr.Dataset, bold: Path) -> Figure:
     """FD, DVARS and global signal over time, scrubbed volumes marked."""
     t = qc["time"].values
     scrubbed = qc["scrubbed"].values.astype(bool)
-    fig = _new_figure((8, 6))
+    fig = new_figure((8, 6))
     ax_fd, ax_dvars, ax_gs = fig.subplots(3, 1, sharex=True)
     if "framewise_displacement" in qc:
         fd = qc["framewise_displacement"].values
@@ -888,7 +883,7 @@ def _plot_variance_removed(qc: xr.Dataset, bold: Path) -> Figure:
     """Box plot of the variance each nuisance set explains, medians annotated."""
     sets = [str(s) for s in qc["nuisance_set"].values]
     removed = 100.0 * qc["variance_removed"].values
-    fig = _new_figure((max(4.0, 1.1 * len(sets) + 1.5), 3.5))
+    fig = new_figure((max(4.0, 1.1 * len(sets) + 1.5), 3.5))
     ax = fig.add_subplot()
     positions = np.arange(1, len(sets) + 1)
     ax.boxplot(list(removed), positions=positions, widths=0.6, showfliers=False)
