@@ -9,6 +9,7 @@ targets are drawn as empty).
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -320,6 +321,11 @@ def _symmetric_limits(data: np.ndarray, vmax: float) -> tuple[float | None, floa
     return cbar_vmin, vmax, data_min
 
 
+def _natural(name: Any) -> list[Any]:
+    """Sort key with runs of digits as numbers (``blocks.2`` before ``blocks.10``)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(name))]
+
+
 def plot_roi_bars(
     subjects: pd.DataFrame,
     *,
@@ -358,8 +364,8 @@ def plot_roi_bars(
             raise ValueError(
                 f"`subjects` must have a {column!r} column, got {list(subjects.columns)} instead."
             )
-    rois = sorted(subjects["roi"].unique().tolist()) or [""]
-    models = sorted(subjects["model"].unique().tolist())
+    rois = sorted(subjects["roi"].unique().tolist(), key=_natural) or [""]
+    models = sorted(subjects["model"].unique().tolist(), key=_natural)
     n_cols = min(len(rois), ROI_PANELS_PER_ROW)
     n_rows = -(-len(rois) // n_cols)
     names_width = min(0.075 * max((len(str(m)) for m in models), default=1) + 0.4, 4.0)
