@@ -12,11 +12,11 @@ from sklearn.linear_model import LinearRegression
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.preprocessing.fmri.stage import preprocess_fmri_run
-from neuroflow.qc.fmri import (
+from neuroflow.qc.fmri import fmri_qc_dataset
+from neuroflow.qc.fmri_figures import fmri_qc_figures
+from neuroflow.qc.fmri_metrics import (
     CONFOUND_SETS,
     confound_set,
-    fmri_qc_dataset,
-    fmri_qc_figures,
     power_framewise_displacement,
     temporal_snr,
     variance_explained,
@@ -370,7 +370,7 @@ def test_figures(case, run, request, tmp_path):
 
 
 def test_map_figures_label_their_colour_bars(run, with_confounds):
-    from neuroflow.qc import fmri as qc_fmri
+    from neuroflow.qc import fmri_figures as qc_fmri
 
     for kind, label in (("mean", "mean signal"), ("tsnr", "tSNR")):
         fig = qc_fmri._FIGURES[kind](with_confounds["qc"], run["bold"])

@@ -101,7 +101,7 @@ def qc_fmri_run(
     output : path-like
         The QC store (see :func:`neuroflow.qc.fmri.fmri_qc_dataset`).
     plots : path-like
-        Folder of the figures (see :func:`neuroflow.qc.fmri.fmri_qc_figures`).
+        Folder of the figures (see :func:`neuroflow.qc.fmri_figures.fmri_qc_figures`).
     prefix : str
         The run's entity key.
     config : dict
@@ -113,7 +113,8 @@ def qc_fmri_run(
     -------
     output, plots : Path
     """
-    from neuroflow.qc.fmri import fmri_qc_dataset, fmri_qc_figures
+    from neuroflow.qc.fmri import fmri_qc_dataset
+    from neuroflow.qc.fmri_figures import fmri_qc_figures
 
     ds = fmri_qc_dataset(
         bold=bold,
