@@ -87,7 +87,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "neuroflow.workflow.versions",
         ),
     ),
-    ("workflow scope", ("neuroflow.workflow.applicability",)),
+    ("workflow scope", ("neuroflow.workflow.applicability", "neuroflow.workflow.decoding_scope")),
     ("workflow plan", ("neuroflow.workflow",)),
     ("command line", ("neuroflow.cli",)),
 )

@@ -465,7 +465,7 @@ def test_brainvision_without_events_or_markers_is_left_out_of_decoding(defaults,
 def test_markers_hold_no_event_asks_the_job_s_event_search(defaults, tmp_path):
     from dataset_shapes import make_resting_eeg, make_single_condition_eeg
 
-    from neuroflow.workflow.applicability import markers_hold_no_event
+    from neuroflow.workflow.decoding_scope import markers_hold_no_event
 
     prep = defaults["preprocess_eeg"]
     make_resting_eeg(tmp_path / "rest", seed=0, n_subjects=1, duration=6.0, events=False)
