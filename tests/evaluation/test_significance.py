@@ -12,8 +12,8 @@ import pytest
 from scipy.signal import lfilter
 
 from neuroflow.evaluation.permutation import permutation_null, permutation_pvalues
+from neuroflow.evaluation.prewhitening import ar_prewhiten, projected_lag_matrix
 from neuroflow.evaluation.significance import (
-    ar_prewhiten,
     cluster_mass_test,
     exact_pvalues,
     fisher_z,
@@ -21,7 +21,6 @@ from neuroflow.evaluation.significance import (
     gpd_tail_pvalues,
     maxstat_pvalues,
     permutation_inference,
-    projected_lag_matrix,
     tail_pvalues,
 )
 
@@ -384,7 +383,7 @@ def test_null_widening_matches_brute_force_over_every_realignment(rng):
     import itertools
 
     from neuroflow.evaluation.permutation import valid_shifts
-    from neuroflow.evaluation.significance import null_widening, whitened_basis
+    from neuroflow.evaluation.prewhitening import null_widening, whitened_basis
 
     n_times, block, n_targets = 4 * 5 + 3, 5, 7
     nuisance = np.linalg.qr(rng.standard_normal((n_times, 3)))[0]
