@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-import neuroflow.features.extract as extract_mod
+import neuroflow.features.writer as writer_mod
 from neuroflow.artifacts import open_dataset
 from neuroflow.features.extract import extract_features
 from neuroflow.features.registry import Extractor, register_extractor
@@ -72,7 +72,7 @@ def _run(tmp_path: Path, name: str, **config) -> dict[str, Path]:
 
 
 def test_streamed_chunks_hold_every_row(tmp_path, monkeypatch):
-    monkeypatch.setattr(extract_mod, "CHUNK_BYTES", 3 * N_FEAT * 4)
+    monkeypatch.setattr(writer_mod, "CHUNK_BYTES", 3 * N_FEAT * 4)
     out = _run(tmp_path, "raw")
     assert set(out) == {"a", "b"}
     ds = open_dataset(out["a"])

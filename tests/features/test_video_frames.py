@@ -12,10 +12,11 @@ from features_helpers import TINY_VIT
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.features.align import align_features, place_rows
 from neuroflow.features.config import fill_entry
-from neuroflow.features.extract import _train_rows, extract_features
+from neuroflow.features.extract import extract_features
 from neuroflow.features.hf import HFVisionExtractor
 from neuroflow.features.image_statistics import image_statistics
 from neuroflow.features.registry import Extractor, register_extractor
+from neuroflow.features.writer import _train_rows
 from neuroflow.stimuli.video import frame_indices, frame_times, iter_video_frames, load_video
 
 FPS = 12
