@@ -21,7 +21,8 @@ from neuroflow.evaluation.analysis_plotting import (
     plot_rdm,
     plot_time_courses,
 )
-from neuroflow.evaluation.analysis_summary import append_rows, decoding_rows, rsa_rows
+from neuroflow.evaluation.analysis_summary import append_rows, decoding_rows
+from neuroflow.evaluation.rsa_summary import rsa_rows
 from neuroflow.evaluation.summary import TABLE_COLUMNS
 from neuroflow.rsa import rsa_eeg, rsa_fmri
 

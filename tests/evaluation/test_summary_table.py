@@ -10,8 +10,9 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.evaluation.analysis_summary import decoding_rows, rsa_eeg_rows
+from neuroflow.evaluation.analysis_summary import decoding_rows
 from neuroflow.evaluation.report import summarize_all
+from neuroflow.evaluation.rsa_summary import rsa_eeg_rows
 from neuroflow.evaluation.summary import (
     ENCODING_METRICS,
     ROW_KEY,

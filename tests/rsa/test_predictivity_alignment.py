@@ -17,7 +17,7 @@ import pytest
 import xarray as xr
 import yaml
 
-from neuroflow.evaluation.analysis_summary import rsa_lp_rows
+from neuroflow.evaluation.rsa_summary import rsa_lp_rows
 from neuroflow.evaluation.summary import summary_table
 from neuroflow.rsa.analysis import upper_triangle
 from neuroflow.rsa.options import DEFAULT_CONFIG, resolve_config

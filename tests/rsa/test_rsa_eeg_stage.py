@@ -12,8 +12,8 @@ import xarray as xr
 import yaml
 
 from neuroflow.artifacts import open_dataset, write_dataset
-from neuroflow.evaluation.analysis_summary import rsa_eeg_rows
 from neuroflow.evaluation.report import _rsa_figures
+from neuroflow.evaluation.rsa_summary import rsa_eeg_rows
 from neuroflow.rsa import eeg as rsa_eeg_module
 from neuroflow.rsa import rsa_eeg
 from neuroflow.rsa.inference import bootstrap_evaluations, bootstrap_rsa, draw_bootstrap_samples

@@ -727,11 +727,9 @@ def summarize_all(
         cross_subject_rows,
         decoding_rows,
         fmri_decoding_rows,
-        rsa_eeg_rows,
-        rsa_lp_rows,
-        rsa_rows,
     )
     from neuroflow.evaluation.eeg_summary import eeg_encoding_figures, eeg_encoding_rows
+    from neuroflow.evaluation.rsa_summary import rsa_eeg_rows, rsa_lp_rows, rsa_rows
     from neuroflow.evaluation.stage import _with_defaults
     from neuroflow.evaluation.summary import summary_table
     from neuroflow.evaluation.summary_stage import _write_table, summarize_scores

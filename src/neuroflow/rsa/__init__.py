@@ -15,7 +15,7 @@
 - :func:`rsa_eeg`, :func:`rsa_fmri`: the stage entry points.
 
 Figures: :mod:`neuroflow.evaluation.analysis_plotting` (``plot_rdm``, ``plot_cross_temporal``,
-``plot_alignment``); tables: :func:`neuroflow.evaluation.analysis_summary.rsa_rows`.
+``plot_alignment``); tables: :func:`neuroflow.evaluation.rsa_summary.rsa_rows`.
 """
 
 import lazy_loader
