@@ -9,8 +9,8 @@ import xarray as xr
 
 from neuroflow.decoding.stage import _latencies
 from neuroflow.encoding.eeg import peak_latency
-from neuroflow.evaluation.analysis_summary import rsa_eeg_rows
 from neuroflow.evaluation.eeg_summary import eeg_encoding_rows
+from neuroflow.evaluation.rsa_summary import rsa_eeg_rows
 from neuroflow.peaks import peak_index
 from neuroflow.peaks import peak_latency as post_stimulus_latency
 from neuroflow.rsa.eeg import eeg_bootstrap

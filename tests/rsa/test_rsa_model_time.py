@@ -13,7 +13,8 @@ from scipy.spatial.distance import pdist, squareform
 
 from neuroflow.rsa.analysis import cross_temporal_rsa, model_time_rsa
 from neuroflow.rsa.compare import compare_rdms
-from neuroflow.rsa.eeg import (
+from neuroflow.rsa.inference import bootstrap_evaluations
+from neuroflow.rsa.model_time import (
     FrameModels,
     FrameResampling,
     frame_resampled_similarity,
@@ -22,7 +23,6 @@ from neuroflow.rsa.eeg import (
     model_time_outputs,
     time_resolved_similarity,
 )
-from neuroflow.rsa.inference import bootstrap_evaluations
 from neuroflow.rsa.options import resolve_config
 from neuroflow.rsa.rdm import correlation_rdm
 

@@ -10,8 +10,9 @@
   intervals and pairwise model comparisons (rsatoolbox's conventions);
 - :mod:`~neuroflow.rsa.equivalence`: the subject-as-model baseline per ROI and a TOST
   equivalence test of models against it;
-- :mod:`~neuroflow.rsa.eeg`: EEG channel groups, model time × brain time RSA of
-  frame-level features and the bootstrap of the EEG time courses;
+- :mod:`~neuroflow.rsa.eeg`: EEG channel groups and the bootstrap of the EEG time
+  courses; :mod:`~neuroflow.rsa.model_time`: model time × brain time RSA of frame-level
+  features;
 - :func:`rsa_eeg`, :func:`rsa_fmri`: the stage entry points.
 
 Figures: :mod:`neuroflow.evaluation.analysis_plotting` (``plot_rdm``, ``plot_cross_temporal``,

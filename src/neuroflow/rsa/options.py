@@ -14,8 +14,9 @@ import numpy as np
 
 from neuroflow.config import merge_defaults
 
-from .eeg import MODEL_TIME_BOOTSTRAP_FACTORS, check_channel_groups
+from .eeg import check_channel_groups
 from .inference import BOOTSTRAP_FACTORS
+from .model_time import MODEL_TIME_BOOTSTRAP_FACTORS
 
 __all__ = ["DEFAULT_CONFIG", "resolve_config"]
 

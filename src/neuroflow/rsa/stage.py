@@ -12,7 +12,7 @@ presentations), whose single repeats give the within-subject noise ceilings; wit
 subjects the leave-one-subject-out ceiling uses those RDMs too. Every EEG RDM is also
 computed over each channel group of ``rsa.channel_groups``; the time courses get
 bootstrap intervals and layer comparisons, and frame-level (video, audio) features a
-model time × brain time map (:mod:`neuroflow.rsa.eeg`).
+model time × brain time map (:mod:`neuroflow.rsa.model_time`).
 
 fMRI: every event's response is the mean BOLD over the volumes from ``onset + lag`` to
 ``onset + duration + lag``; stimuli presented in at least two runs form the RDM
@@ -49,18 +49,16 @@ from neuroflow.variables import describe_variables
 
 from .analysis import alignment_patterns
 from .compare import compare_rdms, noise_ceiling
-from .eeg import (
-    bootstrap_factor,
-    eeg_bootstrap,
+from .eeg import bootstrap_factor, eeg_bootstrap, resolve_channel_groups
+from .equivalence import subject_model_equivalence
+from .inference import bootstrap_rsa
+from .model_time import (
     frame_models,
     frame_resampled_similarity,
     frame_resampling,
     model_time_outputs,
-    resolve_channel_groups,
     time_resolved_similarity,
 )
-from .equivalence import subject_model_equivalence
-from .inference import bootstrap_rsa
 from .options import resolve_config
 from .predictivity_patterns import predictivity_alignment
 from .rdm import condensed_index, correlation_rdm, crossnobis_rdm
@@ -162,7 +160,7 @@ def rsa_eeg(
         ``n_bootstraps``, ``ci_level``, ``inference_comparison``). With frame-level
         feature stores of the stimuli (``rsa.model_time.enabled``; every subject
         shown the same stimuli), the model time x brain time RSA of
-        :func:`neuroflow.rsa.eeg.model_time_outputs` (dims ``frame_layer``,
+        :func:`neuroflow.rsa.model_time.model_time_outputs` (dims ``frame_layer``,
         ``model_time`` (s) and ``permutation``) with the peak's permutation p-value,
         bootstrap intervals and ``model_time_inconclusive`` (``rsa.model_time``;
         attributes ``model_time_n_permutations``, ``model_time_n_bootstraps``,
