@@ -31,7 +31,7 @@ def make_events(n_times: int, n_events: int, tr: float, seed: int = 0):
 
 
 def ours(times, tr, onsets, durations, oversampling):
-    from neuroflow.features.align import hrf_weights
+    from neuroflow.features.resampling import hrf_weights
 
     return [
         hrf_weights(times, tr, onsets, durations, hrf_model=m, oversampling=oversampling)

@@ -25,9 +25,9 @@ single-HRF encoder it replaced.
 The pipeline is what the workflow runs (its building blocks, without files): the design
 is read from the events (:func:`neuroflow.features.design.classify_run`), the alignment
 settings resolved from it (:func:`neuroflow.features.design.resolve_alignment`), the
-features aligned (:func:`neuroflow.features.align.hrf_weights` with the event regressor
-and the per-event rows of :func:`neuroflow.features.align.event_rows`, or
-:func:`neuroflow.features.align.average_weights` and the encoder's HRF), standardised on
+features aligned (:func:`neuroflow.features.resampling.hrf_weights` with the event regressor
+and the per-event rows of :func:`neuroflow.features.resampling.event_rows`, or
+:func:`neuroflow.features.resampling.average_weights` and the encoder's HRF), standardised on
 the training runs and fitted by ridge regression with the encoding stage's penalty grid
 and leave-one-run-out cross-validation (per voxel, the HRF model of a library that
 cross-validates best on the training runs). The oracle is given what the pipeline must
@@ -65,8 +65,8 @@ import numpy as np
 
 from neuroflow.encoding.fitting import make_alphas
 from neuroflow.encoding.stage import DEFAULT_CONFIG
-from neuroflow.features.align import average_weights, event_rows, hrf_weights
 from neuroflow.features.design import classify_run, resolve_alignment
+from neuroflow.features.resampling import average_weights, event_rows, hrf_weights
 from neuroflow.models import ridge_cv, run_splits
 from neuroflow.models.delays import apply_delays, delay_variants
 

@@ -8,7 +8,7 @@ import xarray as xr
 
 from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
 from neuroflow.encoding import fit_encoding
-from neuroflow.features.align import hrf_weights
+from neuroflow.features.resampling import hrf_weights
 
 TR = 2.0
 N_FEATURES = 3

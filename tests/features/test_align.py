@@ -8,15 +8,14 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import open_dataset, write_dataset
-from neuroflow.features.align import (
-    align_features,
+from neuroflow.features.align import align_features, features_for_stimuli
+from neuroflow.features.config import fill_alignment
+from neuroflow.features.resampling import (
     average_weights,
     delay_features,
-    features_for_stimuli,
     hrf_weights,
     lanczos_weights,
 )
-from neuroflow.features.config import fill_alignment
 
 
 def test_average_weights_by_overlap():
@@ -471,7 +470,7 @@ def test_resolve_alignment_auto_values():
 
 def test_event_rows_centre_features_beside_the_event_column(rng):
     """Centring moves the features within the span of the event column: same fits by OLS."""
-    from neuroflow.features.align import event_rows
+    from neuroflow.features.resampling import event_rows
 
     rows = rng.uniform(0.5, 2.0, (23, 5))
     np.testing.assert_array_equal(event_rows(rows, rows.mean(0), False), rows)

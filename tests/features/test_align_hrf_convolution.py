@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-from neuroflow.features.align import MIN_ONSET, boxcar_bounds, fine_grid, hrf_weights
 from neuroflow.features.config import SHIFTED_HRF_MODELS
+from neuroflow.features.resampling import MIN_ONSET, boxcar_bounds, fine_grid, hrf_weights
 from neuroflow.preprocessing.fmri.single_trial import HRF_MODELS, event_regressors
 
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from bench_helpers import loaded_bench
 
-from neuroflow.features.align import hrf_weights
 from neuroflow.features.config import HRF_MODEL_NAMES, SHIFTED_HRF_MODELS, hrf_models
 from neuroflow.features.design import EVENT_RELATED_HRF_LIBRARY
+from neuroflow.features.resampling import hrf_weights
 from neuroflow.models.delays import ENCODER_HRF_LIBRARY
 
 #: Seeds whose datasets are averaged, as the bench averages its ``--seeds``.

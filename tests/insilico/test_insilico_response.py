@@ -11,7 +11,7 @@ import xarray as xr
 from neuroflow.artifacts import build_provenance, open_dataset, write_dataset
 from neuroflow.encoding import fit_encoding
 from neuroflow.encoding.stored import encoder_dataset, predict_run
-from neuroflow.features.align import hrf_weights
+from neuroflow.features.resampling import hrf_weights
 from neuroflow.insilico import predict_pool, roi_means, stimulus_response
 from neuroflow.models import fir_delays
 
