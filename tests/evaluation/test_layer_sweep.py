@@ -8,8 +8,12 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from neuroflow.evaluation.layer_sweep import (
+from neuroflow.evaluation.layer_agreement import (
     ALIGNMENT_COLUMNS,
+    metric_agreement,
+    plot_metric_agreement,
+)
+from neuroflow.evaluation.layer_sweep import (
     LAYER_SWEEP_COLUMNS,
     N_SELECTION_BOOTSTRAPS,
     SELECTED_LAYER,
@@ -17,9 +21,7 @@ from neuroflow.evaluation.layer_sweep import (
     best_layer_frequencies,
     choose_best_layers,
     encoding_sweep_table,
-    metric_agreement,
     plot_layer_sweep,
-    plot_metric_agreement,
     stage_of,
 )
 

@@ -557,17 +557,16 @@ def _write_layer_sweeps(
     """Write the layer × ROI table of every sweep (atomically) and their depth plots.
 
     ``alignment_path``: where to write the encoding-vs-RSA table
-    (:func:`~neuroflow.evaluation.layer_sweep.metric_agreement`), with one figure per
+    (:func:`~neuroflow.evaluation.layer_agreement.metric_agreement`), with one figure per
     encoding sweep it has rows for (``layer_sweep_<sweep>_alignment``); None writes none.
     ``opened``: stores of ``scores`` opened already, by path (the others are opened).
     """
+    from neuroflow.evaluation.layer_agreement import metric_agreement, plot_metric_agreement
     from neuroflow.evaluation.layer_sweep import (
         LAYER_SWEEP_COLUMNS,
         analysis_sweep_table,
         encoding_sweep_table,
-        metric_agreement,
         plot_layer_sweep,
-        plot_metric_agreement,
         stage_of,
     )
     from neuroflow.evaluation.plotting import save_figure
@@ -701,7 +700,7 @@ def summarize_all(
         (``layer_sweep_<sweep>[_<stage>_<metric>].png``). None writes no table.
     alignment_tsv : path-like | None
         Encoding r and RSA side by side per encoding sweep and ROI (see
-        :func:`neuroflow.evaluation.layer_sweep.metric_agreement`; only the header when
+        :func:`neuroflow.evaluation.layer_agreement.metric_agreement`; only the header when
         no swept extractor also has fMRI RSA), with one figure per such sweep
         (``layer_sweep_<sweep>_alignment.png``). Needs ``layer_sweep_tsv``; None writes
         no table.
