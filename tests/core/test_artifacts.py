@@ -14,22 +14,24 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import (
-    MANIFEST_NAME,
     PARTIAL_MARKER,
-    DamagedStoreError,
     atomic_directory,
     build_provenance,
     canonical_json,
-    file_checksum,
     find_stores,
-    has_manifest,
     is_partial,
     open_dataset,
-    read_manifest,
     read_provenance,
-    verify_store,
     version_id,
     write_dataset,
+)
+from neuroflow.manifests import (
+    MANIFEST_NAME,
+    DamagedStoreError,
+    file_checksum,
+    has_manifest,
+    read_manifest,
+    verify_store,
 )
 
 

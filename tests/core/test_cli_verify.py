@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from neuroflow.artifacts import MANIFEST_NAME, PARTIAL_MARKER, build_provenance, write_dataset
+from neuroflow.artifacts import PARTIAL_MARKER, build_provenance, write_dataset
 from neuroflow.cli import main
+from neuroflow.manifests import MANIFEST_NAME
 
 
 def _store(path: Path, rng: np.random.Generator) -> Path:

@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "neuroflow.heap",
             "neuroflow.extras",
             "neuroflow.stage_warnings",
+            "neuroflow.manifests",
             "neuroflow.artifacts",
             "neuroflow.variables",
             "neuroflow.peaks",

@@ -23,13 +23,8 @@ import pytest
 import xarray as xr
 from workflow_helpers import REPO, SNAKEMAKE, TINY_CONFIG, write_config
 
-from neuroflow.artifacts import (
-    PARTIAL_MARKER,
-    find_stores,
-    open_dataset,
-    read_provenance,
-    verify_store,
-)
+from neuroflow.artifacts import PARTIAL_MARKER, find_stores, open_dataset, read_provenance
+from neuroflow.manifests import verify_store
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 

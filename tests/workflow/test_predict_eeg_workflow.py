@@ -21,8 +21,9 @@ from figure_helpers import assert_png
 from shape_helpers import run_shape, summary_notes
 from workflow_helpers import planned_jobs, write_config
 
-from neuroflow.artifacts import read_provenance, verify_store
+from neuroflow.artifacts import read_provenance
 from neuroflow.demo._io import write_png, write_tsv
+from neuroflow.manifests import verify_store
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 

@@ -24,8 +24,9 @@ from scipy.stats import spearmanr
 from shape_helpers import run_shape
 from workflow_helpers import snakemake
 
-from neuroflow.artifacts import read_provenance, verify_store
+from neuroflow.artifacts import read_provenance
 from neuroflow.demo._io import write_png, write_tsv
+from neuroflow.manifests import verify_store
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 

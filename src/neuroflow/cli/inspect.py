@@ -155,7 +155,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     Exits 1 when a store differs from its manifest (with ``--verify``: also in
     checksums; on a folder: any store under it), 2 on a usage error.
     """
-    from neuroflow.artifacts import find_stores, read_manifest, verify_store
+    from neuroflow.artifacts import find_stores
+    from neuroflow.manifests import read_manifest, verify_store
 
     path = Path(args.path)
     if not path.exists():
