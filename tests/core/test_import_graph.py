@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "neuroflow.io.records",
             "neuroflow.io.events",
             "neuroflow.io.bids",
+            "neuroflow.io.bids_eeg",
             "neuroflow.trial_split",
             "neuroflow.models",
         ),

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from neuroflow.io.bids import index_eeg_recordings, index_fmri_runs, parse_bids_name, read_sidecar
+from neuroflow.io.bids import index_fmri_runs, parse_bids_name, read_sidecar
+from neuroflow.io.bids_eeg import index_eeg_recordings
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 

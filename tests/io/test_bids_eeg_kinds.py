@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import scipy.io
 
-from neuroflow.io.bids import index_eeg_recordings, is_epoched_eeglab, read_sidecar
+from neuroflow.io.bids import read_sidecar
+from neuroflow.io.bids_eeg import index_eeg_recordings, is_epoched_eeglab
 from neuroflow.preprocessing.eeg import recording_from_path
 
 

@@ -230,7 +230,8 @@ class WorkflowPlan:
             fmri, eeg = self._filter(layout.fmri_runs), self._filter(layout.eeg_recordings)
             self._check_demo_filters(layout)
             return fmri, eeg, []
-        from neuroflow.io.bids import check_filters, index_eeg_recordings, index_fmri_runs
+        from neuroflow.io.bids import check_filters, index_fmri_runs
+        from neuroflow.io.bids_eeg import index_eeg_recordings
 
         if not ds.get("bids_root"):
             raise ValueError(

@@ -16,7 +16,7 @@ import pytest
 from eeg_helpers import CHANNELS, synthetic_raw
 
 from neuroflow.artifacts import build_provenance, open_dataset
-from neuroflow.io.bids import index_eeg_recordings
+from neuroflow.io.bids_eeg import index_eeg_recordings
 from neuroflow.preprocessing.eeg import (
     preprocess_eeg_recording,
     preprocess_recording,

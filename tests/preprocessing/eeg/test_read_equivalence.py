@@ -31,7 +31,7 @@ import pytest
 import scipy.io
 from mne_bids import BIDSPath, read_raw_bids, write_raw_bids
 
-from neuroflow.io.bids import index_eeg_recordings
+from neuroflow.io.bids_eeg import index_eeg_recordings
 from neuroflow.preprocessing.eeg.events import find_events
 from neuroflow.preprocessing.eeg.read import (
     apply_channels_tsv,

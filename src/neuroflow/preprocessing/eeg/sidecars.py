@@ -404,7 +404,7 @@ def recording_from_path(eeg: str | Path) -> EegRecording:
     """
     from mne_bids import get_entities_from_fname
 
-    from neuroflow.io.bids import is_epoched_eeglab
+    from neuroflow.io.bids_eeg import is_epoched_eeglab
 
     eeg = Path(eeg)
     if eeg.suffix.lower() not in _EEG_SUFFIXES:
