@@ -639,7 +639,7 @@ class WorkflowPlan:
         """Integer betas declare the factor they were stored with (headers read only)."""
         if not self.betas_sessions:
             return
-        from neuroflow.io.betas import stored_scale
+        from neuroflow.io.betas_files import stored_scale
 
         for session in self.betas_sessions:
             stored_scale(Path(session.betas), self.dataset.get("betas_scale"))
