@@ -103,7 +103,7 @@ ALLOWED_PRIVATE: frozenset[tuple[str, str]] = frozenset(
     {
         # TorchScript files have no loader outside torch.jit; its replacement by
         # torch.export is under way.
-        ("neuroflow.features.torch_module", "torch.jit.load"),
+        ("neuroflow.features.torch_build", "torch.jit.load"),
         # Documented in the os module (an underscore by convention): a forked job ends
         # without running the warm server's exit handlers.
         ("neuroflow.workflow.warm_jobs", "os._exit"),

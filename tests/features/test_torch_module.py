@@ -17,9 +17,9 @@ from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.extract import extract_features
 from neuroflow.features.inventory import entry_records
 from neuroflow.features.presets import PRESETS
+from neuroflow.features.torch_build import import_builder
 from neuroflow.features.torch_module import (
     TorchModuleExtractor,
-    import_builder,
     pool_output,
     prepare_images,
     store_name,
