@@ -12,8 +12,9 @@ from figure_helpers import assert_png
 
 from neuroflow.artifacts import write_dataset
 from neuroflow.evaluation import evaluate_model
-from neuroflow.evaluation.report import TRF_METRICS, summarize_all, trf_figures, trf_rows
+from neuroflow.evaluation.report import summarize_all
 from neuroflow.evaluation.summary import TABLE_COLUMNS
+from neuroflow.evaluation.trf_summary import TRF_METRICS, trf_figures, trf_rows
 
 
 def _trf_store(

@@ -14,10 +14,11 @@ from figure_helpers import assert_png
 
 from neuroflow.artifacts import open_dataset, write_dataset
 from neuroflow.evaluation.plotting import plot_training_curves
-from neuroflow.evaluation.report import summarize_all, training_figures
+from neuroflow.evaluation.report import summarize_all
 from neuroflow.evaluation.stage import evaluate_model
 from neuroflow.evaluation.summary import ENCODING_METRICS, roi_summary
 from neuroflow.evaluation.summary_stage import summarize_scores
+from neuroflow.evaluation.trf_summary import training_figures
 from neuroflow.workflow.report_layout import figure_entry
 
 VARIANTS = ("seed-0", "seed-1", "without-minilm", "without-gpt2")
