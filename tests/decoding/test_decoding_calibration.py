@@ -557,7 +557,7 @@ def _movie_identification_p(seed: int, n_test: int = 60, n_vox: int = 20) -> np.
     movies of 30 shots once each; shot features drift smoothly along each movie
     (AR(1) 0.8 over shots), as a movie's consecutive shots look alike.
     """
-    from neuroflow.decoding.fmri import identify_stimuli
+    from neuroflow.decoding.fmri_identification import identify_stimuli
 
     rng = np.random.default_rng(seed)
     test_ids = [f"te{i:03d}" for i in range(n_test)]

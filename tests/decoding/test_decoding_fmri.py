@@ -7,7 +7,8 @@ import pytest
 import xarray as xr
 
 from neuroflow.artifacts import write_dataset
-from neuroflow.decoding.fmri import decode_fmri, identify_stimuli, session_splits
+from neuroflow.decoding.fmri import decode_fmri
+from neuroflow.decoding.fmri_identification import identify_stimuli, session_splits
 
 
 def _world(rng, n_train=60, n_test=9, n_rep=3, n_vox=23, n_feat=5, snr=2.0):
