@@ -21,12 +21,8 @@ from scipy.io import wavfile
 from neuroflow.artifacts import open_dataset
 from neuroflow.features.config import fill_entry, layer_names
 from neuroflow.features.extract import extract_features
-from neuroflow.features.hf import (
-    HFAudioExtractor,
-    ModelNotFoundError,
-    hash_weight_files,
-    load_model,
-)
+from neuroflow.features.hf import ModelNotFoundError, hash_weight_files, load_model
+from neuroflow.features.hf_audio import HFAudioExtractor
 from neuroflow.features.inventory import entry_records
 from neuroflow.features.whisper_weights import (
     PRESETS,

@@ -43,6 +43,7 @@ MODALITIES = ("image", "video", "text", "audio")
 #: Modules whose import registers the built-in extractors.
 _BUILTIN_MODULES = (
     "neuroflow.features.hf",
+    "neuroflow.features.hf_audio",
     "neuroflow.features.sentence",
     "neuroflow.features.baselines",
     "neuroflow.features.events",
