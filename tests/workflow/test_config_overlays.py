@@ -20,7 +20,7 @@ def _planned_models(workdir, *args: str) -> set[str]:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return set(re.findall(r"model=(\w+)", proc.stdout + proc.stderr))
+    return set(re.findall(r"model=([\w.\-]+)", proc.stdout + proc.stderr))
 
 
 def test_a_user_file_extends_the_default_models_unless_it_replaces_the_config(tmp_path):
