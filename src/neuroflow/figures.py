@@ -83,27 +83,18 @@ def new_figure(size: tuple[float, float]) -> Figure:
     return fig
 
 
-def label_colorbar(fig: Figure, axes_before: Sequence[Axes], label: str | None) -> None:
-    """Write ``label`` along the colour bar a plotting call added to ``fig``.
-
-    For figures whose colour bar a library draws (nilearn's maps): the colour bar is
-    the last axes ``fig`` gained after ``axes_before``; its label goes on the side of
-    its ticks, inside the figure.
+def label_colorbar(bar: Axes, label: str | None) -> None:
+    """Write ``label`` along a colour bar that a library drew (nilearn's maps).
 
     Parameters
     ----------
-    fig : matplotlib.figure.Figure
-        The figure.
-    axes_before : sequence of matplotlib.axes.Axes
-        The figure's axes before the call that drew the colour bar.
+    bar : matplotlib.axes.Axes
+        The colour bar's axes (nilearn adds it last: ``fig.axes[-1]``); the label goes
+        on the side of its ticks, inside the figure.
     label : str | None
         What the colours show, with units (nothing is written when None or empty).
     """
-    if not label:
-        return
-    added = [ax for ax in fig.axes if ax not in axes_before]
-    if added:
-        bar = added[-1]
+    if label:
         bar.yaxis.set_label_position("left")
         bar.set_ylabel(label, fontsize="small", labelpad=1)
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
+from workflow_helpers import report_data
 
 #: A feature store's folder: ``<extractor>-<version>``.
 _FEATURES_DIR = re.compile(r"^(?P<extractor>[A-Za-z0-9_]+)-[0-9a-f]{10}$")
@@ -70,14 +71,6 @@ def _strings(value: object) -> Iterator[str]:
         yield value
 
 
-def _report_strings(report: Path) -> Iterator[str]:
-    """The labels, captions and file names of a Snakemake report's results."""
-    for line in report.read_text().splitlines():
-        line = line.strip()
-        if line.startswith("var results = {"):
-            yield from _strings(json.loads(line[len("var results = ") :].rstrip(";")))
-
-
 def artifact_strings(*folders: Path, report: Path | None = None) -> Iterator[tuple[str, str]]:
     """(where, text) of every file and folder name, table cell and JSON string under
     ``folders``, and of the report's results."""
@@ -93,7 +86,8 @@ def artifact_strings(*folders: Path, report: Path | None = None) -> Iterator[tup
                 for text in [*rows.columns, *rows.to_numpy().ravel()]:
                     yield rel, str(text)
     if report is not None:
-        for text in _report_strings(report):
+        results, _ = report_data(report.read_text())
+        for text in _strings(results):
             yield report.name, text
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
 import pytest
-from workflow_helpers import snakemake
+from workflow_helpers import report_data, snakemake
 
 from neuroflow.figures import THUMBNAIL_PRESETS
 from neuroflow.workflow.report_layout import QC_FIGURES
@@ -15,22 +14,11 @@ from neuroflow.workflow.report_layout import QC_FIGURES
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
 
-def _report_data(html: str) -> tuple[dict, dict]:
-    """The report's ``results`` (path -> entry) and ``categories`` (category -> ...)."""
-    data = {}
-    for line in html.splitlines():
-        for name in ("results", "categories"):
-            prefix = f"var {name} = {{"
-            if line.strip().startswith(prefix):
-                data[name] = json.loads(line.strip()[len(prefix) - 1 :].rstrip(";"))
-    return data["results"], data["categories"]
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory, tiny_run: Path) -> tuple[dict, dict]:
     out = tmp_path_factory.mktemp("report") / "report.html"
     snakemake(tiny_run, "--report", str(out))
-    return _report_data(out.read_text())
+    return report_data(out.read_text())
 
 
 def _entries(results: dict, categories: dict, category: str) -> dict[str, dict]:

@@ -12,7 +12,6 @@ pytest temporary folder).
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 import shutil
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from workflow_helpers import snakemake
+from workflow_helpers import report_data, snakemake
 
 #: Flags Chromium needs on a machine without a network, a display or a user namespace.
 CHROMIUM_ARGS = [
@@ -74,17 +73,6 @@ pytestmark = [
 
 
 # --- What the report's JSON says each view must show
-
-
-def _report_data(text: str) -> tuple[dict, dict]:
-    """The report's ``results`` (path -> entry) and ``categories`` (category -> ...)."""
-    data = {}
-    for line in text.splitlines():
-        for name in ("results", "categories"):
-            prefix = f"var {name} = {{"
-            if line.strip().startswith(prefix):
-                data[name] = json.loads(line.strip()[len(prefix) - 1 :].rstrip(";"))
-    return data["results"], data["categories"]
 
 
 @dataclass
@@ -196,7 +184,7 @@ def report_html(tmp_path_factory: pytest.TempPathFactory, tiny_run: Path) -> Pat
 
 @pytest.fixture(scope="module")
 def report(report_html: Path) -> tuple[dict, dict]:
-    return _report_data(report_html.read_text())
+    return report_data(report_html.read_text())
 
 
 @pytest.fixture(scope="module")

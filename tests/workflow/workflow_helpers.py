@@ -74,6 +74,17 @@ TINY_CONFIG: dict = {
 }
 
 
+def report_data(html: str) -> tuple[dict, dict]:
+    """A Snakemake report's ``results`` (path -> entry) and ``categories`` (category -> ...)."""
+    data = {}
+    for line in html.splitlines():
+        for name in ("results", "categories"):
+            prefix = f"var {name} = {{"
+            if line.strip().startswith(prefix):
+                data[name] = json.loads(line.strip()[len(prefix) - 1 :].rstrip(";"))
+    return data["results"], data["categories"]
+
+
 def write_config(path: Path, config: dict, header: str = "") -> Path:
     """Write ``config`` as YAML, with an optional comment header."""
     path.write_text(header + yaml.safe_dump(config, sort_keys=False))

@@ -9,7 +9,6 @@ targets are drawn as empty).
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from neuroflow.figures import label_colorbar, legend_outside, new_figure
+from neuroflow.io.records import natural_key
 
 __all__ = [
     "BRAIN_MAP_KINDS",
@@ -160,7 +160,7 @@ def plot_brain_map(
         else:
             plotting.plot_stat_map(img, bg_img=None, draw_cross=False, **common)
     # the colour bar is the last axes nilearn adds, after the frame and the cuts
-    label_colorbar(fig, fig.axes[:-1], label)
+    label_colorbar(fig.axes[-1], label)
     return fig
 
 
@@ -211,7 +211,6 @@ class GlassBrainCanvas:
         threshold, vmax, data, img = _glass_brain_levels(img, vmax)
         cbar_vmin, cbar_vmax, vmin = _symmetric_limits(data, vmax)
         figure = display.frame_axes.figure
-        axes_before = list(figure.axes)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*empty.*", category=UserWarning)
             display.add_overlay(
@@ -225,7 +224,7 @@ class GlassBrainCanvas:
                 cbar_vmax=cbar_vmax,
                 cmap=map_cmap(data),
             )
-        label_colorbar(figure, axes_before, label)
+        label_colorbar(figure.axes[-1], label)
         if title:
             first = display.axes[display._cut_displayed[0]].ax
             before = list(first.texts)
@@ -321,11 +320,6 @@ def _symmetric_limits(data: np.ndarray, vmax: float) -> tuple[float | None, floa
     return cbar_vmin, vmax, data_min
 
 
-def _natural(name: Any) -> list[Any]:
-    """Sort key with runs of digits as numbers (``blocks.2`` before ``blocks.10``)."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(name))]
-
-
 def plot_roi_bars(
     subjects: pd.DataFrame,
     *,
@@ -364,8 +358,8 @@ def plot_roi_bars(
             raise ValueError(
                 f"`subjects` must have a {column!r} column, got {list(subjects.columns)} instead."
             )
-    rois = sorted(subjects["roi"].unique().tolist(), key=_natural) or [""]
-    models = sorted(subjects["model"].unique().tolist(), key=_natural)
+    rois = sorted(subjects["roi"].unique().tolist(), key=lambda v: natural_key(str(v))) or [""]
+    models = sorted(subjects["model"].unique().tolist(), key=lambda v: natural_key(str(v)))
     n_cols = min(len(rois), ROI_PANELS_PER_ROW)
     n_rows = -(-len(rois) // n_cols)
     names_width = min(0.075 * max((len(str(m)) for m in models), default=1) + 0.4, 4.0)

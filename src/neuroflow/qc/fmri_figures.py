@@ -57,7 +57,7 @@ def _plot_mean(qc: xr.Dataset, bold: Path) -> Figure:
         draw_cross=False,
         colorbar=True,
     )
-    label_colorbar(fig, fig.axes[:-1], "mean signal (scanner units)")
+    label_colorbar(fig.axes[-1], "mean signal (scanner units)")
     return fig
 
 
@@ -84,7 +84,7 @@ def _plot_tsnr(qc: xr.Dataset, bold: Path) -> Figure:
             draw_cross=False,
             colorbar=True,
         )
-    label_colorbar(fig, fig.axes[:-1], "tSNR (mean / s.d. over time)")
+    label_colorbar(fig.axes[-1], "tSNR (mean / s.d. over time)")
     return fig
 
 
