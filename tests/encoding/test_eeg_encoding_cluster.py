@@ -310,10 +310,17 @@ def test_stimulus_folds_are_balanced_and_seeded():
         stimulus_folds(20, 1, seed=0)
 
 
-def _small_session(rng: np.random.Generator, n_images: int = 31, n_times: int = 4, n_ch: int = 3):
+def _small_session(
+    rng: np.random.Generator,
+    n_images: int = 31,
+    n_times: int = 4,
+    n_ch: int = 3,
+    n_features: int = 4,
+):
     images = [f"img{i:02d}" for i in range(n_images)]
     shown = np.array(_ds000117_order(rng, images))
-    feats = {s: rng.standard_normal(4) * [1, 2, 0.5, 3] + [0, 1, -2, 5] for s in images}
+    scale, shift = np.resize([1, 2, 0.5, 3], n_features), np.resize([0, 1, -2, 5], n_features)
+    feats = {s: rng.standard_normal(n_features) * scale + shift for s in images}
     X = np.array([feats[s] for s in shown])
     signal = X[:, :2] @ rng.standard_normal((2, n_times * n_ch))
     Y = (signal + 2 * rng.standard_normal(signal.shape)).reshape(-1, n_times, n_ch)
@@ -358,13 +365,16 @@ def test_cross_validated_predictions_match_sklearn(monkeypatch):
         np.testing.assert_allclose(pred[folds == k] - intercept, expected, rtol=1e-4, atol=1e-4)
 
 
-def test_fold_refit_reproduces_the_fits():
+@pytest.mark.parametrize("n_features", [4, 24, 60])
+def test_fold_refit_reproduces_the_fits(n_features):
     """The closed-form refit gives the folds' predictions and penalties, and moving the
-    features gives what refitting on moved features gives."""
+    features gives what refitting on moved features gives (penalties chosen again), for
+    a few features, for more than an inner fit's training stimuli (21 to 22), and for
+    more than an outer fit's (32: the stimulus-space form)."""
     from neuroflow.encoding.eeg_design import fold_refit
 
     rng = np.random.default_rng(11)
-    images, shown, X, Y = _small_session(rng, n_images=40)
+    images, shown, X, Y = _small_session(rng, n_images=40, n_features=n_features)
     folds = stimulus_folds(len(images), 5, seed=1)
     cfg = {"alphas": {"start": -2.0, "stop": 4.0, "num": 7}, "cv": {"grouped_kfold": 3}}
     cfg |= {"scoring": "r2", "standardize": True}

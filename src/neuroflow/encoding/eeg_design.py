@@ -37,9 +37,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-#: Permutations of cross-validated fits choose their penalties again (exact null) up to
-#: this many features and inner folds; beyond, each fold keeps its observed penalties.
-RESELECT_MAX_FEATURES = 16
+#: Permutations of cross-validated fits choose their penalties again (exact null, any
+#: number of features) up to this many inner folds; beyond, each fold keeps its observed
+#: penalties (``bench/bench_eeg_null.py`` times a permutation by layer width).
 RESELECT_MAX_FOLDS = 10
 
 #: ``test_design`` of a store whose scored stimuli were held out of the fit.
@@ -371,11 +371,7 @@ def fold_refit(
         # the splits cross_validated_predictions' inner cross-validation used
         splits = run_splits(np.asarray(stimuli)[train], n_splits, unit="stimulus")
         inner.append([np.unique(which[train][val]) for _, val in splits])
-    reselect = (
-        cfg["scoring"] == "r2"
-        and X.shape[1] <= RESELECT_MAX_FEATURES
-        and max(len(v) for v in inner) <= RESELECT_MAX_FOLDS
-    )
+    reselect = cfg["scoring"] == "r2" and max(len(v) for v in inner) <= RESELECT_MAX_FOLDS
     squares = indicator @ (np.asarray(data, dtype=np.float64).reshape(n_epochs, -1) ** 2)
     return FoldRefit(
         X[first],

@@ -431,11 +431,9 @@ class FoldRefit:
             scale = np.sqrt(c @ centred[train] ** 2 / c.sum()) if self.standardize else None
             scale = np.ones_like(mean) if scale is None else np.where(scale > 0, scale, 1.0)
             z = centred / scale
-            dual = z.shape[1] > int(train.sum())
-            if dual and not self.reselects:  # the kernel form needs no Gram matrix
-                out[held[: self.n_scored]] = self._dual(
-                    z, c, train, held, train_sum, self.alphas[i]
-                )
+            if z.shape[1] > int(train.sum()):  # the kernel form needs no Gram matrix
+                alphas = self.alphas[i] if not self.reselects else self._choose_dual(i, z, train)
+                out[held[: self.n_scored]] = self._dual(z, c, train, held, train_sum, alphas)
                 continue
             if weighted is None:
                 weighted = features.T @ self.sums
@@ -445,9 +443,6 @@ class FoldRefit:
             cross = weighted - features[held].T @ self.sums[held] - np.outer(mean, train_sum)
             cross /= scale[:, None]
             alphas = self.alphas[i] if not self.reselects else self._choose(i, z, gram, cross)
-            if dual:
-                out[held[: self.n_scored]] = self._dual(z, c, train, held, train_sum, alphas)
-                continue
             lam, vec = np.linalg.eigh(gram)
             coef = (vec.T @ cross) / (lam[:, None] + alphas[None, :])
             out[held[: self.n_scored]] = (z[held] @ vec) @ coef
@@ -496,31 +491,87 @@ class FoldRefit:
         return (z[held] @ a.T @ vec) @ coef
 
     def _choose(self, i: int, z: np.ndarray, gram: np.ndarray, cross: np.ndarray) -> np.ndarray:
-        """Penalty per target of outer fold ``i`` by its inner cross-validation (R²)."""
-        grid = self.alpha_grid
+        """Penalty per target of outer fold ``i`` by its inner cross-validation (R²), each
+        inner fit solved in feature space (the ``(n_features, n_features)`` Gram matrix)."""
         mean = self._train_sums[i] / self.counts[self.folds != self.fold_ids[i]].sum()
-        scores = np.zeros((grid.size, cross.shape[1]))
+        scores = np.zeros((self.alpha_grid.size, cross.shape[1]))
         for val, total, ss_tot in self._inner[i]:
             c = self.counts[val]
             yv = self.sums[val] - c[:, None] * mean  # centred epochs summed per stimulus
             zv = z[val]
             lam, vec = np.linalg.eigh(gram - (zv * c[:, None]).T @ zv)
             coef = vec.T @ (cross - zv.T @ yv)  # (p, T) in the inner fit's eigenbasis
-            a = zv @ vec
-            h = (a * c[:, None]).T @ a
-            # SSE(alpha) = total - 2 w.(coef * a'yv) + w'(h * coef coef')w, w = 1 / (lam + alpha):
-            # two products over all penalties at once
-            p = coef.shape[0]
-            w = 1.0 / (lam[None, :] + grid[:, None])  # (alpha, p)
-            quad = (h[:, :, None] * coef[:, None, :] * coef[None, :, :]).reshape(p * p, -1)
-            sse = (
-                total
-                - 2 * (w @ (coef * (a.T @ yv)))
-                + (w[:, :, None] * w[:, None, :]).reshape(grid.size, p * p) @ quad
-            )
-            with np.errstate(divide="ignore", invalid="ignore"):
-                scores += np.where(ss_tot > 0, 1 - sse / ss_tot, 0.0)
-        return grid[select_penalty(scores / len(self._inner[i]), grid)]
+            scores += self._validation_r2(zv @ vec, coef, lam, c, yv, total, ss_tot)
+        return self.alpha_grid[select_penalty(scores / len(self._inner[i]), self.alpha_grid)]
+
+    def _choose_dual(self, i: int, z: np.ndarray, train: np.ndarray) -> np.ndarray:
+        """As :meth:`_choose`, each inner fit solved in stimulus space (the kernel of its
+        training stimuli, a block of the outer fold's kernel): exact for layers with more
+        features than training stimuli, at ``n_stimuli`` rather than ``n_features`` cost."""
+        mean = self._train_sums[i] / self.counts[train].sum()
+        rows = np.flatnonzero(train)
+        kernel = z[rows] @ z[rows].T  # (n_train, n_train)
+        position = np.full(train.size, -1)
+        position[rows] = np.arange(rows.size)
+        scores = np.zeros((self.alpha_grid.size, self.sums.shape[1]))
+        for val, total, ss_tot in self._inner[i]:
+            keep = np.ones(rows.size, dtype=bool)
+            keep[position[val]] = False
+            fit = rows[keep]
+            root = np.sqrt(self.counts[fit])
+            lam, vec = np.linalg.eigh(kernel[np.ix_(keep, keep)] * np.outer(root, root))
+            u = (self.sums[fit] - self.counts[fit, None] * mean) / root[:, None]
+            basis = (kernel[np.ix_(position[val], keep)] * root[None, :]) @ vec
+            c = self.counts[val]
+            yv = self.sums[val] - c[:, None] * mean
+            lam = np.clip(lam, 0.0, None)
+            scores += self._validation_r2(basis, vec.T @ u, lam, c, yv, total, ss_tot)
+        return self.alpha_grid[select_penalty(scores / len(self._inner[i]), self.alpha_grid)]
+
+    def _validation_r2(
+        self,
+        basis: np.ndarray,
+        coef: np.ndarray,
+        lam: np.ndarray,
+        counts: np.ndarray,
+        yv: np.ndarray,
+        total: np.ndarray,
+        ss_tot: np.ndarray,
+    ) -> np.ndarray:
+        """Epoch-level validation R² of every candidate penalty of one inner fit.
+
+        The fit's validation predictions are ``basis @ (w * coef)`` with ``w = 1 / (lam +
+        alpha)``, so the validation error is ``total - 2 w.(coef * basis'yv) + |R (w *
+        coef)|²`` where ``R`` is the triangular factor of ``sqrt(counts) basis``: at most
+        ``n_val * m * n_targets`` operations per penalty, no ``m * m * n_targets`` array.
+
+        Parameters
+        ----------
+        basis : ndarray, shape (n_val, m)
+            Validation stimuli in the inner fit's eigenbasis.
+        coef : ndarray, shape (m, n_targets)
+            The fit's cross-products in that basis.
+        lam : ndarray, shape (m,)
+            Its eigenvalues.
+        counts : ndarray, shape (n_val,)
+            Epochs of each validation stimulus.
+        yv : ndarray, shape (n_val, n_targets)
+            Their centred epochs, summed per stimulus.
+        total, ss_tot : ndarray, shape (n_targets,)
+            Sum of squares of the centred validation epochs, and about their mean.
+
+        Returns
+        -------
+        r2 : ndarray, shape (n_alphas, n_targets)
+            0 where the validation epochs do not vary.
+        """
+        w = 1.0 / (lam[None, :] + self.alpha_grid[:, None])  # (alpha, m)
+        linear = w @ (coef * (basis.T @ yv))
+        factor = np.linalg.qr(np.sqrt(counts)[:, None] * basis, mode="r")
+        quad = np.stack([(((factor * row) @ coef) ** 2).sum(0) for row in w])
+        sse = total - 2 * linear + quad
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(ss_tot > 0, 1 - sse / ss_tot, 0.0)
 
 
 def cluster_permutation_test(

@@ -2,11 +2,12 @@
 
 Each BIDS folder is written by ``mne_bids.write_raw_bids``: from the real recordings in
 ``shared/data/eeg`` (BrainVision, EDF, BDF, EEGLAB are copied as they are; FIF is saved
-from the EEGLAB recording) and from generated recordings converted to BrainVision, the
-path MNE-BIDS takes for EGI, Nihon Kohden and CNT files (formats BIDS does not allow for
-EEG). Compared: the data, the channel names and types, the bad channels, the sampling
-and power-line frequencies, electrode positions, events (onset, duration, name) and
-the ``BAD_*`` stretches used to drop epochs.
+from the EEGLAB recording), from an EGI MFF recording written with mffpy, and from
+generated recordings converted to BrainVision, the path MNE-BIDS takes for EGI, Nihon
+Kohden and CNT files (formats BIDS does not allow for EEG). Compared: the data, the
+channel names and types, the bad channels, the sampling and power-line frequencies,
+electrode positions, events (onset, duration, name) and the ``BAD_*`` stretches used to
+drop epochs.
 
 Deliberate differences are tested as such, each with its reason:
 
@@ -196,6 +197,8 @@ def test_real_fif_with_first_sample_and_bad_stretches(eeg_data, tmp_path):
 
 
 # -- generated recordings: the conversion path of EGI, Nihon Kohden and CNT -------------
+# (an EGI MFF file itself is written with mffpy; MNE reads but writes neither Nihon Kohden
+# nor CNT files, and no public package writes them, so their path is the RawArray one)
 
 
 def _generated(rng: np.random.Generator, meas_date: float | None) -> mne.io.RawArray:
@@ -240,6 +243,54 @@ def test_converted_recording(rng, tmp_path, meas_date):
     )
     epochs.drop_bad(verbose="error")
     assert epochs.drop_log == (("BAD_blink",),)
+
+
+def _egi_mff(path: Path, rng: np.random.Generator) -> Path:
+    """An EGI MFF recording as a HydroCel GSN 32 net writes it (32 channels and the vertex
+    reference, 10 s at 250 Hz, sensor layout and coordinates, an event track of two
+    codes), made with mffpy, EGI's own reader and writer."""
+    from datetime import UTC, datetime, timedelta
+
+    from mffpy import Writer
+    from mffpy.writer import BinWriter
+
+    start = datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)
+    signal = BinWriter(sampling_rate=250, data_type="EEG")
+    signal.add_block((rng.standard_normal((33, 2500)) * 10).astype(np.float32))  # µV
+    writer = Writer(str(path))
+    writer.addxml("fileInfo", recordTime=start)
+    writer.add_coordinates_and_sensor_layout("HydroCel GSN 32 1.0")
+    writer.addbin(signal)
+    onsets = [(1.0, "face"), (2.5, "scrm"), (4.04, "face"), (6.0, "scrm"), (8.2, "face")]
+    events = [
+        {"beginTime": start + timedelta(seconds=t), "duration": 1000, "code": c, "label": c}
+        for t, c in onsets
+    ]
+    writer.addxml("eventTrack", name="Events", trackType="EVNT", events=events)
+    writer.write()
+    return path
+
+
+@pytest.mark.filterwarnings("ignore:Encountered unsupported non-voltage units")
+def test_egi_mff_converted_by_mne_bids(rng, tmp_path):
+    """An EGI MFF recording (MNE's EGI reader: the net's 33 EEG channels with positions,
+    one stim channel per event code, events as annotations) converted by MNE-BIDS to
+    BrainVision reads alike, with its events named by their codes."""
+    raw = mne.io.read_raw_egi(_egi_mff(tmp_path / "rec.mff", rng), verbose="error")
+    raw.info["line_freq"] = 60.0
+    raw.info["bads"] = ["E7"]
+    assert raw.ch_names[32] == "Vertex Reference" and raw.ch_names[33:] == ["face", "scrm"]
+    bids_path, data_file = _write(
+        raw, tmp_path / "bids", "egi", allow_preload=True, format="BrainVision"
+    )
+    assert data_file.suffix == ".vhdr"
+    nf, _ = _assert_equivalent(bids_path, data_file)
+    assert nf.get_channel_types() == ["eeg"] * 33 + ["stim"] * 2
+    assert nf.info["bads"] == ["E7"]
+    assert np.isfinite(_positions(nf)[:33]).all() and np.abs(_positions(nf)[:33]).sum() > 0
+    _, events, _ = _neuroflow_read(data_file)
+    assert events["name"].tolist() == ["face", "scrm", "face", "scrm", "face"]
+    np.testing.assert_allclose(events["onset"], [1.0, 2.5, 4.04, 6.0, 8.2], atol=1 / 250)
 
 
 def _events_tsv(data_file: Path) -> Path:
