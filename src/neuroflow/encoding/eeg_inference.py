@@ -568,7 +568,8 @@ class FoldRefit:
         w = 1.0 / (lam[None, :] + self.alpha_grid[:, None])  # (alpha, m)
         linear = w @ (coef * (basis.T @ yv))
         factor = np.linalg.qr(np.sqrt(counts)[:, None] * basis, mode="r")
-        quad = np.stack([(((factor * row) @ coef) ** 2).sum(0) for row in w])
+        fitted = (factor[None, :, :] * w[:, None, :]) @ coef  # (alpha, k, T), k <= n_val
+        quad = np.einsum("akt,akt->at", fitted, fitted)
         sse = total - 2 * linear + quad
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(ss_tot > 0, 1 - sse / ss_tot, 0.0)

@@ -17,7 +17,6 @@ from typing import Any
 from neuroflow.io.records import EegRecording
 
 from .config import epoch_window
-from .read import read_epochs_window
 
 __all__ = ["check_epoch_windows", "check_window_within"]
 
@@ -93,6 +92,8 @@ def check_epoch_windows(
                 )
             windows[rec.key] = (tmin, tmax)
             continue
+        from .read import read_epochs_window  # MNE's readers: only for epoched files
+
         start, stop, sfreq = read_epochs_window(rec.eeg)
         window = epoch_window(config, (start, stop))
         try:
