@@ -199,6 +199,41 @@ def test_deterministic(small, tmp_path):
     assert h_other[bold] != h_root[bold]
 
 
+@pytest.mark.slow
+def test_cache_generates_each_demo_once_and_copies_it(small, tmp_path, monkeypatch):
+    """With the cache folder set, a demo is generated into it once, with the bytes an
+    uncached generation writes, and copied from there; another config, package source or
+    library version is another entry."""
+    import neuroflow.demo.cache as cache
+    import neuroflow.demo.generate as generate
+
+    root, _ = small
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    first = tmp_path / "first"
+    generate_demo_dataset(output=first, config=SMALL, provenance={"stage": "demo"})
+    (entry,) = (tmp_path / "cache").iterdir()
+    assert _hashes(first) == _hashes(root) == _hashes(entry)
+
+    def fail(folder, config):
+        raise AssertionError("generated again")
+
+    monkeypatch.setattr(generate, "_generate", fail)
+    second = tmp_path / "second"
+    generate_demo_dataset(output=second, config=SMALL, provenance={"stage": "demo", "v": "2"})
+    assert _hashes(second) == _hashes(root)
+    assert json.loads((second / ".neuroflow.json").read_text())["v"] == "2"
+    with pytest.raises(AssertionError, match="generated again"):
+        generate_demo_dataset(output=tmp_path / "x", config={**SMALL, "seed": 4}, provenance={})
+    resolved = generate.resolve_config(SMALL)
+    key = cache.cache_key(resolved)
+    monkeypatch.setattr(cache, "_source_digest", lambda: "changed")
+    assert cache.cache_key(resolved) != key
+    monkeypatch.undo()
+    monkeypatch.setattr(cache, "_version", lambda name: "0.0")
+    assert cache.cache_key(resolved) != key
+    assert not (tmp_path / "x").exists() and [entry] == list((tmp_path / "cache").iterdir())
+
+
 def test_files_the_demo_did_not_write_are_found(small, tmp_path, capsys):
     """The marker lists what the demo wrote; anything else stops `neuroflow demo-data`."""
     from neuroflow.cli import main

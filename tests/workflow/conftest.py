@@ -18,14 +18,24 @@ from workflow_helpers import (
     TINY_CONFIG,
     assert_run_unchanged,
     copy_run,
+    shared_folder,
     shared_run,
     snakemake,
     write_config,
 )
 
+from neuroflow.demo.cache import CACHE_ENV
+
 #: The tiny config with one encoding setting changed (``encoding.alphas.num`` 5 -> 4).
 TINY_CHANGED_CONFIG = copy.deepcopy(TINY_CONFIG)
 TINY_CHANGED_CONFIG["encoding"]["alphas"]["num"] = 4
+
+
+@pytest.fixture(autouse=True)
+def demo_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs a workflow test makes copy each demo they generate from a folder of the
+    session (:mod:`neuroflow.demo.cache`): each demo config is generated once."""
+    monkeypatch.setenv(CACHE_ENV, str(shared_folder(tmp_path_factory) / "demo-cache"))
 
 
 def _build_tiny(workdir: Path) -> None:

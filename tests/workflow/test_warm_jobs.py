@@ -292,6 +292,23 @@ def test_every_hugging_face_extractor_is_known():
         assert uses or "sentence_transformers" in source or kind not in HF_EXTRACTORS, kind
 
 
+def test_a_demo_job_that_copies_from_the_demo_cache_imports_nothing(tmp_path):
+    """The demo generator waits for the Hugging Face imports unless its dataset is in the
+    demo cache of its environment (then it only copies files)."""
+    from neuroflow.demo import resolve_config
+    from neuroflow.demo.cache import CACHE_ENV, cache_key
+    from neuroflow.workflow.warm_jobs import uses_hf
+
+    params = {"stage": "demo", "cfg": {"seed": 5, "n_subjects": 1}}
+    env = {CACHE_ENV: str(tmp_path)}
+    script = ".snakemake/scripts/tmpab12cd34.generate_demo.py"
+    assert uses_hf(script, params, env) and uses_hf(script, params, {})
+    (tmp_path / cache_key(resolve_config(params["cfg"]))).mkdir()
+    assert not uses_hf(script, params, env)
+    assert uses_hf(script, params, {}) and uses_hf(script, {"cfg": {"seed": 6}}, env)
+    assert uses_hf(script, None, env)
+
+
 def test_the_pending_jobs_come_from_the_job_graph():
     from neuroflow.workflow.warm_jobs import _pending_jobs
 

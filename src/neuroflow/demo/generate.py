@@ -18,6 +18,7 @@ from . import eeg as eeg_sim
 from . import fmri as fmri_sim
 from ._config import resolve_config
 from ._io import png_bytes, read_npz, write_json, write_nifti, write_npz, write_png, write_tsv
+from .cache import generate_cached
 from .layout import CONFOUNDS, EEG_TASK, FMRI_TASK, GROUNDTRUTH, demo_layout, run_movies
 from .stimuli import (
     FRAMINGS,
@@ -521,11 +522,17 @@ def generate_demo_dataset(
     output : Path
         The dataset root, holding exactly the files of
         :func:`~neuroflow.demo.demo_layout`.
+
+    Notes
+    -----
+    With ``NEUROFLOW_DEMO_CACHE`` set, the files are copied from the dataset generated
+    there for the same config, package source and libraries (:mod:`neuroflow.demo.cache`),
+    generated first if it is missing; the marker file is written anew.
     """
     cfg = resolve_config(config)
     output = Path(output)
     with atomic_directory(output) as tmp:
-        _generate(tmp, cfg)
+        generate_cached(tmp, cfg, _generate)
         files = [*_relative_entries(tmp), MARKER]
         record = {**dict(provenance), "files": sorted(set(files))}
         (tmp / MARKER).write_text(

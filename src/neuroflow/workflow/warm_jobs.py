@@ -227,7 +227,7 @@ def _named(script: str, names: frozenset[str]) -> bool:
     return any(name == known or name.endswith(f".{known}") for known in names)
 
 
-def uses_hf(script: str, params: Any = None) -> bool:
+def uses_hf(script: str, params: Any = None, environ: Mapping[str, str] | None = None) -> bool:
     """Whether a job imports the Hugging Face libraries.
 
     Parameters
@@ -236,7 +236,11 @@ def uses_hf(script: str, params: Any = None) -> bool:
         The rule's script, or the job script Snakemake wrote from it
         (``.snakemake/scripts/tmpXXXXXXXX.<name>``).
     params : snakemake.io.Params | mapping | None
-        The job's params; a feature-extraction job's ``cfg`` names its extractor.
+        The job's params; a feature-extraction job's ``cfg`` names its extractor, the
+        demo generator's its ``demo`` section.
+    environ : mapping | None
+        The job's environment: a demo generator that copies its dataset from the
+        demo cache (:func:`neuroflow.demo.cache.cached_entry`) imports nothing.
 
     Returns
     -------
@@ -245,7 +249,7 @@ def uses_hf(script: str, params: Any = None) -> bool:
         of :data:`HF_EXTRACTORS` (or one the params do not name).
     """
     if _named(script, HF_SCRIPTS):
-        return True
+        return not _demo_cached(params, environ)
     if not _named(script, EXTRACTION_SCRIPTS):
         return False
     try:
@@ -253,6 +257,17 @@ def uses_hf(script: str, params: Any = None) -> bool:
     except (KeyError, TypeError, IndexError):
         return True
     return kind in HF_EXTRACTORS
+
+
+def _demo_cached(params: Any, environ: Mapping[str, str] | None) -> bool:
+    """Whether a demo job's dataset waits in the demo cache."""
+    from neuroflow.demo.cache import cached_entry
+
+    try:
+        config = params["cfg"]
+    except (KeyError, TypeError, IndexError):
+        return False
+    return cached_entry(config, environ) is not None
 
 
 def _pending_jobs(workflow: Any) -> list[tuple[str, Any]] | None:
@@ -567,7 +582,7 @@ def run_warm(
     sys.stdout.flush()
     sys.stderr.flush()
     with server.connect() as sock:
-        request = (str(path), os.getcwd(), env, int(threads), uses_hf(path, params))
+        request = (str(path), os.getcwd(), env, int(threads), uses_hf(path, params, env))
         _send(sock, pickle.dumps(request))
         reply = _receive_exactly(sock, 4)
     status = -signal.SIGKILL if reply is None else struct.unpack("!i", reply)[0]
