@@ -566,13 +566,18 @@ class FoldRefit:
             0 where the validation epochs do not vary.
         """
         w = 1.0 / (lam[None, :] + self.alpha_grid[:, None])  # (alpha, m)
-        linear = w @ (coef * (basis.T @ yv))
         factor = np.linalg.qr(np.sqrt(counts)[:, None] * basis, mode="r")
         fitted = (factor[None, :, :] * w[:, None, :]) @ coef  # (alpha, k, T), k <= n_val
-        quad = np.einsum("akt,akt->at", fitted, fitted)
-        sse = total - 2 * linear + quad
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(ss_tot > 0, 1 - sse / ss_tot, 0.0)
+        sse = np.einsum("akt,akt->at", fitted, fitted)
+        linear = w @ (coef * (basis.T @ yv))
+        linear *= 2.0
+        sse -= linear
+        sse += total
+        varies = ss_tot > 0
+        with np.errstate(divide="ignore"):
+            sse *= np.where(varies, -1.0 / ss_tot, 0.0)
+        sse += varies  # 1 - sse / ss_tot, in place
+        return sse
 
 
 def cluster_permutation_test(
