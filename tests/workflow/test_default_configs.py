@@ -123,6 +123,7 @@ SHAPES: dict[str, tuple[Callable[..., dict], dict[str, Any], Callable[[dict], di
             "n_volumes": 80,
             "fmri_per_run": 6,
             "eeg_per_run": 6,
+            "eeg_sfreq": 125.0,
             "image_size": 16,
         },
         _fmriprep_derivatives,
