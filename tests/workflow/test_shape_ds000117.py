@@ -71,7 +71,7 @@ def recipe(bids: str, sessions: list[str]) -> dict:
 @pytest.fixture(scope="module")
 def ds117(tmp_path_factory: pytest.TempPathFactory) -> tuple:
     root = tmp_path_factory.mktemp("ds117")
-    facts = make_ds000117_like(root / "bids", seed=0, meg_fif=True)
+    facts = make_ds000117_like(root / "bids", seed=0, meg_fif=True, eeg_sfreq=125.0)
     run = run_shape(root / "run", recipe(str(root / "bids"), ["mri", "eeg"]))
     return run, facts
 
