@@ -166,12 +166,15 @@ def _jobs(workdir: Path, overrides: Mapping[str, Any]) -> dict[str, tuple[str, s
 
 @pytest.fixture
 def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Parse each workflow file and load the config schema once for all job graphs.
+    """Parse each workflow file, read the config file and load the config schema once
+    for all job graphs.
 
-    Both depend on the files only, never on the config: each of the ~370 graphs below
-    is still built from its own config, without its ~0.1 s of parsing and loading.
+    All three depend on the files only, never on the overrides: each of the ~370 graphs
+    below is still built from its own config (a fresh copy of the file's values with its
+    overrides), without its ~0.2 s of parsing and loading.
     """
     import snakemake.api  # first: snakemake.workflow alone is a circular import
+    import snakemake.common.configfile
     import snakemake.workflow
 
     import neuroflow.config
@@ -194,7 +197,17 @@ def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
         linemap.update(lines)
         return code, count
 
+    load_configfile = snakemake.common.configfile.load_configfile
+    configs: dict[tuple[str, bytes], Any] = {}
+
+    def cached_configfile(path):
+        key = (str(path), Path(path).read_bytes())
+        if key not in configs:
+            configs[key] = load_configfile(path)
+        return copy.deepcopy(configs[key])
+
     schema = functools.cache(neuroflow.config.load_schema)
+    monkeypatch.setattr(snakemake.common.configfile, "load_configfile", cached_configfile)
     monkeypatch.setattr(snakemake.workflow, "parse", cached_parse)
     monkeypatch.setattr(neuroflow.config, "load_schema", lambda path: copy.deepcopy(schema(path)))
 
