@@ -336,7 +336,9 @@ class FoldRefit:
         :func:`neuroflow.models.ridge_cv` does with ``scoring="r2"`` (epoch-level R² of
         the validation stimuli, averaged over inner folds, ties to the largest penalty):
         penalties tuned to the observed pairing would otherwise give the observed map an
-        edge over the permuted ones. ``None``: the permutations keep ``alphas``.
+        edge over the permuted ones. This costs about ``n_inner_folds * n_alphas * n_val *
+        min(n_features, n_train) * n_targets`` operations per outer fold and permutation
+        (``bench/bench_eeg_null.py``). ``None``: the permutations keep ``alphas``.
     inner : list of list of ndarray of int | None
         Per outer fold, the stimuli (rows) of each inner validation fold.
     squares : ndarray, shape (n_stimuli, n_targets) | None
