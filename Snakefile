@@ -10,11 +10,14 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-# Every job inherits this before its libraries load OpenMP: idle solver threads sleep
+# Every job inherits these before its libraries load OpenMP: idle solver threads sleep
 # instead of spinning, so jobs that share cores (--cores N with several jobs, or a
 # shared node) do not stall each other's eigendecompositions (measured: two concurrent
 # 2-thread TRF fits on 2 cores took 185 s each with spinning threads, 5 s without).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from neuroflow.workflow.warm_jobs import RUN_DEFAULTS
+
+for _name, _value in RUN_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
 from neuroflow.config import coerce_overrides, load_schema, sorted_config, validate_config
 from snakemake.utils import update_config

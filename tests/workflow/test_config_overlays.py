@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-import subprocess
 
 import pytest
-from workflow_helpers import DEFAULT_SWEEP_MODELS, REPO, SNAKEMAKE
+import snakemake_launcher
+from workflow_helpers import DEFAULT_SWEEP_MODELS, REPO
 
 pytestmark = [pytest.mark.workflow]
 
 
 def _planned_models(workdir, *args: str) -> set[str]:
-    proc = subprocess.run(
-        [*SNAKEMAKE, "-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    args = ["-n", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
+    proc = snakemake_launcher.run(args, env, 600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return set(re.findall(r"model=([\w.\-]+)", proc.stdout + proc.stderr))
 

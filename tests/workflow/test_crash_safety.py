@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import snakemake_launcher
 import xarray as xr
-from workflow_helpers import REPO, SNAKEMAKE, TINY_CONFIG, write_config
+from workflow_helpers import REPO, SNAKEMAKE, TINY_CONFIG, with_warm_server, write_config
 
 from neuroflow.artifacts import PARTIAL_MARKER, find_stores, open_dataset, read_provenance
 from neuroflow.manifests import verify_store
@@ -75,7 +76,9 @@ def _unlock(workdir: Path) -> None:
     (neuroflow's lock on the results folder is released by the kernel.)
     """
     cmd = _command(workdir, "--unlock")
-    subprocess.run(cmd, capture_output=True, check=True, timeout=ATTEMPT_TIMEOUT_S)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = snakemake_launcher.run(cmd[len(SNAKEMAKE) :], env, ATTEMPT_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-4000:]
 
 
 def _run_until_a_new_write(workdir: Path, interrupted: set[str], after: int) -> str | None:
@@ -84,7 +87,9 @@ def _run_until_a_new_write(workdir: Path, interrupted: set[str], after: int) -> 
 
     Returns the store interrupted, or None when the run finished first.
     """
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # the run's jobs are forks of the test process's shared warm server: they die when
+    # the killed Snakemake process's connection closes, as jobs of its own server do
+    env = with_warm_server({**os.environ, "PYTHONHASHSEED": "0"}, ("--cores",))
     proc = subprocess.Popen(
         _command(workdir),
         stdout=subprocess.DEVNULL,
@@ -134,13 +139,8 @@ def test_sigkill_at_ten_points_then_resume_equals_an_uninterrupted_run(
         interrupted.add(store)
         stages.add(store.split("/")[0])
     # resume to the end (no more kills)
-    proc = subprocess.run(
-        _command(workdir),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-        timeout=ATTEMPT_TIMEOUT_S,
-    )
+    env = with_warm_server({**os.environ, "PYTHONHASHSEED": "0"}, ("--cores",))
+    proc = snakemake_launcher.run(_command(workdir)[len(SNAKEMAKE) :], env, ATTEMPT_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     print(f"{len(interrupted)} SIGKILLs in stages {sorted(stages)}")
     assert len(interrupted) >= N_KILLS, interrupted

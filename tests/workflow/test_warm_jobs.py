@@ -22,7 +22,15 @@ from types import SimpleNamespace
 import pytest
 from threadpoolctl import threadpool_limits
 
-from neuroflow.workflow.warm_jobs import enabled, job_environment, run_warm
+from neuroflow.workflow.warm_jobs import (
+    RUN_DEFAULTS,
+    SHARED_ENV,
+    SharedServer,
+    enabled,
+    environment_identity,
+    job_environment,
+    run_warm,
+)
 
 
 def _script(folder: Path, body: str) -> Path:
@@ -163,6 +171,97 @@ def test_a_job_dies_with_its_snakemake_process(tmp_path, request):
     while any(server_tmp.iterdir()):
         assert time.monotonic() < deadline, list(server_tmp.iterdir())
         time.sleep(0.05)
+
+
+def _warm_client(script: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A process that runs ``script`` warm, as a Snakemake process does."""
+    code = f"from neuroflow.workflow.warm_jobs import run_warm; run_warm({str(script)!r})"
+    return subprocess.Popen([sys.executable, "-c", code], env=env)
+
+
+def test_the_identity_of_an_environment():
+    env = {"HOME": "/h", "MY_VARIABLE": "a", "PER_TEST": "1"}
+    same = {**env, "OMP_NUM_THREADS": "4", "TMPDIR": "/scratch", SHARED_ENV: "/s/socket"}
+    assert environment_identity(same) == environment_identity(env)
+    assert environment_identity({**env, "MY_VARIABLE": "b"}) != environment_identity(env)
+    assert environment_identity({**env, "PYTHONHASHSEED": "0"}) != environment_identity(env)
+    assert environment_identity({**env, "PER_TEST": "2"}) != environment_identity(env)
+    assert environment_identity({**env, "PER_TEST": "2"}, ["PER_TEST"]) == environment_identity(
+        env, ["PER_TEST"]
+    )
+
+
+def test_runs_with_the_environment_of_a_shared_server_fork_it(tmp_path):
+    """A run whose environment is the shared server's (per-test names aside) forks its
+    jobs from it; one whose environment differs starts its own server."""
+    out = tmp_path / "seen.json"
+    script = _script(
+        tmp_path,
+        f"""
+        import json, os
+        json.dump({{"ppid": os.getppid(), "mine": os.environ["MY_VARIABLE"]}},
+                  open({str(out)!r}, "w"))
+        """,
+    )
+    server_tmp = Path(tempfile.mkdtemp(prefix="nf-test-", dir="/tmp"))
+    # as the Snakefile sets them for its runs
+    env = {**os.environ, **RUN_DEFAULTS, "MY_VARIABLE": "a", "PER_TEST": "1"}
+    env["TMPDIR"] = str(server_tmp)
+    try:
+        with SharedServer(env, ignore=["PER_TEST"]) as server:
+            runs = {
+                "same": {**env, "PER_TEST": "2", "OMP_NUM_THREADS": "3"},
+                "other": {**env, "MY_VARIABLE": "b"},
+            }
+            parents = {}
+            for name, run_env in runs.items():
+                client = _warm_client(script, {**run_env, SHARED_ENV: server.address})
+                assert client.wait(timeout=600) == 0
+                seen = json.loads(out.read_text())
+                parents[name] = seen["ppid"]
+                assert seen["mine"] == run_env["MY_VARIABLE"]
+            assert parents["same"] == server.pid
+            assert parents["other"] not in (server.pid, os.getpid())
+    finally:
+        shutil.rmtree(server_tmp, ignore_errors=True)
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="SIGKILL and /proc are those of Linux"
+)
+def test_a_job_of_a_shared_server_dies_with_its_snakemake_process(tmp_path):
+    pid_file = tmp_path / "job.pid"
+    script = _script(
+        tmp_path,
+        f"""
+        import os, time
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        time.sleep(600)
+        """,
+    )
+    server_tmp = Path(tempfile.mkdtemp(prefix="nf-test-", dir="/tmp"))
+    env = {**os.environ, **RUN_DEFAULTS, "TMPDIR": str(server_tmp)}
+    try:
+        with SharedServer(env) as server:
+            client = _warm_client(script, {**env, SHARED_ENV: server.address})
+            deadline = time.monotonic() + 300  # a safety net: the job starts in a second
+            while not pid_file.exists() or not pid_file.read_text():
+                assert time.monotonic() < deadline and client.poll() is None
+                time.sleep(0.05)
+            job = int(pid_file.read_text())
+            assert _parent(job) == server.pid  # not a child of the killed process
+            client.send_signal(signal.SIGKILL)
+            client.wait()
+            while _alive(job):
+                assert time.monotonic() < deadline, "the job outlived its Snakemake process"
+                time.sleep(0.05)
+            assert _alive(server.pid)  # the server serves the next run
+    finally:
+        shutil.rmtree(server_tmp, ignore_errors=True)
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
 
 
 def test_a_job_finds_its_own_temporary_folder(tmp_path, monkeypatch):

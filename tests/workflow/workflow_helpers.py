@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import snakemake_launcher
 import yaml
 from filelock import FileLock
 
@@ -91,6 +92,30 @@ def write_config(path: Path, config: dict, header: str = "") -> Path:
     return path
 
 
+#: This test process's shared warm job server (started by the first run that runs jobs).
+_WARM_SERVERS: list = []
+
+
+def with_warm_server(env: dict[str, str], args: tuple[str, ...]) -> dict[str, str]:
+    """``env`` naming this test process's shared warm job server, for a run with jobs.
+
+    Each run would otherwise start its own server and import the scientific stack
+    again (~5 s of CPU); a run whose environment differs from the server's still does
+    (:mod:`neuroflow.workflow.warm_jobs`), as every run does with
+    ``NEUROFLOW_TEST_LAUNCHER=0``. Dry runs and the like start no job.
+    """
+    from neuroflow.workflow.warm_jobs import SHARED_ENV, SharedServer, enabled
+
+    if env.get(snakemake_launcher.SWITCH, "1") == "0" or not enabled(env):
+        return env
+    if not {"--cores", "-c", "--jobs", "-j"} & set(args) or "-n" in args:
+        return env
+    if not _WARM_SERVERS:
+        ignore = ("PYTEST_CURRENT_TEST", "NEUROFLOW_DEMO_CACHE")
+        _WARM_SERVERS.append(SharedServer(env, ignore=ignore))
+    return {**env, SHARED_ENV: _WARM_SERVERS[0].address}
+
+
 def snakemake(
     workdir: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
@@ -107,7 +132,7 @@ def snakemake(
         "--configfile",
         str(workdir / "config.yaml"),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    proc = snakemake_launcher.run(cmd[len(SNAKEMAKE) :], with_warm_server(env, args), 1200)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"

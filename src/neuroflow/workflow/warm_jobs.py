@@ -20,6 +20,15 @@ nilearn) and last the Hugging Face libraries, with ``HF_HUB_OFFLINE=1`` as every
 extractor sets before importing them; a job whose Hugging Face variables (cache folders,
 token, verbosity) differ from the server's runs the usual way.
 
+Several Snakemake processes can share one server (:class:`SharedServer`): a process
+that starts many small runs one after another (a test suite, a sweep script) starts one,
+imports the stack once, and names its socket in ``NEUROFLOW_WARM_SERVER`` for the runs it
+starts. A run uses it only when its environment equals the one the server started with
+(thread counts, temporary folders and the names the starter lists aside) and its
+interpreter is the server's; otherwise it starts its own. A job of a shared server dies
+when the Snakemake process that asked for it ends, killed or not, as a job of its own
+server does.
+
 Jobs run as before (a new interpreter) where this does not apply: cluster and other
 non-local executors (each job is its own Snakemake process there), jobs in a conda
 environment, container or environment modules, notebooks, and when
@@ -33,7 +42,9 @@ import atexit
 import contextlib
 import functools
 import gc
+import hashlib
 import importlib
+import json
 import os
 import pickle
 import runpy
@@ -61,8 +72,12 @@ __all__ = [
     "OFFLINE_DEFAULTS",
     "OFFLINE_ENVIRONMENT",
     "PRELOAD",
+    "RUN_DEFAULTS",
+    "SHARED_ENV",
     "ServerUnavailableError",
+    "SharedServer",
     "enabled",
+    "environment_identity",
     "hf_import_environment",
     "idle_preload",
     "install",
@@ -143,6 +158,18 @@ THREAD_VARIABLES = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
+#: What the Snakefile sets where unset, before any job loads OpenMP: idle solver threads
+#: sleep instead of spinning, so that jobs sharing cores do not stall each other's
+#: eigendecompositions (two concurrent 2-thread TRF fits on 2 cores took 185 s each with
+#: spinning threads, 5 s without). A :class:`SharedServer` sets them too.
+RUN_DEFAULTS: dict[str, str] = {"OMP_WAIT_POLICY": "PASSIVE"}
+#: Names the socket of a :class:`SharedServer` for the Snakemake processes started beside it.
+SHARED_ENV = "NEUROFLOW_WARM_SERVER"
+#: Variables that never make an environment differ from a shared server's: what each job
+#: sets for itself (thread counts, temporary folder) and the server's own name.
+_UNCOMPARED = (*THREAD_VARIABLES, "TMPDIR", "TMP", "TEMPDIR", "TEMP", SHARED_ENV)
+#: Beside a shared server's socket: the identity of its environment and the names it ignores.
+_IDENTITY_FILE = "identity.json"
 _PATCHED = "_neuroflow_warm"
 _SERVER_LOCK = threading.Lock()
 _FOLDER_PREFIX = "neuroflow-warm-"
@@ -201,6 +228,28 @@ def hf_import_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """
     env = {**OFFLINE_DEFAULTS, **environ, **OFFLINE_ENVIRONMENT}
     return {key: value for key, value in env.items() if key.startswith(HF_IMPORT_VARIABLES)}
+
+
+def environment_identity(environ: Mapping[str, str], ignore: Iterable[str] = ()) -> str:
+    """What a run must share with a :class:`SharedServer` to use it.
+
+    Parameters
+    ----------
+    environ : mapping of str to str
+        An environment.
+    ignore : iterable of str
+        Variables left out besides the thread counts, the temporary folders and
+        ``NEUROFLOW_WARM_SERVER``.
+
+    Returns
+    -------
+    identity : str
+        SHA-256 (hex) of this interpreter's path and the variables compared, sorted.
+    """
+    skip = {*_UNCOMPARED, *ignore}
+    items = sorted((key, value) for key, value in environ.items() if key not in skip)
+    payload = json.dumps([sys.executable, items]).encode()
+    return hashlib.sha256(payload).hexdigest()
 
 
 def idle_preload(jobs: Iterable[tuple[str, Any]] | None) -> tuple[str, ...]:
@@ -343,17 +392,37 @@ def _run_script(path: str, cwd: str, env: dict[str, str], threads: int) -> int:
     return 0
 
 
-def _job(conn: socket.socket, request: tuple, hf_environment: dict[str, str] | None) -> None:
+def _watch_client(conn: socket.socket) -> None:
+    """Kill this process as soon as the other end of ``conn`` closes (a thread).
+
+    The client sends nothing after its request: whatever ``recv`` returns is the end
+    (or an error) of a client that stopped waiting, killed or cancelled.
+    """
+    with contextlib.suppress(OSError):
+        while conn.recv(1):
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _job(
+    conn: socket.socket,
+    request: tuple,
+    hf_environment: dict[str, str] | None,
+    shared: bool = False,
+) -> None:
     """In a forked child of the server: run the requested job and report its status.
 
     A job whose :func:`hf_import_environment` differs from the server's
-    (``hf_environment``, None while no Hugging Face library is imported) is declined.
+    (``hf_environment``, None while no Hugging Face library is imported) is declined. A
+    job of a ``shared`` server dies when its client's connection closes.
     """
     status = 1
     try:
         _die_with_parent()
         if os.getppid() == 1:  # the server exited before the kernel was asked
             os._exit(1)
+        if shared:  # the client is not this process's parent: watch its connection
+            threading.Thread(target=_watch_client, args=(conn,), daemon=True).start()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -387,7 +456,9 @@ def _import_next(idle: list[str], hf_environment: dict[str, str] | None) -> dict
     return hf_environment
 
 
-def serve(address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD) -> None:
+def serve(
+    address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD, shared: bool = False
+) -> None:
     """The warm server: import :data:`PRELOAD`, then fork one child per connection.
 
     Whenever no job is waiting, it imports one more module of ``idle``: those of
@@ -408,6 +479,9 @@ def serve(address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD) -> No
         Read end of a pipe the parent holds open; the server exits when it closes.
     idle : iterable of str
         Modules to import one at a time while no job waits (see :func:`idle_preload`).
+    shared : bool
+        Whether Snakemake processes other than the parent ask for jobs
+        (:class:`SharedServer`): each job then watches its connection.
     """
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
@@ -443,7 +517,7 @@ def serve(address: str, alive_fd: int, idle: Iterable[str] = IDLE_PRELOAD) -> No
             gc.enable()
             listener.close()
             os.close(alive_fd)
-            _job(conn, request, hf_environment)
+            _job(conn, request, hf_environment, shared)
         conn.close()
 
 
@@ -479,22 +553,29 @@ def _socket_base(temp: str | None = None) -> str:
 class _Server:
     """The parent's handle on one warm server (started on the first job)."""
 
-    def __init__(self, idle: Iterable[str] = IDLE_PRELOAD) -> None:
+    def __init__(
+        self,
+        idle: Iterable[str] = IDLE_PRELOAD,
+        environ: Mapping[str, str] | None = None,
+        shared: bool = False,
+    ) -> None:
         # a folder only this user can enter: only this user's processes can ask for a job
         self.folder = tempfile.mkdtemp(prefix=_FOLDER_PREFIX, dir=_socket_base())
         self.address = os.path.join(self.folder, "socket")
         read, self._alive = os.pipe()
         # one BLAS thread while the server imports: no worker threads exist when it forks
-        env = job_environment(os.environ, 1)
+        env = job_environment(os.environ if environ is None else environ, 1)
         code = (
             "import sys; from neuroflow.workflow.warm_jobs import serve; "
-            "serve(sys.argv[1], int(sys.argv[2]), sys.argv[3].split(','))"
+            "serve(sys.argv[1], int(sys.argv[2]), sys.argv[3].split(','), sys.argv[4] == '1')"
         )
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code, self.address, str(read), ",".join(idle)],
+            [sys.executable, "-c", code, self.address, str(read), ",".join(idle), str(int(shared))],
             pass_fds=(read,),
             stdin=subprocess.DEVNULL,
             env=env,
+            # a shared server imports nothing from the folder of whoever started it
+            cwd=self.folder if shared else None,
         )
         os.close(read)
         atexit.register(self.close)
@@ -525,16 +606,106 @@ class _Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-#: The running server of this process (the first job starts it).
-_SERVERS: list[_Server] = []
+class SharedServer:
+    """A warm server for the Snakemake processes started beside it.
+
+    It imports :data:`IDLE_PRELOAD` and :data:`HF_PRELOAD` (offline) at once, and lives
+    until :meth:`close` or the end of the process that started it. Name its
+    :attr:`address` in ``NEUROFLOW_WARM_SERVER`` of the runs that should use it: a run
+    does when its environment has the :func:`environment_identity` the server started
+    with, and starts its own server otherwise.
+
+    Parameters
+    ----------
+    environ : mapping of str to str | None
+        The environment of the runs it serves (default: this process's), with
+        :data:`RUN_DEFAULTS` where unset, as the Snakefile sets them.
+    ignore : iterable of str
+        Variables whose values may differ between those runs (e.g. one a test runner
+        sets per test), besides the thread counts and temporary folders.
+
+    Examples
+    --------
+    >>> with SharedServer() as server:  # doctest: +SKIP
+    ...     env = {**os.environ, SHARED_ENV: server.address}
+    ...     for config in configs:
+    ...         subprocess.run(["snakemake", "--configfile", config], env=env)
+    """
+
+    def __init__(
+        self, environ: Mapping[str, str] | None = None, ignore: Iterable[str] = ()
+    ) -> None:
+        environ = {**RUN_DEFAULTS, **(os.environ if environ is None else environ)}
+        ignore = sorted(set(ignore))
+        self._server = _Server((*IDLE_PRELOAD, *HF_PRELOAD), environ, shared=True)
+        #: Path of the server's socket, for ``NEUROFLOW_WARM_SERVER``.
+        self.address = self._server.address
+        #: Process id of the server (each job's parent).
+        self.pid = self._server.process.pid
+        self._server.connect().close()  # listening: a run that names it finds it
+        identity = {"identity": environment_identity(environ, ignore), "ignore": ignore}
+        path = os.path.join(self._server.folder, _IDENTITY_FILE)
+        with open(path + ".partial", "w") as file:
+            json.dump(identity, file)
+        os.replace(path + ".partial", path)
+
+    def close(self) -> None:
+        """Stop the server; jobs still running die with it."""
+        self._server.close()
+
+    def __enter__(self) -> SharedServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _server(idle: Callable[[], Iterable[str]]) -> _Server:
-    """This process's server, started with ``idle()`` as its idle imports if none is."""
+class _SharedClient:
+    """A Snakemake process's handle on a :class:`SharedServer` it did not start."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def connect(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.address)
+        except OSError as err:
+            sock.close()
+            raise ServerUnavailableError(
+                f"the shared warm job server at {self.address} must accept jobs, got {err} instead"
+            ) from None
+        return sock
+
+
+def _shared_server(environ: Mapping[str, str]) -> _SharedClient | None:
+    """The shared server ``environ`` names, if its environment is the same (else None)."""
+    address = environ.get(SHARED_ENV)
+    if not address:
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(address), _IDENTITY_FILE)) as file:
+            identity = json.load(file)
+        same = identity["identity"] == environment_identity(environ, identity["ignore"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return _SharedClient(address) if same else None
+
+
+#: The running server of this process (the first job starts it, or finds a shared one).
+_SERVERS: list[_Server | _SharedClient] = []
+
+
+def _server(
+    idle: Callable[[], Iterable[str]], environ: Mapping[str, str] | None = None
+) -> _Server | _SharedClient:
+    """This process's server: the shared one ``environ`` names when its environment is
+    the same, else one started with ``idle()`` as its idle imports, if none is."""
     with _SERVER_LOCK:
         if not _SERVERS:
+            shared = _shared_server(os.environ if environ is None else environ)
             try:
-                _SERVERS.append(_Server(idle()))
+                _SERVERS.append(shared or _Server(idle()))
             except OSError as err:
                 raise ServerUnavailableError(
                     f"the warm job server must start, got {err} instead"
@@ -577,8 +748,9 @@ def run_warm(
         When the server cannot start or be reached, or declines the job (its Hugging
         Face variables differ from the server's): the script never started.
     """
-    env = job_environment(os.environ if environ is None else environ, threads, tmpdir)
-    server = _server(lambda: idle_preload(None if jobs is None else jobs()))
+    environ = os.environ if environ is None else environ
+    env = job_environment(environ, threads, tmpdir)
+    server = _server(lambda: idle_preload(None if jobs is None else jobs()), environ)
     sys.stdout.flush()
     sys.stderr.flush()
     with server.connect() as sock:
