@@ -9,6 +9,7 @@ and ``mkdocs build --strict`` (warnings and broken links are errors) must pass.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import os
 import re
@@ -80,6 +81,7 @@ def default_config() -> dict:
 
 
 YAML_BLOCKS = _blocks(("yaml", "yml"))
+PYTHON_BLOCKS = _blocks(("python", "py"))
 COMMANDS = _commands()
 
 
@@ -88,6 +90,7 @@ def test_the_pages_have_snippets_and_commands():
     pages = {page for page, _, _ in YAML_BLOCKS}
     assert {"README.md", "docs/recipes/ds000117.md", "docs/recipes/nsd-betas.md"} <= pages
     assert len(YAML_BLOCKS) >= 10
+    assert {"docs/outputs.md", "docs/development.md"} <= {page for page, _, _ in PYTHON_BLOCKS}
     kinds = {argv[0].rsplit("/", 1)[-1] for _, _, argv in COMMANDS}
     assert kinds == {"neuroflow", "snakemake"}
     assert len(COMMANDS) >= 20
@@ -130,6 +133,24 @@ def _check_overrides(entries: list[str]) -> None:
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     overrides = coerce_overrides(parse_config(entries), schema)
     validate_config(deep_update(default, overrides), schema, source="--config")
+
+
+@pytest.mark.parametrize(
+    ("page", "line", "text"), PYTHON_BLOCKS, ids=[f"{p}:{n}" for p, n, _ in PYTHON_BLOCKS]
+)
+def test_python_snippet_compiles_and_its_imports_exist(page, line, text):
+    """Each Python snippet is valid Python, and every name it imports exists."""
+    tree = ast.parse(text, filename=f"{page}:{line}")
+    imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert imports, f"{page}:{line} imports nothing: what does it call?"
+    for node in imports:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                importlib.import_module(alias.name)
+            continue
+        module = importlib.import_module(node.module)
+        for alias in node.names:
+            assert hasattr(module, alias.name), f"{page}:{line}: {node.module}.{alias.name}"
 
 
 @pytest.mark.parametrize(

@@ -33,11 +33,18 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from neuroflow.workflow.warm_jobs import SET_ON_IMPORT
+
 #: Set to 0 to start every Snakemake run as a new interpreter.
 SWITCH = "NEUROFLOW_TEST_LAUNCHER"
-#: Variables that may differ between a run and the launcher: set per test by pytest, or
-#: read by neuroflow at run time only.
-PER_TEST = ("PYTEST_CURRENT_TEST", "NEUROFLOW_WARM_SERVER", "NEUROFLOW_DEMO_CACHE")
+#: Variables that may differ between a run and the launcher: set per test by pytest, read
+#: by neuroflow at run time only, or set by libraries when the test process imports them.
+PER_TEST = (
+    "PYTEST_CURRENT_TEST",
+    "NEUROFLOW_WARM_SERVER",
+    "NEUROFLOW_DEMO_CACHE",
+    *SET_ON_IMPORT,
+)
 #: What ``python -m snakemake`` imports before it reads a config, and the Snakefile's
 #: own imports.
 PRELOAD = (

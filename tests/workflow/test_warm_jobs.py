@@ -23,7 +23,11 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from neuroflow.workflow.warm_jobs import (
+    HF_PRELOAD,
+    IDLE_PRELOAD,
+    PRELOAD,
     RUN_DEFAULTS,
+    SET_ON_IMPORT,
     SHARED_ENV,
     SharedServer,
     enabled,
@@ -185,10 +189,31 @@ def test_the_identity_of_an_environment():
     assert environment_identity(same) == environment_identity(env)
     assert environment_identity({**env, "MY_VARIABLE": "b"}) != environment_identity(env)
     assert environment_identity({**env, "PYTHONHASHSEED": "0"}) != environment_identity(env)
+    imported = {**env, "KMP_INIT_AT_FORK": "FALSE", "TORCHINDUCTOR_CACHE_DIR": "/tmp/t"}
+    assert environment_identity(imported) == environment_identity(env)
     assert environment_identity({**env, "PER_TEST": "2"}) != environment_identity(env)
     assert environment_identity({**env, "PER_TEST": "2"}, ["PER_TEST"]) == environment_identity(
         env, ["PER_TEST"]
     )
+
+
+@pytest.mark.slow
+def test_what_the_server_imports_sets_no_other_variable():
+    """A library that sets a variable when imported would make every Snakemake process
+    that imported it differ from a shared server that did not (:data:`SET_ON_IMPORT`)."""
+    modules = [*PRELOAD, *IDLE_PRELOAD, *HF_PRELOAD, "neuroflow.workflow.plan"]
+    code = (
+        "import importlib, json, os, sys; before = dict(os.environ)\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "json.dump(sorted(k for k in {**before, **os.environ} "
+        "if before.get(k) != os.environ.get(k)), sys.stdout)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in SET_ON_IMPORT}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert set(json.loads(proc.stdout)) <= set(SET_ON_IMPORT)
 
 
 def test_runs_with_the_environment_of_a_shared_server_fork_it(tmp_path):

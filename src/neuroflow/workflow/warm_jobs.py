@@ -73,6 +73,7 @@ __all__ = [
     "OFFLINE_ENVIRONMENT",
     "PRELOAD",
     "RUN_DEFAULTS",
+    "SET_ON_IMPORT",
     "SHARED_ENV",
     "ServerUnavailableError",
     "SharedServer",
@@ -165,9 +166,18 @@ THREAD_VARIABLES = (
 RUN_DEFAULTS: dict[str, str] = {"OMP_WAIT_POLICY": "PASSIVE"}
 #: Names the socket of a :class:`SharedServer` for the Snakemake processes started beside it.
 SHARED_ENV = "NEUROFLOW_WARM_SERVER"
+#: Variables that scikit-learn, joblib and PyTorch set in their own process when imported:
+#: a Snakemake process that imported them (its plan may) differs from one that did not,
+#: while the server imports them all the same.
+SET_ON_IMPORT = ("KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK", "TORCHINDUCTOR_CACHE_DIR")
 #: Variables that never make an environment differ from a shared server's: what each job
-#: sets for itself (thread counts, temporary folder) and the server's own name.
-_UNCOMPARED = (*THREAD_VARIABLES, "TMPDIR", "TMP", "TEMPDIR", "TEMP", SHARED_ENV)
+#: sets for itself (thread counts, temporary folder), what imports set, the server's name.
+_UNCOMPARED = (
+    *THREAD_VARIABLES,
+    *("TMPDIR", "TMP", "TEMPDIR", "TEMP"),
+    *SET_ON_IMPORT,
+    SHARED_ENV,
+)
 #: Beside a shared server's socket: the identity of its environment and the names it ignores.
 _IDENTITY_FILE = "identity.json"
 _PATCHED = "_neuroflow_warm"
@@ -238,8 +248,8 @@ def environment_identity(environ: Mapping[str, str], ignore: Iterable[str] = ())
     environ : mapping of str to str
         An environment.
     ignore : iterable of str
-        Variables left out besides the thread counts, the temporary folders and
-        ``NEUROFLOW_WARM_SERVER``.
+        Variables left out besides the thread counts, the temporary folders,
+        :data:`SET_ON_IMPORT` and ``NEUROFLOW_WARM_SERVER``.
 
     Returns
     -------
