@@ -33,7 +33,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from neuroflow.workflow.warm_jobs import SET_ON_IMPORT
+from neuroflow.workflow.warm_jobs import (
+    SET_ON_IMPORT,
+    receive_exactly,
+    receive_message,
+    send_message,
+)
 
 #: Set to 0 to start every Snakemake run as a new interpreter.
 SWITCH = "NEUROFLOW_TEST_LAUNCHER"
@@ -62,21 +67,6 @@ _HERE = Path(__file__).resolve().parent
 
 def _comparable(env: Mapping[str, str]) -> dict[str, str]:
     return {key: value for key, value in env.items() if key not in PER_TEST}
-
-
-def _send(sock: socket.socket, payload: bytes) -> None:
-    sock.sendall(struct.pack("!I", len(payload)) + payload)
-
-
-def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _watch(conn: socket.socket) -> None:
@@ -158,8 +148,7 @@ def serve(address: str, alive_fd: int) -> None:
         if alive_fd in ready:
             return
         conn, _ = listener.accept()
-        head = _receive_exactly(conn, 4)
-        payload = None if head is None else _receive_exactly(conn, struct.unpack("!I", head)[0])
+        payload = receive_message(conn)
         if payload is None:
             conn.close()
             continue
@@ -221,12 +210,12 @@ class Launcher:
                             raise
                         time.sleep(0.01)
                 request = (list(args), str(cwd or os.getcwd()), dict(env), str(out), str(err))
-                _send(sock, pickle.dumps(request))
+                send_message(sock, pickle.dumps(request))
                 sock.settimeout(timeout)
                 try:
-                    head = _receive_exactly(sock, 4)
+                    head = receive_exactly(sock, 4)
                     pid = None if head is None else struct.unpack("!i", head)[0]
-                    reply = _receive_exactly(sock, 4) if pid is not None else None
+                    reply = receive_exactly(sock, 4) if pid is not None else None
                 except TimeoutError:
                     if pid is not None:
                         with contextlib.suppress(ProcessLookupError):

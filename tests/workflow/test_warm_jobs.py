@@ -128,6 +128,18 @@ def test_a_traceback_goes_to_standard_error(tmp_path):
     assert "Traceback" in proc.stderr
 
 
+def _sleeper(folder: Path, pid_file: Path) -> Path:
+    """A job script that writes its process id into ``pid_file``, then sleeps."""
+    return _script(
+        folder,
+        f"""
+        import os, time
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        time.sleep(600)
+        """,
+    )
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -147,14 +159,7 @@ def _alive(pid: int) -> bool:
 )
 def test_a_job_dies_with_its_snakemake_process(tmp_path, request):
     pid_file = tmp_path / "job.pid"
-    script = _script(
-        tmp_path,
-        f"""
-        import os, time
-        open({str(pid_file)!r}, "w").write(str(os.getpid()))
-        time.sleep(600)
-        """,
-    )
+    script = _sleeper(tmp_path, pid_file)
     code = f"from neuroflow.workflow.warm_jobs import run_warm; run_warm({str(script)!r})"
     # where the server's socket folder goes (a short path: sockets take ~100 bytes)
     server_tmp = Path(tempfile.mkdtemp(prefix="nf-test-", dir="/tmp"))
@@ -256,14 +261,7 @@ def test_runs_with_the_environment_of_a_shared_server_fork_it(tmp_path):
 )
 def test_a_job_of_a_shared_server_dies_with_its_snakemake_process(tmp_path):
     pid_file = tmp_path / "job.pid"
-    script = _script(
-        tmp_path,
-        f"""
-        import os, time
-        open({str(pid_file)!r}, "w").write(str(os.getpid()))
-        time.sleep(600)
-        """,
-    )
+    script = _sleeper(tmp_path, pid_file)
     server_tmp = Path(tempfile.mkdtemp(prefix="nf-test-", dir="/tmp"))
     env = {**os.environ, **RUN_DEFAULTS, "TMPDIR": str(server_tmp)}
     try:

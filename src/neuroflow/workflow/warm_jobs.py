@@ -83,7 +83,10 @@ __all__ = [
     "idle_preload",
     "install",
     "job_environment",
+    "receive_exactly",
+    "receive_message",
     "run_warm",
+    "send_message",
     "serve",
     "uses_hf",
 ]
@@ -350,19 +353,30 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _send(sock: socket.socket, payload: bytes) -> None:
+def send_message(sock: socket.socket, payload: bytes) -> None:
+    """Send ``payload`` as one length-prefixed message (what :func:`receive_message` reads).
+
+    Parameters
+    ----------
+    sock : socket.socket
+        A connected stream socket.
+    payload : bytes
+        The message.
+    """
     sock.sendall(struct.pack("!I", len(payload)) + payload)
 
 
-def _receive(sock: socket.socket) -> bytes | None:
-    """One length-prefixed message; None when the other end closed first."""
-    head = _receive_exactly(sock, 4)
+def receive_message(sock: socket.socket) -> bytes | None:
+    """One length-prefixed message (:func:`send_message`); None when the other end closed
+    first."""
+    head = receive_exactly(sock, 4)
     if head is None:
         return None
-    return _receive_exactly(sock, struct.unpack("!I", head)[0])
+    return receive_exactly(sock, struct.unpack("!I", head)[0])
 
 
-def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
+def receive_exactly(sock: socket.socket, size: int) -> bytes | None:
+    """``size`` bytes from ``sock``; None when the other end closed first."""
     chunks, left = [], size
     while left:
         chunk = sock.recv(left)
@@ -515,7 +529,7 @@ def serve(
             hf_environment = _import_next(idle, hf_environment)
             continue
         conn, _ = listener.accept()
-        message = _receive(conn)
+        message = receive_message(conn)
         if message is None:
             conn.close()
             continue
@@ -765,8 +779,8 @@ def run_warm(
     sys.stderr.flush()
     with server.connect() as sock:
         request = (str(path), os.getcwd(), env, int(threads), uses_hf(path, params, env))
-        _send(sock, pickle.dumps(request))
-        reply = _receive_exactly(sock, 4)
+        send_message(sock, pickle.dumps(request))
+        reply = receive_exactly(sock, 4)
     status = -signal.SIGKILL if reply is None else struct.unpack("!i", reply)[0]
     if status == _DECLINED:
         raise ServerUnavailableError(
