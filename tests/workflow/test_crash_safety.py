@@ -35,9 +35,9 @@ N_KILLS = 10
 ATTEMPT_TIMEOUT_S = 1200
 
 
-def _command(workdir: Path, *args: str) -> list[str]:
+def _arguments(workdir: Path, *args: str) -> list[str]:
+    """Snakemake's arguments for one attempt (or ``args``, e.g. ``--unlock``)."""
     return [
-        *SNAKEMAKE,
         "--cores",
         "2",
         "--rerun-incomplete",
@@ -49,6 +49,10 @@ def _command(workdir: Path, *args: str) -> list[str]:
         "--configfile",
         str(workdir / "config.yaml"),
     ]
+
+
+def _command(workdir: Path, *args: str) -> list[str]:
+    return [*SNAKEMAKE, *_arguments(workdir, *args)]
 
 
 def _scan(results: Path) -> tuple[int, set[str]]:
@@ -75,9 +79,8 @@ def _unlock(workdir: Path) -> None:
 
     (neuroflow's lock on the results folder is released by the kernel.)
     """
-    cmd = _command(workdir, "--unlock")
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = snakemake_launcher.run(cmd[len(SNAKEMAKE) :], env, ATTEMPT_TIMEOUT_S)
+    proc = snakemake_launcher.run(_arguments(workdir, "--unlock"), env, ATTEMPT_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
@@ -140,7 +143,7 @@ def test_sigkill_at_ten_points_then_resume_equals_an_uninterrupted_run(
         stages.add(store.split("/")[0])
     # resume to the end (no more kills)
     env = with_warm_server({**os.environ, "PYTHONHASHSEED": "0"}, ("--cores",))
-    proc = snakemake_launcher.run(_command(workdir)[len(SNAKEMAKE) :], env, ATTEMPT_TIMEOUT_S)
+    proc = snakemake_launcher.run(_arguments(workdir), env, ATTEMPT_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     print(f"{len(interrupted)} SIGKILLs in stages {sorted(stages)}")
     assert len(interrupted) >= N_KILLS, interrupted

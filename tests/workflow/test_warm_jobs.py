@@ -257,7 +257,11 @@ def test_runs_with_the_environment_of_a_shared_server_fork_it(tmp_path):
 
 
 @pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="SIGKILL and /proc are those of Linux"
+    not sys.platform.startswith("linux"),
+    reason=(
+        "the test reads each job's parent process from /proc, which only Linux has; the "
+        "shared server's jobs watch their connection the same way elsewhere"
+    ),
 )
 def test_a_job_of_a_shared_server_dies_with_its_snakemake_process(tmp_path):
     pid_file = tmp_path / "job.pid"

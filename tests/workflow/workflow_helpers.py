@@ -122,8 +122,7 @@ def snakemake(
     """Run snakemake on the repository's Snakefile inside ``workdir`` (``env``: added)."""
     env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
     # Targets and flags first: --configfile takes several values and would swallow them.
-    cmd = [
-        *SNAKEMAKE,
+    argv = [
         *args,
         "-s",
         str(REPO / "Snakefile"),
@@ -132,7 +131,7 @@ def snakemake(
         "--configfile",
         str(workdir / "config.yaml"),
     ]
-    proc = snakemake_launcher.run(cmd[len(SNAKEMAKE) :], with_warm_server(env, args), 1200)
+    proc = snakemake_launcher.run(argv, with_warm_server(env, args), 1200)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
