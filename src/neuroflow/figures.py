@@ -145,7 +145,12 @@ def thumbnail_size(width: int, height: int, max_side: int) -> tuple[int, int]:
 def _encode(image: Image.Image, fmt: str, quality: int) -> bytes:
     buffer = io.BytesIO()
     if fmt == "png":
-        palette = image.quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        # median cut keeps every colour of an image that has at most 256 of them; for
+        # more (anti-aliased curves, colour maps) the fast octree is about ten times
+        # quicker, with a smaller largest error per pixel
+        few = image.getcolors(256) is not None
+        method = Image.Quantize.MEDIANCUT if few else Image.Quantize.FASTOCTREE
+        palette = image.quantize(256, method=method, dither=Image.Dither.NONE)
         palette.save(buffer, "PNG", optimize=True)
     else:
         image.save(buffer, "JPEG", quality=quality, optimize=True)

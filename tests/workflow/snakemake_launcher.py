@@ -1,7 +1,7 @@
 """Snakemake runs of a test process start warm: each a fork of one launcher process.
 
-``python -m snakemake`` spends about 0.9 s of CPU importing Snakemake and the modules the
-Snakefile imports before it reads a config; the workflow tests start it ~440 times. A
+``python -m snakemake`` spends about 1.4 s of CPU importing Snakemake and the modules the
+Snakefile and the plan import; the workflow tests start it ~440 times. A
 :class:`Launcher` imports them once (per test process, started on the first run) and
 forks one child per run, which then is ``python -m snakemake ARGS`` as a new
 interpreter would be: the run's working directory, environment, ``sys.argv``, standard
@@ -50,8 +50,9 @@ PER_TEST = (
     "NEUROFLOW_DEMO_CACHE",
     *SET_ON_IMPORT,
 )
-#: What ``python -m snakemake`` imports before it reads a config, and the Snakefile's
-#: own imports.
+#: What ``python -m snakemake`` imports before it reads a config, the Snakefile's own
+#: imports, and what Snakemake and the plan import while a run starts (its source files,
+#: report plugins; the plan's modules of every stage: ~0.5 s of CPU per run).
 PRELOAD = (
     "snakemake.cli",
     "snakemake.api",
@@ -61,6 +62,21 @@ PRELOAD = (
     "neuroflow.workflow.plan",
     "neuroflow.workflow.warm_jobs",
     "neuroflow.workflow.versions",
+    "smart_open",
+    "snakemake.report.html_reporter",
+    "yte",
+    "neuroflow.demo",
+    "neuroflow.stimuli.video",
+    "neuroflow.features.config",
+    "neuroflow.features.inventory",
+    "neuroflow.features.torch_build",
+    "neuroflow.features.whisper_weights",
+    "neuroflow.config.transformer_options",
+    "neuroflow.decoding.options",
+    "neuroflow.qc",
+    "neuroflow.workflow.applicability",
+    "neuroflow.workflow.runs",
+    "neuroflow.workflow.concurrent_runs",
 )
 _HERE = Path(__file__).resolve().parent
 

@@ -90,6 +90,8 @@ def clip_run(
         "encoding": {"models": {"clip": {"feature_spaces": ["clip"]}}},  # fMRI only
         "eeg_encoding": {"enabled": False},
         "rsa": {"enabled": False},
+        "qc": {"enabled": False},  # not under test
+        "geometry": {"enabled": False},
         "decoding": {
             "classification": {"enabled": False},
             "features": {"n_permutations": 10},

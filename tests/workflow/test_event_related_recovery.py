@@ -65,6 +65,10 @@ def _config(facts: dict) -> dict:
             "split": {"test_runs": ["4"]},
         },
         "evaluation": {"permutation": {"n_permutations": 100}},
+        # only what the recovery reads: preprocessing, alignment, encoding, evaluation
+        "qc": {"enabled": False},
+        "decoding": {"enabled": False},
+        "geometry": {"enabled": False},
     }
 
 

@@ -42,6 +42,7 @@ def _config(root) -> dict:
         "decoding": {"enabled": False},
         "rsa": {"enabled": False},
         "geometry": {"enabled": False},
+        "qc": {"enabled": False},  # not under test
         "predict": {
             "stimulus_sets": {
                 "novel": {"folder": str(root / "pool"), "glob": "*.png"},

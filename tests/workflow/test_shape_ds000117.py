@@ -59,6 +59,7 @@ def recipe(bids: str, sessions: list[str]) -> dict:
             }
         },
         "evaluation": {"permutation": {"n_permutations": 100}},
+        "eeg_encoding": {"inference": {"n_permutations": 20}},
         "decoding": {
             "classification": {"n_permutations": 10, "generalization": False},
             "features": {"n_permutations": 20},

@@ -65,6 +65,8 @@ def clips(tmp_path_factory: pytest.TempPathFactory) -> tuple:
             "identification": {"n_permutations": 20},
             "contrastive": {"enabled": False},
         },
+        "qc": {"enabled": False},  # not under test
+        "geometry": {"enabled": False},
     }
     return run_shape(root / "run", config), root
 

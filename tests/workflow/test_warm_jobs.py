@@ -205,11 +205,13 @@ def test_the_identity_of_an_environment():
 @pytest.mark.slow
 def test_what_the_server_imports_sets_no_other_variable():
     """A library that sets a variable when imported would make every Snakemake process
-    that imported it differ from a shared server that did not (:data:`SET_ON_IMPORT`)."""
+    that imported it differ from a shared server that did not (:data:`SET_ON_IMPORT`);
+    one that starts a thread would make the server's forks unsafe."""
     modules = [*PRELOAD, *IDLE_PRELOAD, *HF_PRELOAD, "neuroflow.workflow.plan"]
     code = (
-        "import importlib, json, os, sys; before = dict(os.environ)\n"
+        "import importlib, json, os, sys, threading; before = dict(os.environ)\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"
+        "assert threading.active_count() == 1, threading.enumerate()\n"
         "json.dump(sorted(k for k in {**before, **os.environ} "
         "if before.get(k) != os.environ.get(k)), sys.stdout)"
     )

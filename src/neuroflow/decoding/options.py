@@ -7,7 +7,7 @@ never refuses its data in a job.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,11 @@ from neuroflow.config import merge_defaults
 from .concepts import concept_matrix
 
 __all__ = [
+    "ALIGNMENTS",
+    "CLASSIFIERS",
+    "CV_SCHEMES",
     "DEFAULT_CONFIG",
+    "WHOLE_EPOCH_CLASSIFIERS",
     "applicable_parts",
     "concepts_unavailable",
     "fmri_identification_unavailable",
@@ -25,8 +29,19 @@ __all__ = [
     "identification_unavailable",
     "metric_names",
     "resolve_config",
+    "resolve_cross_subject_config",
+    "shared_classes",
 ]
 
+
+#: Classifiers of ``decoding.cross_subject.classifiers``.
+CLASSIFIERS = ("time_resolved", "epoch_lda", "tangent_space")
+#: The classifiers of whole epochs (one score per held-out unit).
+WHOLE_EPOCH_CLASSIFIERS = ("epoch_lda", "tangent_space")
+#: Values of ``decoding.cross_subject.cv``.
+CV_SCHEMES = ("leave-one-subject-out", "leave-one-session-out")
+#: Values of ``decoding.cross_subject.alignment``.
+ALIGNMENTS = ("euclidean", "none")
 
 #: The default ``decoding`` section (mirrored by ``workflow/schemas/decoding.schema.yaml``).
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -127,6 +142,90 @@ def resolve_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(cfg["decim"], int) or cfg["decim"] < 1:
         raise ValueError(f"`decoding.decim` must be a positive int, got {cfg['decim']!r} instead.")
     return cfg
+
+
+def resolve_cross_subject_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fill the ``decoding`` section with defaults and check its ``cross_subject`` block.
+
+    Parameters
+    ----------
+    config : dict | None
+        The ``decoding`` section, or the part of it the stage reads (``seed``,
+        ``decim``, ``cross_subject``).
+
+    Returns
+    -------
+    config : dict
+        Every key present.
+    """
+    cfg = resolve_config(config)
+    cs = cfg["cross_subject"]
+    key = "decoding.cross_subject"
+    if cs["cv"] not in CV_SCHEMES:
+        raise ValueError(
+            f"`{key}.cv` must be one of {', '.join(CV_SCHEMES)}, got {cs['cv']!r} instead."
+        )
+    if cs["alignment"] not in ALIGNMENTS:
+        raise ValueError(
+            f"`{key}.alignment` must be one of {', '.join(ALIGNMENTS)}, got "
+            f"{cs['alignment']!r} instead."
+        )
+    names = cs["classifiers"]
+    if (
+        isinstance(names, str)
+        or not names
+        or any(c not in CLASSIFIERS for c in names)
+        or len(set(names)) != len(names)
+    ):
+        raise ValueError(
+            f"`{key}.classifiers` must be a non-empty list of distinct names among "
+            f"{', '.join(CLASSIFIERS)}, got {names!r} instead."
+        )
+    if cs["target"] not in ("condition", "stimulus"):
+        raise ValueError(
+            f"`{key}.target` must be 'condition' or 'stimulus', got {cs['target']!r} instead."
+        )
+    window = cs["window"]
+    if window is not None and (
+        isinstance(window, str) or len(window) != 2 or not float(window[0]) < float(window[1])
+    ):
+        raise ValueError(
+            f"`{key}.window` must be [tmin, tmax] in s with tmin < tmax, or null, got "
+            f"{window!r} instead."
+        )
+    width = cs["bin_width"]
+    if width is not None and (
+        isinstance(width, bool) or not isinstance(width, int | float) or width <= 0
+    ):
+        raise ValueError(
+            f"`{key}.bin_width` must be a positive number of seconds or null, got {width!r} "
+            "instead."
+        )
+    return cfg
+
+
+def shared_classes(labels: Sequence[Iterable[str]]) -> tuple[list[str], list[str]]:
+    """The classes every held-out unit has, and those some unit lacks.
+
+    A decoder is tested only on classes it was trained on: the stage decodes the shared
+    classes and needs at least 2 of them; the workflow plan checks the same on the
+    epochs the events tables describe.
+
+    Parameters
+    ----------
+    labels : sequence of iterable of str
+        The labels (``decoding.cross_subject.target``) of each held-out unit's epochs.
+
+    Returns
+    -------
+    classes, dropped : list of str
+        Sorted shared classes, and sorted classes not in every unit.
+    """
+    per_unit = [set(map(str, u)) for u in labels]
+    if not per_unit:
+        return [], []
+    classes = sorted(set.intersection(*per_unit))
+    return classes, sorted(set.union(*per_unit) - set(classes))
 
 
 def held_out_mask(

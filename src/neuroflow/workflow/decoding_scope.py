@@ -405,12 +405,9 @@ def _cross_subject_classes(
 
     The units are the subjects (leave-one-subject-out) or the sessions of the subjects
     with 2+ sessions (leave-one-session-out), as the job forms them; their classes are
-    checked by the job's own :func:`neuroflow.decoding.cross_subject_stage.shared_classes`.
+    checked by the job's own :func:`neuroflow.decoding.options.shared_classes`.
     """
-    from neuroflow.decoding.cross_subject_stage import (
-        resolve_cross_subject_config,
-        shared_classes,
-    )
+    from neuroflow.decoding.options import resolve_cross_subject_config, shared_classes
 
     cs = resolve_cross_subject_config(plan.cross_subject_config())["cross_subject"]
     by_session = cs["cv"] == "leave-one-session-out"

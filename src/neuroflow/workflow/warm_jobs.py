@@ -107,7 +107,9 @@ PRELOAD: tuple[str, ...] = (
 )
 #: Imported when the server is first idle (no job waiting), one module at a time: most
 #: fitting, extraction, decoding, quality-control and figure jobs need them (PyTorch alone
-#: takes 1-2 s to import), the others lose nothing.
+#: takes 1-2 s to import), the others lose nothing. Then the stages' own modules and what
+#: they import besides, roughly in the order a run reaches them (0.1-0.3 s per job that
+#: would import them itself).
 IDLE_PRELOAD: tuple[str, ...] = (
     "torch",
     "sklearn",
@@ -117,6 +119,21 @@ IDLE_PRELOAD: tuple[str, ...] = (
     "matplotlib.backends.backend_agg",
     "nilearn.maskers",
     "mne",
+    "neuroflow.preprocessing.fmri",
+    "neuroflow.preprocessing.eeg.stage",
+    "numba",
+    "neuroflow.features.align",
+    "neuroflow.features.extract",
+    "neuroflow.encoding.stage",
+    "neuroflow.encoding.trials",
+    "neuroflow.evaluation.stage",
+    "nilearn.plotting",
+    "neuroflow.qc.fmri",
+    "neuroflow.qc.eeg",
+    "neuroflow.decoding.stage",
+    "neuroflow.decoding.fmri",
+    "rsatoolbox",
+    "neuroflow.rsa.stage",
 )
 #: Imported last, with :data:`OFFLINE_ENVIRONMENT` set as every extractor sets it before
 #: its first Hugging Face import (the libraries read it when imported): the demo's
