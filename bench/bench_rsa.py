@@ -5,7 +5,10 @@ its Spearman correlation and Kendall tau-a with ``n_models`` model RDMs; both pa
 the same data in the same run, with the largest absolute difference. Tau-a compares the
 same RDM on both paths (each path's own RDM differs by float rounding, which reorders
 near-equal distances), so its difference is rounding of the final division only; its
-compiled counter is warmed up (numba's cache) before the timing.
+compiled counter is warmed up (numba's cache) before the timing. Last, the noise
+ceilings of an EEG RSA: ``n_sets`` RDMs of 40 stimuli (time points x channel groups),
+each measured on 4 repeats, by rsatoolbox's ``boot_noise_ceiling`` set by set and by
+``noise_ceilings`` for all sets at once.
 
     python bench/bench_rsa.py            # 1,000 stimuli x 50,000 voxels, 20 models
     python bench/bench_rsa.py --small    # 200 x 5,000
@@ -18,9 +21,10 @@ import time
 
 import numpy as np
 from rsatoolbox.data import Dataset
+from rsatoolbox.inference import boot_noise_ceiling
 from rsatoolbox.rdm import RDMs, calc_rdm, compare
 
-from neuroflow.rsa.compare import compare_rdms
+from neuroflow.rsa.compare import compare_rdms, noise_ceilings
 from neuroflow.rsa.rdm import correlation_rdm
 
 
@@ -83,10 +87,35 @@ def main() -> None:
         f"  total       rsatoolbox {total_ref:8.3f} s  neuroflow {total_our:8.3f} s  "
         f"ratio {total_ref / total_our:6.2f}x"
     )
-    if max(rdm_diff, cmp_diff, tau_diff) > 1e-6:
+    ceil_diff = _ceilings(rng, 40 if args.small else 200, args.repeats)
+    if max(rdm_diff, cmp_diff, tau_diff, ceil_diff) > 1e-6:
         raise SystemExit(
-            f"values differ from rsatoolbox by more than 1e-6: {rdm_diff}, {cmp_diff}, {tau_diff}"
+            "values differ from rsatoolbox by more than 1e-6: "
+            f"{rdm_diff}, {cmp_diff}, {tau_diff}, {ceil_diff}"
         )
+
+
+def _ceilings(rng: np.random.Generator, n_sets: int, repeats: int) -> float:
+    """Time the noise ceilings of ``n_sets`` RDM sets both ways; the largest difference."""
+    n_pairs = 40 * 39 // 2
+    rdms = rng.random((n_sets, n_pairs)) + rng.standard_normal((4, n_sets, n_pairs))
+    diff = 0.0
+    for method in ("spearman", "tau-a"):
+        noise_ceilings(rdms[:, :1], method=method)  # load the compiled code
+        t_ref, ref = _best(
+            lambda m=method: np.array(
+                [boot_noise_ceiling(RDMs(rdms[:, k]), method=m) for k in range(n_sets)]
+            ),
+            repeats,
+        )
+        t_our, our = _best(lambda m=method: noise_ceilings(rdms, method=m), repeats)
+        diff = max(diff, float(np.abs(our - ref).max()))
+        print(
+            f"  ceilings {method:<9s} rsatoolbox {t_ref:8.3f} s  neuroflow {t_our:8.3f} s  "
+            f"ratio {t_ref / t_our:6.2f}x  max|diff| {np.abs(our - ref).max():.2e}  "
+            f"({n_sets} sets x 4 RDMs)"
+        )
+    return diff
 
 
 if __name__ == "__main__":

@@ -17,7 +17,13 @@ from scipy.spatial.distance import pdist
 
 from neuroflow.rsa import compare as rsa_compare
 from neuroflow.rsa.analysis import alignment_patterns, cross_temporal_rsa, roi_alignment
-from neuroflow.rsa.compare import compare_rdms, kendall_tau_a, noise_ceiling, rank_rows
+from neuroflow.rsa.compare import (
+    compare_rdms,
+    kendall_tau_a,
+    noise_ceiling,
+    noise_ceilings,
+    rank_rows,
+)
 from neuroflow.rsa.kendall import pair_counts
 from neuroflow.rsa.rdm import correlation_rdm, crossnobis_rdm, n_conditions, square_rdm
 
@@ -199,6 +205,31 @@ def test_noise_ceiling_is_leave_one_out(rng):
     assert noise_ceiling(rdms) == pytest.approx(tuple(ref))
     with pytest.raises(ValueError, match="at least 2 RDMs"):
         noise_ceiling(rdms[:1])
+
+
+@pytest.mark.parametrize("n", [2, 3, 12])
+def test_noise_ceilings_of_many_sets_equal_rsatoolbox_set_by_set(rng, n):
+    n_sets, n_pairs = 7, 66
+    rdms = rng.random((n_sets, n_pairs)) + 0.5 * rng.standard_normal((n, n_sets, n_pairs))
+    rdms[:, :, ::5] = np.round(rdms[:, :, ::5], 1)  # tied dissimilarities
+    rdms[1, 2] = 0.7  # a constant RDM: its rank comparisons are 0
+    rdms[0, 4, 9] = np.nan  # a set with a NaN pair: that pair is dropped in the set
+    for method in ("spearman", "tau-a", "corr"):
+        if method == "corr":  # rsatoolbox cannot pool a constant RDM by correlation
+            rdms[1, 2] = rng.random(n_pairs)
+        bounds = noise_ceilings(rdms, method=method)
+        assert bounds.shape == (n_sets, 2)
+        for k in range(n_sets):
+            keep = ~np.isnan(rdms[:, k]).any(axis=0)
+            ref = boot_noise_ceiling(RDMs(rdms[:, k, keep]), method=method)
+            # the same operations in the same order: equal to the last bit
+            assert tuple(bounds[k]) == (float(ref[0]), float(ref[1])), (method, k)
+    with pytest.raises(ValueError, match=r"shape \(n_measurements, n_sets, n_pairs\)"):
+        noise_ceilings(rdms[0])
+    with pytest.raises(ValueError, match="at least 2 RDMs per set"):
+        noise_ceilings(rdms[:1])
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        noise_ceilings(rdms, method="cosine")
 
 
 def test_crossnobis_matches_rsatoolbox_call(rng):

@@ -6,7 +6,11 @@ once each and counts the pairs of each pair of RDMs with one compiled merge sort
 (:mod:`neuroflow.rsa.kendall`, numba; rsatoolbox sorts both vectors twice for every
 pair; ``bench/bench_rsa.py`` times both). The whitened cosine
 (rsatoolbox's ``cosine_cov``, the cosine after whitening by the covariance of the
-distance estimates) calls rsatoolbox's :func:`rsatoolbox.rdm.compare`.
+distance estimates) calls rsatoolbox's :func:`rsatoolbox.rdm.compare`. Noise ceilings
+of many RDM sets at once (an EEG RDM per time point and channel group) follow
+rsatoolbox's leave-one-out pooling for the rank comparisons in arrays
+(:func:`noise_ceilings`); one call of rsatoolbox per set costs ~30 ms of object
+handling and ranking in Python loops.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ __all__ = [
     "compare_rdms",
     "kendall_tau_a",
     "noise_ceiling",
+    "noise_ceilings",
     "rank_rows",
     "rsatoolbox_rdms",
 ]
@@ -288,3 +293,91 @@ def noise_ceiling(rdms: np.ndarray, *, method: str = "spearman") -> tuple[float,
     keep = ~np.isnan(rdms).any(axis=0)
     lower, upper = boot_noise_ceiling(rsatoolbox_rdms(rdms[:, keep]), method=method)
     return float(lower), float(upper)
+
+
+def _centred_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine of ``a`` and ``b`` after centring each on its mean over the last axis, as
+    rsatoolbox's Spearman comparison computes it on ranks (0 for a constant vector).
+
+    Parameters
+    ----------
+    a, b : ndarray, shape (..., n_pairs)
+        Broadcast against each other.
+
+    Returns
+    -------
+    cos : ndarray, shape (...)
+    """
+    a = a - np.mean(a, axis=-1, keepdims=True)
+    b = b - np.mean(b, axis=-1, keepdims=True)
+    norm_a = np.sqrt(np.einsum("...j,...j->...", a, a))
+    norm_b = np.sqrt(np.einsum("...j,...j->...", b, b))
+    dot = np.einsum("...j,...j->...", a, b)
+    ok = (norm_a > 0) & (norm_b > 0)
+    # divided by one norm, then the other, as rsatoolbox divides
+    cos = np.divide(dot, norm_a, out=np.zeros_like(dot), where=ok)
+    return np.divide(cos, norm_b, out=cos, where=ok)
+
+
+def noise_ceilings(rdms: np.ndarray, *, method: str = "spearman") -> np.ndarray:
+    """Lower and upper noise ceilings of many sets of repeated RDMs at once.
+
+    The values of :func:`noise_ceiling` for every set ``rdms[:, k]``: for ``spearman``
+    and ``tau-a`` computed in arrays as rsatoolbox's
+    :func:`~rsatoolbox.inference.boot_noise_ceiling` computes them (each measurement
+    compared with the mean rank RDM of the others, lower bound, and of all, upper
+    bound; the two bounds averaged over measurements), for the other methods by
+    :func:`noise_ceiling` per set. A set with a NaN pair goes through
+    :func:`noise_ceiling` too (which drops the pairs NaN in any of its RDMs).
+
+    Parameters
+    ----------
+    rdms : array-like, shape (n_measurements, n_sets, n_pairs)
+        For each set, one RDM per measurement (subject, repeat or session).
+    method : {"spearman", "corr", "tau-a", "cosine_cov"}
+        Comparison method.
+
+    Returns
+    -------
+    bounds : ndarray of float64, shape (n_sets, 2)
+        Lower and upper bound of each set.
+    """
+    rdms = np.asarray(rdms, dtype=np.float64)
+    if rdms.ndim != 3:
+        raise ValueError(
+            "`rdms` must have shape (n_measurements, n_sets, n_pairs), got shape "
+            f"{rdms.shape} instead."
+        )
+    n, n_sets, n_pairs = rdms.shape
+    if n < 2:
+        raise ValueError(f"`rdms` must hold at least 2 RDMs per set, got {n} instead.")
+    if method not in COMPARISONS:
+        raise ValueError(
+            f"`method` must be one of {', '.join(COMPARISONS)}, got {method!r} instead."
+        )
+    out = np.empty((n_sets, 2))
+    whole = ~np.isnan(rdms).any(axis=(0, 2))
+    batched = whole if method in ("spearman", "tau-a") else np.zeros(n_sets, dtype=bool)
+    for k in np.flatnonzero(~batched):
+        out[k] = noise_ceiling(rdms[:, k], method=method)
+    if not batched.any():
+        return out
+    raw = rdms[:, batched]  # (n, m, p)
+    m = raw.shape[1]
+    ranks = rank_rows(raw.reshape(n * m, n_pairs)).reshape(n, m, n_pairs)
+    pooled_all = np.mean(ranks, axis=0)  # (m, p): rsatoolbox pools rank RDMs by their mean
+    lower = np.empty((n, m))
+    upper = np.empty((n, m))
+    for i in range(n):
+        pooled_others = np.mean(np.delete(ranks, i, axis=0), axis=0)
+        if method == "spearman":
+            lower[i] = _centred_cosine(rank_rows(pooled_others), ranks[i])
+            upper[i] = _centred_cosine(rank_rows(pooled_all), ranks[i])
+        else:
+            for j in range(m):
+                lower[i, j] = kendall_tau_a(pooled_others[j], raw[i, j])[0, 0]
+                upper[i, j] = kendall_tau_a(pooled_all[j], raw[i, j])[0, 0]
+    # averaged over measurements along contiguous rows, as rsatoolbox averages its list
+    out[batched, 0] = np.ascontiguousarray(lower.T).mean(axis=1)
+    out[batched, 1] = np.ascontiguousarray(upper.T).mean(axis=1)
+    return out

@@ -48,7 +48,7 @@ from neuroflow.rois import labelled_rois
 from neuroflow.variables import describe_variables
 
 from .analysis import alignment_patterns
-from .compare import compare_rdms, noise_ceiling
+from .compare import compare_rdms, noise_ceilings
 from .eeg import bootstrap_factor, eeg_bootstrap, resolve_channel_groups
 from .equivalence import subject_model_equivalence
 from .inference import bootstrap_rsa
@@ -92,8 +92,7 @@ def _ceilings(rdms: np.ndarray, methods: Sequence[str]) -> np.ndarray:
     out = np.full((len(methods), 2, flat.shape[1]), np.nan)
     if rdms.shape[0] >= 2:
         for m, method in enumerate(methods):
-            for k in range(flat.shape[1]):
-                out[m, :, k] = noise_ceiling(flat[:, k], method=method)
+            out[m] = noise_ceilings(flat, method=method).T
     return out.reshape(len(methods), 2, *lead)
 
 
