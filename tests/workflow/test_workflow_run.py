@@ -375,12 +375,38 @@ def test_demo_data_refuses_a_folder_with_other_files(tmp_path: Path) -> None:
     assert (folder / "chapter1.tex").read_text() == "precious"
 
 
-def test_demo_data_command(tmp_path: Path) -> None:
-    proc = _neuroflow(REPO, "demo-data", str(tmp_path / "demo"), "--seed", "3")
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` but the provenance marker and Snakemake's timestamp."""
+    skip = {".neuroflow.json", ".snakemake_timestamp"}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }
+
+
+def test_demo_data_command_writes_the_demo_of_a_config(tiny_run: Path, tmp_path: Path) -> None:
+    """`neuroflow demo-data --configfile FILE` writes the dataset a run of FILE generates."""
+    proc = _neuroflow(tmp_path, "demo-data", "demo", "--configfile", str(tiny_run / "config.yaml"))
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "demo" / ".neuroflow.json").read_text())
     assert meta["stage"] == "demo"
-    assert (tmp_path / "demo" / "dataset_description.json").exists()
+    (generated,) = (tiny_run / "results" / "demo").iterdir()
+    assert meta["version"] == json.loads((generated / ".neuroflow.json").read_text())["version"]
+    written = _files(tmp_path / "demo")
+    assert "dataset_description.json" in written
+    assert written == _files(generated)
+    # --seed replaces the config's seed: another dataset, another version
+    proc = _neuroflow(
+        tmp_path, "demo-data", "seed3", "--seed", "3", "--configfile", str(tiny_run / "config.yaml")
+    )
+    assert proc.returncode == 0, proc.stderr
+    reseeded = _files(tmp_path / "seed3")
+    assert reseeded.keys() == written.keys() and reseeded != written
+    assert (
+        json.loads((tmp_path / "seed3" / ".neuroflow.json").read_text())["version"]
+        != (meta["version"])
+    )
 
 
 def test_in_silico_ranking_follows_the_planted_drive(tiny_run: Path) -> None:

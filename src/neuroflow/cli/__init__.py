@@ -18,7 +18,6 @@ from neuroflow.cli.configs import (
     DEFAULT_SCHEMA,
     _load_config,
     _resolve_config,
-    schema_path,
 )
 from neuroflow.cli.gc import cmd_gc
 from neuroflow.cli.inspect import cmd_inspect, cmd_versions
@@ -150,8 +149,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_demo_data(args: argparse.Namespace) -> int:
     """Generate the embedded demo dataset into a folder."""
     from neuroflow.artifacts import build_provenance
-    from neuroflow.config import load_schema
-    from neuroflow.config.validation import fill_defaults, validate_config
     from neuroflow.demo import generate_demo_dataset
     from neuroflow.demo.generate import foreign_files
     from neuroflow.workflow.plan import stage_versions
@@ -173,8 +170,7 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    schema = load_schema(schema_path(args.schema))
-    config = validate_config(fill_defaults({}, schema), schema)
+    config = _load_config(args)  # as `neuroflow run` builds it: its `demo` block
     if args.seed is not None:
         config["demo"]["seed"] = args.seed
     versions = stage_versions(config)
@@ -408,20 +404,24 @@ def build_parser() -> argparse.ArgumentParser:
         "demo-data",
         help="generate the embedded demo BIDS dataset",
         description="Generate the simulated demo BIDS dataset (fMRI, EEG, stimuli, planted "
-        "ground truth) into a folder, offline and deterministically.",
+        "ground truth) into a folder, offline and deterministically: the demo of the "
+        "config's `demo` block, the config built as `neuroflow run` builds it from the "
+        "same --configfile/--config arguments (the dataset a run of that config generates).",
     )
     p.add_argument(
         "output",
         help="folder to create; an earlier demo there is replaced, a folder that holds any "
         "file the demo did not write is refused",
     )
-    p.add_argument("--seed", type=int, default=None, help="random seed (default from schema)")
+    p.add_argument(
+        "--seed", type=int, default=None, help="random seed (default: the config's `demo.seed`)"
+    )
     p.add_argument(
         "--force",
         action="store_true",
         help="replace a folder that holds files the demo did not write (they are deleted)",
     )
-    p.add_argument("--schema", default=DEFAULT_SCHEMA, help="config schema (%(default)s)")
+    add_config_args(p)
     p.set_defaults(func=cmd_demo_data)
     return parser
 
