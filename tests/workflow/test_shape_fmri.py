@@ -287,6 +287,9 @@ def test_nsd_like_betas_go_to_trial_encoding_and_rsa(tmp_path):
                     "extractor": "torch_module",
                     "model": "efficientnet-lite0",
                     "layers": ["_blocks.1", "_blocks.5", "_blocks.10"],
+                    # small images need no 224 px input (a quarter of the side: 1/12 of
+                    # the forward pass's cost)
+                    "input": {"resize": 72, "center_crop": 64},
                 },
             ]
         },
