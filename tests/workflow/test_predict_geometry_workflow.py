@@ -99,7 +99,12 @@ def predicted(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "extractors": [
                 {"name": "image_statistics", "extractor": "image_statistics"},
                 {"name": "minilm", "extractor": "sentence_transformer"},
-                {"name": "cnn", "extractor": "torch_module", "model": "efficientnet-lite0"},
+                {
+                    "name": "cnn",
+                    "extractor": "torch_module",
+                    "model": "efficientnet-lite0",
+                    "input": {"resize": 72, "center_crop": 64},  # small images: small input
+                },
             ]
         },
         "encoding": {

@@ -413,6 +413,7 @@ def test_algonauts_like_parcel_time_series(tmp_path):
         "extractor": "torch_module",
         "model": "efficientnet-lite0",
         "layers": ["blocks.4", "avg-pooling"],  # layer names of the modules below
+        "input": {"resize": 72, "center_crop": 64},  # small images: small input
     }
     config = {
         "dataset": {"source": "timeseries", "bids_root": str(tmp_path / "bids")},
