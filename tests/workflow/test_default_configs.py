@@ -9,7 +9,8 @@ does not apply.
 Shapes that other workflow tests already run with a dataset-only config (fewer
 permutations at most) are checked on those runs (:data:`REUSED`); the others are run
 here once each, at the smallest size their generator allows, on 2 cores, except those
-of :data:`NOT_RUN`.
+of :data:`NOT_RUN`, with fewer permutations where :data:`FEWER_PERMUTATIONS` says (which
+analyses apply does not depend on them).
 """
 
 from __future__ import annotations
@@ -130,6 +131,14 @@ SHAPES: dict[str, tuple[Callable[..., dict], dict[str, Any], Callable[[dict], di
     ),
 }
 
+#: Shape -> the permutation counts its run sets besides the ``dataset`` block: the
+#: ds000117-like run fits seven EEG encoding models (the EfficientNet layer sweep and
+#: image statistics), each with an exact refitting null (200 permutations by default,
+#: ~12 s per model here; the default count runs in ``test_eeg_encoding_workflow.py``).
+FEWER_PERMUTATIONS: dict[str, dict] = {
+    "ds000117_like": {"eeg_encoding": {"inference": {"n_permutations": 20}}},
+}
+
 #: Generators whose default-config run is not part of the suite, and why.
 NOT_RUN: dict[str, str] = {}
 
@@ -205,6 +214,18 @@ def test_every_generator_is_covered():
     reused = {generator for _, generator in REUSED.values()}
     assert not covered & reused and not (covered | reused) & set(NOT_RUN)
     assert covered | reused | set(NOT_RUN) == _generators()
+
+
+def test_runs_set_nothing_but_permutation_counts_besides_the_dataset():
+    def leaves(node: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        if isinstance(node, dict):
+            return [leaf for key, value in node.items() for leaf in leaves(value, (*path, key))]
+        return [path]
+
+    assert set(FEWER_PERMUTATIONS) <= set(SHAPES)
+    for extra in FEWER_PERMUTATIONS.values():
+        assert "dataset" not in extra
+        assert all(path[-1] == "n_permutations" for path in leaves(extra)), extra
 
 
 def test_a_refusal_in_a_job_log_is_found(tmp_path: Path):
@@ -294,7 +315,9 @@ def test_default_config_runs_to_the_report_reused(
 def test_default_config_runs_to_the_report(shape: str, tmp_path: Path):
     make, sizes, dataset = SHAPES[shape]
     facts = make(tmp_path / "bids", seed=0, **sizes)
-    run = run_shape(tmp_path / "run", {"dataset": dataset(facts)})
+    run = run_shape(
+        tmp_path / "run", {"dataset": dataset(facts), **FEWER_PERMUTATIONS.get(shape, {})}
+    )
     check_default_run(run, tmp_path / "report.html")
     notes = summary_notes(run)
     if shape == "single_condition_eeg":
