@@ -96,6 +96,29 @@ def test_plot_thumbnail_is_a_lossless_palette_png_when_it_fits():
     np.testing.assert_array_equal(np.asarray(_decoded(data).convert("RGB")), np.asarray(small))
 
 
+def test_anti_aliased_plot_keeps_every_pixel_close_in_its_palette():
+    """Curves drawn with anti-aliasing have more than 256 colours: the palette of the PNG
+    thumbnail stays within a few levels of every pixel (no colour swapped for another)."""
+    from PIL import ImageDraw
+
+    rng = np.random.default_rng(5)
+    height, width = 400, 900
+    canvas = Image.new("RGB", (2 * width, 2 * height), "white")
+    draw = ImageDraw.Draw(canvas)
+    for k, colour in enumerate([(31, 119, 180), (255, 127, 14), (44, 160, 44)]):
+        x = np.arange(0, 2 * width, 6)
+        y = height + 240 * np.sin(x / 120 + k) + rng.normal(0, 6, x.size)
+        draw.line(list(zip(x.tolist(), y.tolist(), strict=True)), fill=colour, width=4)
+    image = canvas.resize((width, height), Image.Resampling.LANCZOS)
+    assert image.getcolors(256) is None  # more colours than a palette holds
+    data, fmt = encode_thumbnail(image, **THUMBNAIL_PRESETS["plot"])
+    assert fmt == "png"
+    error = np.abs(
+        np.asarray(_decoded(data).convert("RGB"), dtype=int) - np.asarray(image, dtype=int)
+    )
+    assert error.max() <= 24 and error.mean() < 2.0, (error.max(), error.mean())
+
+
 def test_dense_plot_falls_back_to_jpeg_then_shrinks():
     rng = np.random.default_rng(11)
     image = _noise(rng, 500, 800, channels=4)
