@@ -119,6 +119,7 @@ def test_nan_eeg_samples_fail_that_recording_and_keep_the_others(tmp_path):
     config = {
         "dataset": {"source": "bids", "bids_root": str(tmp_path / "bids")},
         "decoding": {"classification": {"n_permutations": 4}},
+        "qc": {"enabled": False},  # not under test
     }
     write_config(tmp_path / "config.yaml", config)
     proc = snakemake(tmp_path, "--cores", "2", "--keep-going", check=False)
