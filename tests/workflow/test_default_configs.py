@@ -46,7 +46,7 @@ from shape_helpers import run_shape, summary_dir, summary_notes
 # session fixtures: runs of a dataset-only config that those modules' tests read too
 from test_shape_eeg_only import eeg_only  # noqa: F401
 from test_shape_fmri import movie  # noqa: F401
-from workflow_helpers import snakemake
+from workflow_helpers import config_leaves, snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 
@@ -217,15 +217,10 @@ def test_every_generator_is_covered():
 
 
 def test_runs_set_nothing_but_permutation_counts_besides_the_dataset():
-    def leaves(node: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-        if isinstance(node, dict):
-            return [leaf for key, value in node.items() for leaf in leaves(value, (*path, key))]
-        return [path]
-
     assert set(FEWER_PERMUTATIONS) <= set(SHAPES)
     for extra in FEWER_PERMUTATIONS.values():
         assert "dataset" not in extra
-        assert all(path[-1] == "n_permutations" for path in leaves(extra)), extra
+        assert all(path[-1] == "n_permutations" for path, _ in config_leaves(extra)), extra
 
 
 def test_a_refusal_in_a_job_log_is_found(tmp_path: Path):

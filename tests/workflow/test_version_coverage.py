@@ -13,12 +13,12 @@ from __future__ import annotations
 import copy
 import functools
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from workflow_helpers import REPO
+from workflow_helpers import REPO, config_leaves
 
 from neuroflow.config import ConfigError, load_schema, validate_config
 from neuroflow.config.validation import fill_defaults
@@ -57,14 +57,6 @@ EXPLICIT: dict[str, Any] = {
     "rsa.feature_spaces": ["minilm"],
     "evaluation.permutation.block_length_trs": 10,
 }
-
-
-def _leaves(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    if isinstance(node, Mapping) and node:
-        for key, value in node.items():
-            yield from _leaves(value, (*path, str(key)))
-    else:
-        yield path, node
 
 
 def _candidates(value: Any) -> list[Any]:
@@ -223,7 +215,7 @@ def test_no_config_change_reruns_a_job_under_an_existing_version(tmp_path, monke
     assert len(base) > 50
 
     checked, refused, untried, clashes = [], [], [], []
-    for path, value in _leaves(defaults):
+    for path, value in config_leaves(defaults):
         dotted = ".".join(path)
         tries = [EXPLICIT[dotted]] if dotted in EXPLICIT else []
         tries += [*_enum_alternatives(_schema_at(schema, path), value), *_candidates(value)]

@@ -7,8 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import snakemake_launcher
@@ -73,6 +74,15 @@ TINY_CONFIG: dict = {
     },
     "predict": {"k": 4},
 }
+
+
+def config_leaves(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every leaf of a config as (key path, value); an empty mapping is a leaf."""
+    if isinstance(node, Mapping) and node:
+        for key, value in node.items():
+            yield from config_leaves(value, (*path, str(key)))
+    else:
+        yield path, node
 
 
 def report_data(html: str) -> tuple[dict, dict]:

@@ -368,15 +368,18 @@ def noise_ceilings(rdms: np.ndarray, *, method: str = "spearman") -> np.ndarray:
     pooled_all = np.mean(ranks, axis=0)  # (m, p): rsatoolbox pools rank RDMs by their mean
     lower = np.empty((n, m))
     upper = np.empty((n, m))
+    if method == "spearman":
+        upper[:] = _centred_cosine(rank_rows(pooled_all), ranks)
+    else:
+        for j in range(m):  # the pooled RDM against every measurement's at once
+            upper[:, j] = kendall_tau_a(pooled_all[j], raw[:, j])[0]
     for i in range(n):
         pooled_others = np.mean(np.delete(ranks, i, axis=0), axis=0)
         if method == "spearman":
             lower[i] = _centred_cosine(rank_rows(pooled_others), ranks[i])
-            upper[i] = _centred_cosine(rank_rows(pooled_all), ranks[i])
         else:
             for j in range(m):
                 lower[i, j] = kendall_tau_a(pooled_others[j], raw[i, j])[0, 0]
-                upper[i, j] = kendall_tau_a(pooled_all[j], raw[i, j])[0, 0]
     # averaged over measurements along contiguous rows, as rsatoolbox averages its list
     out[batched, 0] = np.ascontiguousarray(lower.T).mean(axis=1)
     out[batched, 1] = np.ascontiguousarray(upper.T).mean(axis=1)
