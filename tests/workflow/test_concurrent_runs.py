@@ -178,7 +178,21 @@ def test_figure_folder_of_a_committed_job_is_kept(tmp_path: Path, job_class: typ
     }
     asyncio.run(job.remove_existing_output())
     assert is_intact_store(store) and (plots / "run_qc-tsnr.png").is_file()
-    # without the committed store, a folder alone proves nothing: it goes
-    lone = tmp_path / "lone_qc"
-    lone.mkdir()
-    assert outputs_to_keep([str(lone)], [str(lone)]) == set()
+
+
+def test_figure_folder_committed_before_its_store_is_kept(tmp_path: Path, job_class: type) -> None:
+    """The concurrent job renamed its figure folder into place and writes its store: the
+    folder stays (deleting it would fail that job), the store is not there yet."""
+    store, plots = tmp_path / "run_qc.zarr", tmp_path / "run_qc"
+    plots.mkdir()
+    (plots / "run_qc-tsnr.png").write_bytes(b"png")
+    partial = tmp_path / ".run_qc.zarr.partial-0123abcd"  # the store being written
+    partial.mkdir()
+    job = job_class([store, plots], missing=[store, plots], log=tmp_path / "a.log")
+    assert outputs_to_keep([str(store), str(plots)], [str(store), str(plots)]) == {str(plots)}
+    asyncio.run(job.remove_existing_output())
+    assert (plots / "run_qc-tsnr.png").is_file() and partial.is_dir()
+    # a folder that was there when the run was planned is a deliberate rerun's: it goes
+    job = job_class([store, plots], missing=[store], log=tmp_path / "a.log")
+    asyncio.run(job.remove_existing_output())
+    assert not plots.exists()

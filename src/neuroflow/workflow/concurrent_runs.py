@@ -10,9 +10,12 @@ with "Directory not empty".
 :func:`keep_concurrently_committed_outputs` makes Snakemake leave such a store alone:
 an output that was missing when this run planned the job and that is now an intact,
 committed store (its manifest verifies) was written by a concurrent run from the same
-inputs and config (its path is versioned), and so were the job's figure folders that
-now exist beside it; the job still runs, and its atomic writes discard its identical
-copies (:func:`neuroflow.artifacts.keep_committed_stores`). An
+inputs and config (its path is versioned), and so was a figure folder that now exists
+where none was (a folder never has its final name before it is complete; a job renames
+its figure folders into place before its store, so the folder may come first: deleting
+it then would leave the concurrent run's finished job without it); the job still runs,
+and its atomic writes discard its identical copies
+(:func:`neuroflow.artifacts.keep_committed_stores`). An
 output that existed when the run was planned (a forced or incomplete rerun) is deleted
 as before, so deliberate reruns recompute.
 
@@ -52,15 +55,13 @@ def outputs_to_keep(outputs: Iterable[str], missing_when_planned: Iterable[str])
     Returns
     -------
     keep : set of str
-        Outputs missing at planning time that are now committed stores, and, once one
-        of them is, the job's other outputs missing at planning time that are now
-        directories (figure folders the same concurrent job renamed into place before
-        its store; a directory never has its final name before it is complete).
+        Outputs missing at planning time that are now committed stores, and those that
+        are now folders other than stores (figure folders a concurrent copy of the job
+        renamed into place, before its store; a folder never has its final name before
+        it is complete).
     """
     missing = {str(f) for f in missing_when_planned}
     stores = {str(f) for f in outputs if str(f) in missing and is_intact_store(f)}
-    if not stores:
-        return set()
     folders = {
         str(f)
         for f in outputs
