@@ -7,7 +7,9 @@ forks one child per run, which then is ``python -m snakemake ARGS`` as a new
 interpreter would be: the run's working directory, environment, ``sys.argv``, standard
 streams (files read back as the completed process's output, stdin empty), exit status,
 and its own warm job server. The launcher never runs Snakemake itself, so every child
-starts from the same freshly imported state.
+starts from the same freshly imported state. ``python -m neuroflow.cli`` (the
+``neuroflow`` command, ~1.5 s of CPU per start) runs the same way (``module``), and
+:meth:`Launcher.start` gives a run to poll and kill as ``subprocess.Popen`` would.
 
 A run whose environment differs from the launcher's in anything but the variables of
 :data:`PER_TEST` (a variable read at import time could matter) runs as a new
@@ -21,6 +23,7 @@ import atexit
 import contextlib
 import os
 import pickle
+import select
 import shutil
 import signal
 import socket
@@ -77,6 +80,7 @@ PRELOAD = (
     "neuroflow.workflow.applicability",
     "neuroflow.workflow.runs",
     "neuroflow.workflow.concurrent_runs",
+    "neuroflow.cli",
 )
 _HERE = Path(__file__).resolve().parent
 
@@ -93,15 +97,33 @@ def _watch(conn: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _main(module: str, args: list[str]) -> None:
+    """Run ``python -m MODULE ARGS`` in this process (it raises SystemExit or returns)."""
+    if module != "snakemake":
+        import runpy
+
+        sys.argv = [module, *args]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return
+    import snakemake.cli
+    import snakemake.workflow
+
+    # read from the current folder when Snakemake is imported
+    snakemake.workflow.Workflow._rundir = str(Path.cwd().absolute())
+    # as `python -m snakemake` sets it (importing snakemake.__main__ would run it)
+    sys.argv = [os.path.join(os.path.dirname(snakemake.cli.__file__), "__main__.py"), *args]
+    snakemake.cli.main(list(args))
+
+
 def _run(conn: socket.socket, request: tuple) -> None:
-    """In a forked child: be ``python -m snakemake ARGS``; report the exit status."""
+    """In a forked child: be ``python -m MODULE ARGS``; report the exit status."""
     import atexit as child_atexit
     import traceback
 
     status = 1
     try:
         conn.sendall(struct.pack("!i", os.getpid()))
-        args, cwd, env, stdout, stderr = request
+        module, args, cwd, env, stdout, stderr = request
         threading.Thread(target=_watch, args=(conn,), daemon=True).start()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -116,15 +138,8 @@ def _run(conn: socket.socket, request: tuple) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)
-        import snakemake.cli
-        import snakemake.workflow
-
-        # read from the current folder when Snakemake is imported
-        snakemake.workflow.Workflow._rundir = str(Path.cwd().absolute())
-        # as `python -m snakemake` sets it (importing snakemake.__main__ would run it)
-        sys.argv = [os.path.join(os.path.dirname(snakemake.cli.__file__), "__main__.py"), *args]
         try:
-            snakemake.cli.main(list(args))
+            _main(module, list(args))
             status = 0
         except SystemExit as exc:
             code = exc.code
@@ -148,7 +163,6 @@ def serve(address: str, alive_fd: int) -> None:
     """The launcher: import :data:`PRELOAD`, then fork one child per request."""
     import gc
     import importlib
-    import select
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
@@ -181,6 +195,60 @@ def _new_file(folder: str) -> Path:
     return Path(path)
 
 
+class Started:
+    """A run started by :meth:`Launcher.start`: ``pid``, ``poll``, ``wait`` and ``kill`` as
+    ``subprocess.Popen`` has them, and its output once it ended (:meth:`result`)."""
+
+    def __init__(
+        self, cmd: list[str], sock: socket.socket, pid: int | None, out: Path, err: Path
+    ) -> None:
+        self.args, self._sock, self.pid, self._out, self._err = cmd, sock, pid, out, err
+        self.returncode: int | None = None if pid is not None else 1
+        if pid is None:  # the fork failed before it started the run
+            sock.close()
+
+    def poll(self) -> int | None:
+        """The exit status, or None while the run goes on."""
+        if self.returncode is None:
+            ready, _, _ = select.select([self._sock], [], [], 0)
+            if ready:
+                self._finish()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end of the run (``subprocess.TimeoutExpired`` after ``timeout``)."""
+        if self.returncode is None:
+            self._sock.settimeout(timeout)
+            try:
+                self._finish()
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout) from None
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the run (its jobs end with its connections) and wait for it."""
+        if self.returncode is None and self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self._sock.settimeout(None)
+            self._finish()
+
+    def _finish(self) -> None:
+        reply = receive_exactly(self._sock, 4)
+        self.returncode = -signal.SIGKILL if reply is None else struct.unpack("!i", reply)[0]
+        self._sock.close()
+
+    def result(self) -> subprocess.CompletedProcess:
+        """The ended run's exit status and output; removes the output files."""
+        try:
+            stdout = self._out.read_text(errors="replace")
+            stderr = self._err.read_text(errors="replace")
+        finally:
+            for path in (self._out, self._err):
+                path.unlink(missing_ok=True)
+        return subprocess.CompletedProcess(self.args, self.returncode, stdout, stderr)
+
+
 class Launcher:
     """A test process's handle on its launcher (see the module's docstring)."""
 
@@ -207,43 +275,56 @@ class Launcher:
         """Whether a run with ``env`` can start here."""
         return self.process.poll() is None and _comparable(env) == self.env
 
-    def run(
-        self, args: list[str], env: Mapping[str, str], timeout: float, cwd: Path | None = None
-    ) -> subprocess.CompletedProcess:
-        """``python -m snakemake *args`` in ``cwd`` (default: the current folder), as
-        ``subprocess.run`` with ``capture_output=True, text=True`` would run it."""
+    def start(
+        self,
+        args: list[str],
+        env: Mapping[str, str],
+        cwd: Path | None = None,
+        module: str = "snakemake",
+    ) -> Started:
+        """Start ``python -m MODULE *args`` in ``cwd`` (default: the current folder)."""
         out, err = (_new_file(self.folder) for _ in range(2))
-        cmd = [sys.executable, "-m", "snakemake", *args]
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                deadline = time.monotonic() + 120.0
-                while True:
-                    try:
-                        sock.connect(self.address)
-                        break
-                    except (FileNotFoundError, ConnectionRefusedError):
-                        if self.process.poll() is not None or time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.01)
-                request = (list(args), str(cwd or os.getcwd()), dict(env), str(out), str(err))
-                send_message(sock, pickle.dumps(request))
-                sock.settimeout(timeout)
+            deadline = time.monotonic() + 120.0
+            while True:
                 try:
-                    head = receive_exactly(sock, 4)
-                    pid = None if head is None else struct.unpack("!i", head)[0]
-                    reply = receive_exactly(sock, 4) if pid is not None else None
-                except TimeoutError:
-                    if pid is not None:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                    raise subprocess.TimeoutExpired(cmd, timeout) from None
-            status = -signal.SIGKILL if reply is None else struct.unpack("!i", reply)[0]
-            stdout = out.read_text(errors="replace")
-            stderr = err.read_text(errors="replace")
-        finally:
+                    sock.connect(self.address)
+                    break
+                except (FileNotFoundError, ConnectionRefusedError):
+                    if self.process.poll() is not None or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+            request = (module, list(args), str(cwd or os.getcwd()), dict(env), str(out), str(err))
+            send_message(sock, pickle.dumps(request))
+            head = receive_exactly(sock, 4)
+        except BaseException:
+            sock.close()
             for path in (out, err):
                 path.unlink(missing_ok=True)
-        return subprocess.CompletedProcess(cmd, status, stdout, stderr)
+            raise
+        pid = None if head is None else struct.unpack("!i", head)[0]
+        return Started([sys.executable, "-m", module, *args], sock, pid, out, err)
+
+    def run(
+        self,
+        args: list[str],
+        env: Mapping[str, str],
+        timeout: float,
+        cwd: Path | None = None,
+        module: str = "snakemake",
+    ) -> subprocess.CompletedProcess:
+        """``python -m MODULE *args`` in ``cwd`` (default: the current folder), as
+        ``subprocess.run`` with ``capture_output=True, text=True`` would run it."""
+        proc = self.start(args, env, cwd, module)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        finally:
+            result = proc.result()
+        return result
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -257,22 +338,87 @@ class Launcher:
 _LAUNCHERS: list[Launcher] = []
 
 
+def _launcher(env: Mapping[str, str]) -> Launcher | None:
+    """This process's launcher when a run with ``env`` can start there."""
+    if env.get(SWITCH, "1") == "0":
+        return None
+    if not _LAUNCHERS:
+        _LAUNCHERS.append(Launcher(env))
+    return _LAUNCHERS[0] if _LAUNCHERS[0].accepts(env) else None
+
+
 def run(
-    args: list[str], env: Mapping[str, str], timeout: float, cwd: Path | None = None
+    args: list[str],
+    env: Mapping[str, str],
+    timeout: float,
+    cwd: Path | None = None,
+    module: str = "snakemake",
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m snakemake *args`` with ``env``: in a fork of this process's
-    launcher when its environment is the same, else as a new interpreter."""
-    if env.get(SWITCH, "1") != "0":
-        if not _LAUNCHERS:
-            _LAUNCHERS.append(Launcher(env))
-        launcher = _LAUNCHERS[0]
-        if launcher.accepts(env):
-            return launcher.run(args, env, timeout, cwd)
+    """Run ``python -m MODULE *args`` with ``env``: in a fork of this process's launcher
+    when its environment is the same, else as a new interpreter."""
+    launcher = _launcher(env)
+    if launcher is not None:
+        return launcher.run(args, env, timeout, cwd, module)
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", *args],
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
         env=dict(env),
         timeout=timeout,
         cwd=cwd,
     )
+
+
+class _NewInterpreter:
+    """A run of :func:`start` as a new interpreter, in a session of its own (killing its
+    process group kills what it started), with the API of :class:`Started`."""
+
+    def __init__(self, cmd: list[str], env: Mapping[str, str], cwd: Path | None) -> None:
+        self.args = cmd
+        # read back (and closed) by result()
+        self._files = [tempfile.TemporaryFile() for _ in range(2)]  # noqa: SIM115
+        self._popen = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._files[0],
+            stderr=self._files[1],
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self.pid = self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    def poll(self) -> int | None:
+        return self._popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self._popen.wait(timeout)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self._popen.wait()
+
+    def result(self) -> subprocess.CompletedProcess:
+        texts = []
+        for file in self._files:
+            file.seek(0)
+            texts.append(file.read().decode(errors="replace"))
+            file.close()
+        return subprocess.CompletedProcess(self.args, self.returncode, *texts)
+
+
+def start(
+    args: list[str], env: Mapping[str, str], cwd: Path | None = None, module: str = "snakemake"
+) -> Started | _NewInterpreter:
+    """Start ``python -m MODULE *args`` with ``env`` (as :func:`run` would): ``poll``,
+    ``wait``, ``kill`` (SIGKILL; a launched run's jobs end with its connections), and
+    ``result`` (exit status and output) once it ended."""
+    launcher = _launcher(env)
+    if launcher is not None:
+        return launcher.start(args, env, cwd, module)
+    return _NewInterpreter([sys.executable, "-m", module, *args], env, cwd)

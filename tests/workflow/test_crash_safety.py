@@ -1,10 +1,11 @@
 """Crash safety, measured: runs killed with SIGKILL mid-write, then resumed.
 
-The tiny demo workflow is started again and again and killed (the whole process group,
-snakemake and its jobs) as soon as a store that was not yet interrupted starts being
-written, at least ten times over the stages. After each kill Snakemake's own lock is
-removed with ``--unlock`` (as after any crash) and the run restarts with
-``--rerun-incomplete``.
+The tiny demo workflow is started again and again and killed with SIGKILL (the Snakemake
+process, whose jobs, forks of the test process's warm job server, die as its connections
+close; a run started as a new interpreter: its whole process group) as soon as a store
+that was not yet interrupted starts being written, at least ten times over the stages.
+After each kill Snakemake's own lock is removed with ``--unlock`` (as after any crash)
+and the run restarts with ``--rerun-incomplete``.
 The finished results must equal those of the uninterrupted run, no store may have
 consumed an interrupted write, and every store must match its manifest.
 """
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 import copy
 import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import numpy as np
 import pytest
 import snakemake_launcher
 import xarray as xr
-from workflow_helpers import REPO, SNAKEMAKE, TINY_CONFIG, with_warm_server, write_config
+from workflow_helpers import REPO, TINY_CONFIG, with_warm_server, write_config
 
 from neuroflow.artifacts import PARTIAL_MARKER, find_stores, open_dataset, read_provenance
 from neuroflow.manifests import verify_store
@@ -49,10 +48,6 @@ def _arguments(workdir: Path, *args: str) -> list[str]:
         "--configfile",
         str(workdir / "config.yaml"),
     ]
-
-
-def _command(workdir: Path, *args: str) -> list[str]:
-    return [*SNAKEMAKE, *_arguments(workdir, *args)]
 
 
 def _scan(results: Path) -> tuple[int, set[str]]:
@@ -93,28 +88,20 @@ def _run_until_a_new_write(workdir: Path, interrupted: set[str], after: int) -> 
     # the run's jobs are forks of the test process's shared warm server: they die when
     # the killed Snakemake process's connection closes, as jobs of its own server do
     env = with_warm_server({**os.environ, "PYTHONHASHSEED": "0"}, ("--cores",))
-    proc = subprocess.Popen(
-        _command(workdir),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    proc = snakemake_launcher.start(_arguments(workdir), env)
     deadline = time.monotonic() + ATTEMPT_TIMEOUT_S
     try:
         while proc.poll() is None and time.monotonic() < deadline:
             committed, writing = _scan(workdir / "results")
             fresh = writing - interrupted
             if fresh and committed >= after:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                proc.kill()
                 _unlock(workdir)
                 return sorted(fresh)[0]
             time.sleep(0.02)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.kill()
     assert proc.returncode == 0, f"an uninterrupted attempt failed ({proc.returncode})"
     return None
 
@@ -201,21 +188,17 @@ def test_two_configs_at_once_with_nolock_lose_nothing(tmp_path: Path) -> None:
         workdir.mkdir()
         write_config(workdir / "config.yaml", config)
         workdirs.append(workdir)
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    procs = [
-        subprocess.Popen(
-            _command(w, "--nolock"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-        )
-        for w in workdirs
-    ]
-    outputs = [p.communicate(timeout=ATTEMPT_TIMEOUT_S)[0].decode() for p in procs]
-    for proc, out in zip(procs, outputs, strict=True):
-        assert proc.returncode == 0, out[-4000:]
+    # both runs' jobs are forks of the test process's shared warm server, each a process
+    # of its own that writes its stores as a job of a run's own server would
+    env = with_warm_server({**os.environ, "PYTHONHASHSEED": "0"}, ("--cores",))
+    procs = [snakemake_launcher.start(_arguments(w, "--nolock"), env) for w in workdirs]
+    for proc in procs:
+        proc.wait(ATTEMPT_TIMEOUT_S)
+        done = proc.result()
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     # each config finds every one of its results, whole
     for workdir in workdirs:
-        dry = subprocess.run(
-            _command(workdir, "-n"), capture_output=True, text=True, env=env, timeout=600
-        )
+        dry = snakemake_launcher.run(_arguments(workdir, "-n"), env, ATTEMPT_TIMEOUT_S)
         assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
     stores = find_stores(shared)
     for store in stores:

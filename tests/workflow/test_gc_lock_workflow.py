@@ -10,12 +10,13 @@ then runs without the base config (``snakemake -d``), as a folder without
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import snakemake_launcher
 from dataset_shapes import make_eeg_only
 from lock_helpers import hold_lock, stop
 from workflow_helpers import REPO, snakemake, write_config
@@ -31,8 +32,10 @@ RUN_ARGS = ("--configfile", "config.yaml", "--config", OVERRIDE)
 
 
 def _neuroflow(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "neuroflow.cli", *args, "--schema", str(SCHEMA)]
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=600)
+    """``python -m neuroflow.cli ARGS --schema SCHEMA`` in ``workdir`` (started warm)."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    args = (*args, "--schema", str(SCHEMA))
+    proc = snakemake_launcher.run(list(args), env, 600, workdir, module="neuroflow.cli")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 

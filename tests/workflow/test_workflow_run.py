@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import snakemake_launcher
 import xarray as xr
 import yaml
 from workflow_helpers import REPO, TINY_CONFIG, planned_jobs, snakemake, write_config
@@ -29,8 +31,9 @@ def _stores(workdir: Path) -> list[Path]:
 
 
 def _neuroflow(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "neuroflow.cli", *args]
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=300)
+    """``python -m neuroflow.cli ARGS`` in ``workdir`` (started warm, as a new one)."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    return snakemake_launcher.run(list(args), env, 300, workdir, module="neuroflow.cli")
 
 
 def test_every_stage_writes_versioned_xarray_stores(tiny_run: Path) -> None:
