@@ -11,11 +11,22 @@ import pytest
 import snakemake_launcher
 from workflow_helpers import REPO
 
+ENV = {**os.environ, "PYTHONHASHSEED": "0"}
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    """A launcher of this module's own (the process's may have started with another
+    environment, and would then start every run as a new interpreter)."""
+    launcher = snakemake_launcher.Launcher(ENV)
+    yield launcher
+    launcher.close()
+
 
 def _both(
-    args: list[str], cwd, module: str = "snakemake"
+    launcher: snakemake_launcher.Launcher, args: list[str], cwd, module: str = "snakemake"
 ) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env = ENV
     cold = subprocess.run(
         [sys.executable, "-m", module, *args],
         capture_output=True,
@@ -24,21 +35,21 @@ def _both(
         timeout=600,
         cwd=cwd,
     )
-    return cold, snakemake_launcher.run(args, env, 600, cwd, module=module)
+    return cold, launcher.run(args, env, 600, cwd, module=module)
 
 
-def test_output_and_exit_status_are_those_of_a_new_interpreter(tmp_path):
+def test_output_and_exit_status_are_those_of_a_new_interpreter(launcher, tmp_path):
     (tmp_path / "config.yaml").write_text("dataset:\n  sources: demo\n")  # a misspelt key
     args = ["-n", "-s", str(REPO / "Snakefile"), "--configfile", "config.yaml"]
-    cold, warm = _both(args, tmp_path)
+    cold, warm = _both(launcher, args, tmp_path)
     assert warm.returncode == cold.returncode == 1
     assert "Did you mean 'source'" in cold.stdout
     assert warm.stderr == cold.stderr and warm.stdout == cold.stdout
-    cold, warm = _both(["--version"], tmp_path)
+    cold, warm = _both(launcher, ["--version"], tmp_path)
     assert warm.returncode == cold.returncode == 0
     assert warm.stdout == cold.stdout and warm.stdout.strip()
     # the child reads the run's folder, not the launcher's
-    cold, warm = _both(["-n", "-s", str(REPO / "Snakefile"), "-d", "."], tmp_path)
+    cold, warm = _both(launcher, ["-n", "-s", str(REPO / "Snakefile"), "-d", "."], tmp_path)
     assert warm.returncode == cold.returncode
     assert warm.stderr.replace(str(tmp_path), "<run>") == cold.stderr.replace(
         str(tmp_path), "<run>"
@@ -49,25 +60,28 @@ def _outcome(proc: subprocess.CompletedProcess) -> tuple:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def test_the_neuroflow_command_gives_what_a_new_interpreter_gives(tmp_path):
+def test_the_neuroflow_command_gives_what_a_new_interpreter_gives(launcher, tmp_path):
     (tmp_path / "config.yaml").write_text("dataset:\n  sources: demo\n")  # a misspelt key
-    cold, warm = _both(["check-config", "--configfile", "config.yaml"], tmp_path, "neuroflow.cli")
+    args = ["check-config", "--configfile", "config.yaml"]
+    cold, warm = _both(launcher, args, tmp_path, "neuroflow.cli")
     assert cold.returncode != 0 and "Did you mean 'source'" in cold.stdout + cold.stderr
     assert _outcome(warm) == _outcome(cold)
-    cold, warm = _both(["models"], tmp_path, "neuroflow.cli")
+    cold, warm = _both(launcher, ["models"], tmp_path, "neuroflow.cli")
     assert cold.returncode == 0 and cold.stdout.strip()
     assert _outcome(warm) == _outcome(cold)
 
 
 @pytest.mark.parametrize("launched", [True, False])
-def test_a_started_run_is_polled_killed_and_read_back(tmp_path, launched):
-    """:func:`snakemake_launcher.start`, in a fork of the launcher or as a new interpreter."""
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+def test_a_started_run_is_polled_killed_and_read_back(launcher, tmp_path, launched):
+    """A run of a launcher (:meth:`snakemake_launcher.Launcher.start`), or of
+    :func:`snakemake_launcher.start` as a new interpreter."""
+    env = dict(ENV)
     if not launched:
         env[snakemake_launcher.SWITCH] = "0"
+    start = launcher.start if launched else snakemake_launcher.start
     # a workflow that stops while Snakemake reads it, without a process of its own
     (tmp_path / "Snakefile").write_text("import time\nprint('reading')\ntime.sleep(600)\n")
-    proc = snakemake_launcher.start(["-n", "-s", "Snakefile"], env, tmp_path)
+    proc = start(["-n", "-s", "Snakefile"], env, tmp_path)
     assert isinstance(proc, snakemake_launcher.Started) is launched
     assert proc.poll() is None
     with pytest.raises(subprocess.TimeoutExpired):
@@ -75,7 +89,19 @@ def test_a_started_run_is_polled_killed_and_read_back(tmp_path, launched):
     proc.kill()
     assert proc.poll() == proc.returncode == -signal.SIGKILL
     assert proc.result().returncode == -signal.SIGKILL
-    done = snakemake_launcher.start(["--version"], env, tmp_path)
+    done = start(["--version"], env, tmp_path)
     assert done.wait(600) == 0
     out = done.result()
     assert out.returncode == 0 and out.stdout.strip()
+
+
+def test_runs_after_a_model_was_looked_for_still_start_in_the_launcher(launcher):
+    """Looking for a model sets the Hugging Face variables in its process; the test
+    processes start with them set, so that a Snakemake run started after such a test
+    still has the launcher's (and the warm job server's) environment."""
+    from neuroflow.features.inventory import model_inventory
+
+    before = {**os.environ, "PYTHONHASHSEED": "0"}
+    assert launcher.accepts(before)
+    model_inventory([{"name": "minilm", "extractor": "sentence", "model": None}], hashes=False)
+    assert launcher.accepts({**os.environ, "PYTHONHASHSEED": "0"})
