@@ -29,6 +29,10 @@ from neuroflow.workflow.warm_jobs import OFFLINE_DEFAULTS, OFFLINE_ENVIRONMENT
 os.environ.update(OFFLINE_ENVIRONMENT)
 for _var, _value in OFFLINE_DEFAULTS.items():
     os.environ.setdefault(_var, _value)
+# For the same reason, OpenCV (video stimuli), which prepends its library folder to
+# LD_LIBRARY_PATH when imported, is imported first.
+with contextlib.suppress(ImportError):
+    import cv2  # noqa: F401
 
 # As in every workflow job: freed arrays are reused, not page-faulted in again.
 retain_freed_memory()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -95,13 +96,19 @@ def test_a_started_run_is_polled_killed_and_read_back(launcher, tmp_path, launch
     assert out.returncode == 0 and out.stdout.strip()
 
 
-def test_runs_after_a_model_was_looked_for_still_start_in_the_launcher(launcher):
-    """Looking for a model sets the Hugging Face variables in its process; the test
-    processes start with them set, so that a Snakemake run started after such a test
-    still has the launcher's (and the warm job server's) environment."""
+def test_looking_for_a_model_or_reading_a_video_leaves_the_environment_as_it_was():
+    """Looking for a model sets the Hugging Face variables in its process, and importing
+    OpenCV (video stimuli) prepends its library folder to ``LD_LIBRARY_PATH``; the test
+    processes start with both, so that a Snakemake run started after such a test still
+    has the environment of the launcher and the warm job server (else it starts cold,
+    with a job server of its own)."""
     from neuroflow.features.inventory import model_inventory
 
-    before = {**os.environ, "PYTHONHASHSEED": "0"}
-    assert launcher.accepts(before)
+    before = dict(os.environ)
     model_inventory([{"name": "minilm", "extractor": "sentence", "model": None}], hashes=False)
-    assert launcher.accepts({**os.environ, "PYTHONHASHSEED": "0"})
+    with contextlib.suppress(ImportError):
+        import cv2  # noqa: F401
+    after = dict(os.environ)
+    ignored = {"PYTEST_CURRENT_TEST", *snakemake_launcher.PER_TEST}
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed <= ignored, {k: (before.get(k), after.get(k)) for k in changed - ignored}
