@@ -321,10 +321,9 @@ class Launcher:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.result()  # removes its output files
             raise
-        finally:
-            result = proc.result()
-        return result
+        return proc.result()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -27,16 +27,15 @@ def launcher():
 def _both(
     launcher: snakemake_launcher.Launcher, args: list[str], cwd, module: str = "snakemake"
 ) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
-    env = ENV
     cold = subprocess.run(
         [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=ENV,
         timeout=600,
         cwd=cwd,
     )
-    return cold, launcher.run(args, env, 600, cwd, module=module)
+    return cold, launcher.run(args, ENV, 600, cwd, module=module)
 
 
 def test_output_and_exit_status_are_those_of_a_new_interpreter(launcher, tmp_path):
