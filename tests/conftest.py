@@ -73,6 +73,17 @@ def _weight(item: pytest.Item) -> float:
     return 5.0 if item.get_closest_marker("slow") else 0.1
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the module order of :func:`pytest_collection_modifyitems` under xdist.
+
+    pytest-xdist hands whole modules out (``--dist loadfile``) sorted by their number of
+    tests unless ``--no-loadscope-reorder`` is given: a long module of one test (the
+    job-graph walk of every config key) then started last and ran alone at the end.
+    """
+    if getattr(config.option, "loadscopereorder", None):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the costliest modules first, each module's tests in their own order.
 

@@ -488,5 +488,6 @@ def test_eeg_decoding_logs_its_progress(tmp_path, eeg_inputs, caplog):
     assert len(null) == 10, lines
     assert all(re.search(r"% \(\d+/12 permutations\), [\d,.]+/s, ", line) for line in null)
     assert all(" left (" in line for line in null[:-1]) and ", done (" in null[-1]
-    for step in ("feature time courses", "stimulus identification"):
-        assert f"sub-01: {step}: 100% (2/2 feature spaces)" in " ".join(lines), step
+    # every feature space's time courses on the same 3 folds, then each identified
+    assert "sub-01: feature time courses: 100% (3/3 folds)" in " ".join(lines)
+    assert "sub-01: stimulus identification: 100% (2/2 feature spaces)" in " ".join(lines)

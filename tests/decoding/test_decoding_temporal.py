@@ -12,6 +12,7 @@ from neuroflow.decoding.temporal import (
     group_cluster_test,
     shuffle_labels,
     sliding_ridge_scores,
+    sliding_ridge_scores_many,
     time_resolved_null,
     time_resolved_scores,
 )
@@ -91,6 +92,28 @@ def test_sliding_ridge_latency(rng):
     assert scores[6:8, 0].min() > np.quantile(null[:, 6:8, 0], 0.95)
     with pytest.raises(ValueError, match="`alphas` must be positive"):
         sliding_ridge_scores(X, Y, stim, alphas=[-1.0])
+
+
+def test_target_sets_on_shared_folds_score_as_each_alone(rng):
+    """Each set gets, bit for bit, what it gets alone: same folds, shuffles, penalties."""
+    n_stim, n_rep = 23, 3
+    stim = np.repeat(np.arange(n_stim), n_rep)
+    X = rng.standard_normal((stim.size, 7, 19))
+    sets = [rng.standard_normal((n_stim, k))[stim] for k in (4, 1, 5)]
+    sets[1] = sets[1] * 50.0 + 3.0  # another scale: other penalties win
+    runs = np.tile(np.arange(n_rep), n_stim)
+    together = sliding_ridge_scores_many(X, sets, runs, n_permutations=13, seed=5, units=stim)
+    assert len(together) == 3
+    for Y, (scores, null) in zip(sets, together, strict=True):
+        alone = sliding_ridge_scores(X, Y, runs, n_permutations=13, seed=5, units=stim)
+        assert scores.shape == (19, Y.shape[1]) and null.shape == (13, 19, Y.shape[1])
+        np.testing.assert_array_equal(scores, alone[0])
+        np.testing.assert_array_equal(null, alone[1])
+    assert sliding_ridge_scores_many(X, [], runs) == []
+    with pytest.raises(ValueError, match="one row per epoch, got \\[69, 68\\]"):
+        sliding_ridge_scores_many(X, [sets[0], sets[0][1:]], runs)
+    with pytest.raises(ValueError, match="`Y` must have shape"):
+        sliding_ridge_scores_many(X, [sets[0], sets[0][:, 0]], runs)
 
 
 def test_group_cluster_test(rng):

@@ -40,7 +40,7 @@ from .temporal import (
     cluster_permutation_test,
     min_permutations,
     n_relabellings,
-    sliding_ridge_scores,
+    sliding_ridge_scores_many,
     time_resolved_null,
     time_resolved_scores,
 )
@@ -282,25 +282,28 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
     groups = _groups(sub, cfg["cv_groups"])
     n_times = X.shape[2]
     out = {k: [] for k in ("score", "null_mean", "cluster_p", "cluster_p_raw", "n_components")}
-    what = f"sub-{sub.subject}: feature time courses"
-    progress = Progress(len(features), what, "feature spaces")
-    for name, path in features.items():
-        uniq, inverse = np.unique(sub.stimulus, return_inverse=True)
+    uniq, inverse = np.unique(sub.stimulus, return_inverse=True)
+    targets = []
+    for path in features.values():
         F = stimulus_features(path, uniq)
         if f["standardize"]:
             F = zscore_features(F, F)
         n_comp = int(min(f["n_components"], F.shape[1], uniq.size - 1))
-        pcs = PCA(n_components=n_comp, random_state=seed).fit_transform(F)[inverse]
-        score, null = sliding_ridge_scores(
-            X,
-            pcs,
-            groups,
-            alphas=f["alphas"],
-            n_splits=cfg["n_splits"],
-            n_permutations=f["n_permutations"],
-            seed=seed,
-            units=sub.stimulus,
-        )
+        targets.append(PCA(n_components=n_comp, random_state=seed).fit_transform(F)[inverse])
+    # every space's targets on the same folds: each fold's epochs are decomposed once
+    courses = sliding_ridge_scores_many(
+        X,
+        targets,
+        groups,
+        alphas=f["alphas"],
+        n_splits=cfg["n_splits"],
+        n_permutations=f["n_permutations"],
+        seed=seed,
+        units=sub.stimulus,
+        what=f"sub-{sub.subject}: feature time courses",
+    )
+    for pcs, (score, null) in zip(targets, courses, strict=True):
+        n_comp = pcs.shape[1]
         score, null = score.mean(axis=1), null.mean(axis=2)
         out["score"].append(score)
         out["null_mean"].append(null.mean(axis=0) if null.size else np.full(n_times, np.nan))
@@ -313,9 +316,6 @@ def _feature_time_courses(sub, X, features, cfg, seed) -> dict[str, np.ndarray]:
         out["cluster_p"].append(p)
         out["cluster_p_raw"].append(p_raw)
         out["n_components"].append(n_comp)
-        progress.update()
-        del name
-    progress.close()
     return {k: np.asarray(v) for k, v in out.items()}
 
 

@@ -72,6 +72,7 @@ __all__ = [
     "n_relabellings",
     "shuffle_labels",
     "sliding_ridge_scores",
+    "sliding_ridge_scores_many",
     "time_resolved_null",
     "time_resolved_scores",
 ]
@@ -609,12 +610,17 @@ def _standardise(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _ridge_fold(
-    Xtr: np.ndarray, Ytr: np.ndarray, Xte: np.ndarray, alphas: np.ndarray
+    Xtr: np.ndarray,
+    Ytr: np.ndarray,
+    Xte: np.ndarray,
+    alphas: np.ndarray,
+    svd: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Test predictions per time point with per-(time, target) LOO-chosen penalties.
 
     ``Xtr`` (n_times, n_train, n_channels), ``Ytr`` (n_train, n_targets) centred,
-    ``Xte`` (n_times, n_test, n_channels) → (n_times, n_test, n_targets).
+    ``Xte`` (n_times, n_test, n_channels) → (n_times, n_test, n_targets). ``svd`` is
+    ``np.linalg.svd(Xtr, full_matrices=False)`` when the caller has it already.
 
     Leave-one-out errors within round-off of the smallest one are ties, and a tie goes to
     the larger penalty (:func:`~neuroflow.models.selection.near_best`).
@@ -624,7 +630,7 @@ def _ridge_fold(
     expanded as ``yᵀWy - 2 cᵀ UᵀWy + cᵀ UᵀWU c`` so that only (rank × target) products
     are formed, never the (train × target) fitted values of every target and alpha.
     """
-    U, s, Vt = np.linalg.svd(Xtr, full_matrices=False)
+    U, s, Vt = np.linalg.svd(Xtr, full_matrices=False) if svd is None else svd
     n_times, rank, n_train = U.shape[0], U.shape[2], U.shape[1]
     Ut = np.ascontiguousarray(np.swapaxes(U, 1, 2))
 
@@ -709,17 +715,74 @@ def sliding_ridge_scores(
     null : ndarray, shape (n_permutations, n_times, n_targets)
         The same under shuffled targets.
     """
-    Y = np.asarray(Y, dtype=np.float64)
-    if Y.ndim != 2:
-        raise ValueError(f"`Y` must have shape (n_epochs, n_targets), got {Y.shape} instead.")
-    X = _check_epochs(X, Y.shape[0])
+    ((scores, null),) = sliding_ridge_scores_many(
+        X,
+        [Y],
+        groups,
+        alphas=alphas,
+        n_splits=n_splits,
+        n_permutations=n_permutations,
+        seed=seed,
+        units=units,
+    )
+    return scores, null
+
+
+def sliding_ridge_scores_many(
+    X: np.ndarray,
+    targets: Sequence[np.ndarray],
+    groups: Sequence[object] | np.ndarray,
+    *,
+    alphas: Sequence[float] = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4),
+    n_splits: int | None = 5,
+    n_permutations: int = 0,
+    seed: int = 0,
+    units: Sequence[object] | np.ndarray | None = None,
+    what: str = "time-resolved ridge decoding",
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`sliding_ridge_scores` of several target sets on the same epochs and folds.
+
+    Each training fold's epochs are decomposed (SVD per time point) once for all target
+    sets (e.g. the feature spaces of one subject), which is most of the work; every set
+    gets the numbers :func:`sliding_ridge_scores` gives it alone, bit for bit, with the
+    same shuffles.
+
+    Parameters
+    ----------
+    X : array-like, shape (n_epochs, n_channels, n_times)
+        Epochs.
+    targets : sequence of array-like, each shape (n_epochs, n_targets_i)
+        Target sets; the number of targets may differ between sets.
+    groups, alphas, n_splits, n_permutations, seed, units
+        As in :func:`sliding_ridge_scores`.
+    what : str
+        What the progress lines (one per few percent of the folds) call the step.
+
+    Returns
+    -------
+    results : list of (scores, null)
+        Per target set: scores (n_times, n_targets_i) and null (n_permutations,
+        n_times, n_targets_i).
+    """
+    Ys = [np.asarray(Y, dtype=np.float64) for Y in targets]
+    for Y in Ys:
+        if Y.ndim != 2:
+            raise ValueError(f"`Y` must have shape (n_epochs, n_targets), got {Y.shape} instead.")
+    if not Ys:
+        return []
+    n = Ys[0].shape[0]
+    if any(Y.shape[0] != n for Y in Ys):
+        raise ValueError(
+            "Every target set must have one row per epoch, got "
+            f"{[Y.shape[0] for Y in Ys]} rows instead."
+        )
+    X = _check_epochs(X, n)
     groups = np.asarray(groups)
     if groups.shape != (Y.shape[0],):
         raise ValueError(f"`groups` must have shape ({Y.shape[0]},), got {groups.shape} instead.")
     alphas = np.asarray(alphas, dtype=np.float64)
     if alphas.ndim != 1 or alphas.size == 0 or np.any(alphas <= 0):
         raise ValueError(f"`alphas` must be positive floats, got {alphas.tolist()!r} instead.")
-    n, k = Y.shape
     units = groups if units is None else np.asarray(units)
     if units.shape != (n,):
         raise ValueError(f"`units` must have shape ({n},), got {units.shape} instead.")
@@ -727,23 +790,31 @@ def sliding_ridge_scores(
     uniq, g = np.unique(units, return_inverse=True)
     first = np.zeros(uniq.size, dtype=int)
     first[g[::-1]] = np.arange(n)[::-1]
-    if n_permutations and not np.array_equal(Y, Y[first][g]):
+    if n_permutations and not all(np.array_equal(Y, Y[first][g]) for Y in Ys):
         raise ValueError(
             "`Y` must be equal within each permutation unit (the epochs of one stimulus) "
             "when `n_permutations` > 0, got different rows within a unit instead."
         )
     rows = [np.arange(n)] + [first[rng.permutation(uniq.size)][g] for _ in range(n_permutations)]
-    Y_all = np.concatenate([Y[r] for r in rows], axis=1)
+    Y_alls = [np.concatenate([Y[r] for r in rows], axis=1) for Y in Ys]
     Xt = np.moveaxis(X, 2, 0)
-    r_sum = np.zeros((X.shape[2], Y_all.shape[1]))
-    folds = list(group_cv(groups, n_splits).split(Y, groups=groups))
+    r_sums = [np.zeros((X.shape[2], Y_all.shape[1])) for Y_all in Y_alls]
+    folds = list(group_cv(groups, n_splits).split(Ys[0], groups=groups))
+    progress = Progress(len(folds), what, "folds")
     for train, test in folds:
         Xtr, Xte = _standardise(Xt[:, train], Xt[:, test])
-        mean = Y_all[train].mean(axis=0)
-        pred = _ridge_fold(Xtr, Y_all[train] - mean, Xte, alphas)
-        r_sum += _fold_r(pred, Y_all[test])
-    r = (r_sum / len(folds)).reshape(X.shape[2], n_permutations + 1, k)
-    return r[:, 0], np.moveaxis(r[:, 1:], 1, 0)
+        svd = np.linalg.svd(Xtr, full_matrices=False)
+        for Y_all, r_sum in zip(Y_alls, r_sums, strict=True):
+            mean = Y_all[train].mean(axis=0)
+            pred = _ridge_fold(Xtr, Y_all[train] - mean, Xte, alphas, svd=svd)
+            r_sum += _fold_r(pred, Y_all[test])
+        progress.update()
+    progress.close()
+    out = []
+    for Y, r_sum in zip(Ys, r_sums, strict=True):
+        r = (r_sum / len(folds)).reshape(X.shape[2], n_permutations + 1, Y.shape[1])
+        out.append((r[:, 0], np.moveaxis(r[:, 1:], 1, 0)))
+    return out
 
 
 def _fold_r(pred: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -47,10 +47,7 @@ DEFAULT_STIMULUS_EVENTS: dict[str, Any] = {"select": {}, "exclude": {}}
 
 def is_missing(value: Any) -> bool:
     """Whether a table cell means "no value" (``n/a``, empty, NaN, None)."""
-    if value is None:
-        return True
-    if isinstance(value, float) and np.isnan(value):
-        return True
+    # None and every float NaN print as "None" and "nan"
     return str(value).strip().lower() in MISSING
 
 

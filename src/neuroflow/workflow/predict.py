@@ -101,12 +101,12 @@ def _absolute(spec: Mapping[str, Any], stimuli_dir: Path) -> dict[str, Any]:
     return out
 
 
-def _demo_pool(name: str, spec: dict[str, Any], kind: str, demo_files: Sequence[Path]) -> bool:
-    """Whether the demo generator writes the pool's folder or table."""
-    target = Path(spec["folder"] if kind == "image" else spec["sentences"])
+def _demo_pool(spec: dict[str, Any], kind: str, files: set[Path], folders: set[Path]) -> bool:
+    """Whether the demo generator writes the pool's folder (one of ``folders``, those
+    that hold its ``files``) or table (one of ``files``)."""
     if kind == "image":
-        return any(target in f.parents for f in demo_files)
-    return target in demo_files
+        return Path(spec["folder"]) in folders
+    return Path(spec["sentences"]) in files
 
 
 def _real_pool(name: str, spec: dict[str, Any], kind: str) -> tuple[tuple[Path, ...], dict]:
@@ -127,12 +127,15 @@ def _pools(
     notes: list[str],
 ) -> dict[str, PoolPlan]:
     pools: dict[str, PoolPlan] = {}
+    written = set(demo_files or ())
+    folders = {f.parent for f in written}
+    folders.update(*(folder.parents for folder in list(folders)))
     for name, raw in sets.items():
         kind = pool_kind(raw, name)
         spec = _absolute(raw, stimuli_dir)
         where = Path(spec.get("folder") or spec.get("sentences"))
         demo = demo_files is not None and where.is_relative_to(stimuli_dir.parent)
-        exists = _demo_pool(name, spec, kind, demo_files) if demo else where.exists()
+        exists = _demo_pool(spec, kind, written, folders) if demo else where.exists()
         if not exists:
             # the conventional stimuli/pool/ of the defaults is optional: no note
             if _filled(raw) != _filled(DEFAULT_STIMULUS_SETS.get(name)):
@@ -140,7 +143,7 @@ def _pools(
                 notes.append(f"predict/{name}: skipped, {what} {where}")
             continue
         captions = spec.get("captions")
-        if captions and not (Path(captions) in demo_files if demo else Path(captions).is_file()):
+        if captions and not (Path(captions) in written if demo else Path(captions).is_file()):
             notes.append(
                 f"predict/{name}: no captions table {captions}, so text models leave it out"
             )
