@@ -114,3 +114,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _freeze_what_earlier_modules_left() -> None:
+    """Freeze, as collection's, what is alive when a module starts (the libraries and
+    session fixtures earlier modules loaded): a plotting module that ran after the long
+    workflow modules took ten times as long, its every image read walking them again."""
+    gc.collect()
+    gc.freeze()
