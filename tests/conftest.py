@@ -19,15 +19,16 @@ import numpy as np
 import pytest
 
 from neuroflow.heap import retain_freed_memory
-from neuroflow.workflow.warm_jobs import OFFLINE_DEFAULTS, OFFLINE_ENVIRONMENT
+from neuroflow.workflow.warm_jobs import OFFLINE_DEFAULTS, OFFLINE_ENVIRONMENT, RUN_DEFAULTS
 
 # The Hugging Face variables that loading a model sets in its process (offline, quiet),
-# set from the start: every Snakemake run a test process starts then has one
-# environment, whatever tests loaded a model before it, and reuses the process's warm
+# and the run defaults that reading the Snakefile sets in its process (a job graph built
+# in a test process), set from the start: every Snakemake run a test process starts then
+# has one environment, whatever tests ran before it, and reuses the process's warm
 # launcher and job server (a run whose environment differs starts cold, with a server of
 # its own: seconds of CPU each).
 os.environ.update(OFFLINE_ENVIRONMENT)
-for _var, _value in OFFLINE_DEFAULTS.items():
+for _var, _value in {**OFFLINE_DEFAULTS, **RUN_DEFAULTS}.items():
     os.environ.setdefault(_var, _value)
 # For the same reason, OpenCV (video stimuli), which prepends its library folder to
 # LD_LIBRARY_PATH when imported, is imported first.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,6 +108,31 @@ def test_looking_for_a_model_or_reading_a_video_leaves_the_environment_as_it_was
     model_inventory([{"name": "minilm", "extractor": "sentence", "model": None}], hashes=False)
     with contextlib.suppress(ImportError):
         import cv2  # noqa: F401
+    after = dict(os.environ)
+    ignored = {"PYTEST_CURRENT_TEST", *snakemake_launcher.PER_TEST}
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed <= ignored, {k: (before.get(k), after.get(k)) for k in changed - ignored}
+
+
+def test_building_a_job_graph_in_process_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    """Reading the Snakefile sets its run defaults (``OMP_WAIT_POLICY``) where unset, in
+    the process that reads it: a test that builds a job graph in its own process (the
+    config-key walk) would change the environment of every run started after it, which
+    then started cold. The test processes start with them."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import DAGSettings, OutputSettings, Quietness, ResourceSettings
+
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "config.yaml", tmp_path / "config" / "config.yaml")
+    monkeypatch.chdir(tmp_path)
+    before = dict(os.environ)
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            snakefile=REPO / "Snakefile",
+            workdir=tmp_path,
+        )
+        assert workflow.dag(DAGSettings()).workflow_api._workflow.rules  # the Snakefile ran
     after = dict(os.environ)
     ignored = {"PYTEST_CURRENT_TEST", *snakemake_launcher.PER_TEST}
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
