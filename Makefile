@@ -23,18 +23,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# --no-compile: Python compiles each module the first time it is imported (and keeps it),
-# instead of pip compiling every file of every package up front (half of the install's
-# time on 2 cores: 72 s -> 34 s; a run imports a fraction of those files).
-PIP_INSTALL := $(BIN)/pip install --quiet --no-compile
-
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
-	$(PIP_INSTALL) -e ".[$(EXTRAS)]"
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	@# pymoten declares the GUI build of OpenCV (it needs libGL); keep the headless one only.
 	@if $(BIN)/pip show --quiet opencv-python >/dev/null 2>&1; then \
 		$(BIN)/pip uninstall --quiet --yes opencv-python && \
-		$(PIP_INSTALL) --force-reinstall --no-deps opencv-python-headless; \
+		$(BIN)/pip install --quiet --force-reinstall --no-deps opencv-python-headless; \
 	fi
 	touch $@
 
