@@ -6,7 +6,7 @@ import pytest
 
 
 def test_xdist_keeps_the_recorded_module_order(pytestconfig: pytest.Config) -> None:
-    """pytest-xdist would hand modules out by their number of tests instead."""
-    if not pytestconfig.pluginmanager.hasplugin("xdist"):
-        pytest.skip("pytest-xdist is not installed: no test processes to order")
+    """pytest-xdist (a test dependency, loaded with or without ``-n``) would hand modules
+    out by their number of tests instead."""
+    assert pytestconfig.pluginmanager.hasplugin("xdist")
     assert pytestconfig.option.loadscopereorder is False

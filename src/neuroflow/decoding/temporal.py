@@ -78,6 +78,9 @@ __all__ = [
 ]
 
 
+#: Default candidate penalties of the time-resolved ridge decoders.
+RIDGE_ALPHAS = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
+
 #: A Monte Carlo permutation test at level ``alpha`` is conclusive when its smallest
 #: attainable p-value, ``1 / (n_permutations + 1)``, is at most ``alpha`` divided by this.
 RESOLUTION = 5
@@ -671,7 +674,7 @@ def sliding_ridge_scores(
     Y: np.ndarray,
     groups: Sequence[object] | np.ndarray,
     *,
-    alphas: Sequence[float] = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4),
+    alphas: Sequence[float] = RIDGE_ALPHAS,
     n_splits: int | None = 5,
     n_permutations: int = 0,
     seed: int = 0,
@@ -733,7 +736,7 @@ def sliding_ridge_scores_many(
     targets: Sequence[np.ndarray],
     groups: Sequence[object] | np.ndarray,
     *,
-    alphas: Sequence[float] = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4),
+    alphas: Sequence[float] = RIDGE_ALPHAS,
     n_splits: int | None = 5,
     n_permutations: int = 0,
     seed: int = 0,

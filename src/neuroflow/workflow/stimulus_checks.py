@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from neuroflow.io.events import MISSING, check_stimulus_events, stimulus_mask
+from neuroflow.io.events import check_stimulus_events, is_missing, stimulus_mask
 from neuroflow.trial_split import select_test_stimuli
 
 if TYPE_CHECKING:
@@ -328,7 +328,7 @@ class HeldOutStimuli:
 def _texts(column: pd.Series) -> list[str | None]:
     """Cells as stripped text, ``None`` where missing (``n/a``, empty)."""
     texts = [str(v).strip() for v in column]
-    return [None if t.lower() in MISSING else t for t in texts]
+    return [None if is_missing(t) else t for t in texts]
 
 
 def eeg_epoch_labels(
