@@ -31,12 +31,16 @@ $(BIN)/python:
 	@if [ "$(INSTALLER)" = uv ]; then $(BIN)/pip install --quiet uv || true; fi
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
-	@if [ "$(INSTALLER)" = uv ] && [ -x $(BIN)/uv ] && \
+	$(BIN)/pip install --quiet --no-compile $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
+	@# PyTorch's modules compile (all cores) while the rest installs
+	@site=$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_path('purelib'))"); \
+	$(BIN)/python -m compileall -q -j 0 "$$site/torch" >/dev/null & compiling=$$!; \
+	if [ "$(INSTALLER)" = uv ] && [ -x $(BIN)/uv ] && \
 		$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -e ".[$(EXTRAS)]"; \
 	then :; else \
 		echo "installing with pip"; $(BIN)/pip install --quiet -e ".[$(EXTRAS)]"; \
-	fi
+	fi; \
+	wait $$compiling || true  # a file that does not compile is left to the interpreter
 	@# pymoten declares the GUI build of OpenCV (it needs libGL); keep the headless one only.
 	@if $(BIN)/pip show --quiet opencv-python >/dev/null 2>&1; then \
 		$(BIN)/pip uninstall --quiet --yes opencv-python && \

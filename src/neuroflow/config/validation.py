@@ -474,7 +474,8 @@ def merge_defaults(
         given = {}
     if not isinstance(given, Mapping):
         raise TypeError(f"`{section}` must be a mapping, got {type(given).__name__} instead.")
-    out = copy.deepcopy(dict(defaults))
+    # the defaults' key order; a value given replaces its default, which is not copied
+    out = {key: None if key in given else copy.deepcopy(v) for key, v in defaults.items()}
     for key, value in given.items():
         path = f"{section}.{key}"
         if key not in defaults:

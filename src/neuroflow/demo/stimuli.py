@@ -298,10 +298,12 @@ def _draw_shots(
     order: list[int] = []
     while len(order) < n:
         order.extend(rng.permutation(len(pool)).tolist())
+    # one draw for every pan: the same numbers, in the same order, as one draw per shot
+    pans = np.round(rng.uniform(-MAX_PAN, MAX_PAN, size=(n, 2)), 4).tolist()
     shots = []
     for i in range(n):
         photo, region, zoom = pool[order[i]]
-        pan = tuple(float(v) for v in np.round(rng.uniform(-MAX_PAN, MAX_PAN, size=2), 4))
+        pan = tuple(pans[i])
         shots.append(
             Shot(
                 stim_file=f"{prefix}-{start + i:04d}.png",

@@ -326,9 +326,15 @@ class HeldOutStimuli:
 
 
 def _texts(column: pd.Series) -> list[str | None]:
-    """Cells as stripped text, ``None`` where missing (``n/a``, empty)."""
-    texts = [str(v).strip() for v in column]
-    return [None if is_missing(t) else t for t in texts]
+    """Cells as stripped text, ``None`` where missing (``n/a``, empty).
+
+    Each distinct cell is read once (an events table repeats a few names over
+    hundreds of rows, and every plan reads every recording's table).
+    """
+    codes, cells = pd.factorize(column.astype(str).to_numpy())
+    texts = [str(v).strip() for v in cells]
+    unique = [None if is_missing(t) else t for t in texts]
+    return [unique[c] for c in codes]
 
 
 def eeg_epoch_labels(
