@@ -15,12 +15,18 @@ A run whose environment differs from the launcher's in anything but the variable
 :data:`PER_TEST` (a variable read at import time could matter) runs as a new
 interpreter, as does every run when ``NEUROFLOW_TEST_LAUNCHER=0`` (which also gives each
 run its own warm job server: ``workflow_helpers.snakemake``).
+
+The children share one more thing: Snakemake's translation of each workflow file into
+Python (:class:`ParseCache`, ~0.1 s of CPU per run for the Snakefile and its 16 rule
+files), kept in the launcher's folder under the file's path and content, so a run
+translates only files no earlier run of this launcher read as they are now.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import os
 import pickle
 import select
@@ -33,8 +39,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
+from typing import Any
 
 from neuroflow.workflow.warm_jobs import (
     SET_ON_IMPORT,
@@ -159,6 +166,73 @@ def _run(conn: socket.socket, request: tuple) -> None:
         os._exit(status & 0xFF)
 
 
+class _Folder(MutableMapping):
+    """Pickled values in files of a folder, written atomically (a mapping for
+    :class:`ParseCache` that forked runs share)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return pickle.loads((self.folder / key).read_bytes())
+        except (OSError, EOFError, pickle.UnpicklingError) as err:
+            raise KeyError(key) from err
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.folder)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(value, f)
+        os.replace(tmp, self.folder / key)
+
+    def __delitem__(self, key: str) -> None:
+        (self.folder / key).unlink()
+
+    def __iter__(self):
+        return (p.name for p in self.folder.iterdir())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class ParseCache:
+    """``snakemake.workflow.parse`` that translates each workflow file once.
+
+    Snakemake translates the Snakefile and every included rule file into Python on each
+    run. The translation depends on the file's content and the arguments only, so it is
+    kept in ``store`` under the file's path and content, the shell-command override and
+    the rule count it starts from; a file that is not a local file is translated as
+    usual. What a translation sets besides its result (the shell-command override) is
+    set again from the store.
+    """
+
+    def __init__(self, parse: Callable, store: MutableMapping) -> None:
+        self.parse = parse
+        self.store = store
+
+    def __call__(self, path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
+        import snakemake.parser
+
+        name = str(
+            path.get_path_or_uri(secret_free=True) if hasattr(path, "get_path_or_uri") else path
+        )
+        if not os.path.isfile(name):
+            return self.parse(path, workflow, linemap, overwrite_shellcmd, rulecount)
+        key = hashlib.sha256(
+            pickle.dumps((name, Path(name).read_bytes(), overwrite_shellcmd, rulecount))
+        ).hexdigest()
+        try:
+            code, count, lines = self.store[key]
+            snakemake.parser.Shell.overwrite_cmd = overwrite_shellcmd
+        except KeyError:
+            lines = {}
+            code, count = self.parse(path, workflow, lines, overwrite_shellcmd, rulecount)
+            self.store[key] = (code, count, lines)
+        linemap.update(lines)
+        return code, count
+
+
 def serve(address: str, alive_fd: int) -> None:
     """The launcher: import :data:`PRELOAD`, then fork one child per request."""
     import gc
@@ -172,6 +246,10 @@ def serve(address: str, alive_fd: int) -> None:
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    import snakemake.workflow
+
+    parsed = _Folder(Path(address).parent / "parsed")
+    snakemake.workflow.parse = ParseCache(snakemake.workflow.parse, parsed)
     gc.freeze()
     while True:
         ready, _, _ = select.select([listener, alive_fd], [], [])

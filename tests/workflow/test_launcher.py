@@ -137,3 +137,43 @@ def test_building_a_job_graph_in_process_leaves_the_environment_as_it_was(tmp_pa
     ignored = {"PYTEST_CURRENT_TEST", *snakemake_launcher.PER_TEST}
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert changed <= ignored, {k: (before.get(k), after.get(k)) for k in changed - ignored}
+
+
+def test_parse_cache_gives_snakemakes_translation_once_per_file_content(tmp_path):
+    """A workflow file read again is not translated again unless its content or the rule
+    count it starts from changed; a hit gives Snakemake's own code and line map."""
+    import types
+
+    import snakemake.api  # noqa: F401  (first: snakemake.workflow alone is a circular import)
+    from snakemake.parser import parse
+    from snakemake.sourcecache import LocalSourceFile
+
+    rules = tmp_path / "rules.smk"
+    rules.write_text(
+        'X = 1\n\nrule a:\n    output:\n        "a.txt"\n    shell:\n        "touch {output}"\n'
+    )
+
+    def open_source(path):
+        return open(path.get_path_or_uri(secret_free=True), encoding="utf-8")
+
+    workflow = types.SimpleNamespace(sourcecache=types.SimpleNamespace(open=open_source))
+    translated: list[int] = []
+
+    def counted(path, wf, linemap, overwrite_shellcmd=None, rulecount=0):
+        translated.append(rulecount)
+        return parse(path, wf, linemap, overwrite_shellcmd, rulecount)
+
+    store = snakemake_launcher._Folder(tmp_path / "parsed")
+    cache = snakemake_launcher.ParseCache(counted, store)
+    expected_lines: dict[int, int] = {}
+    expected = parse(LocalSourceFile(str(rules)), workflow, expected_lines, None, 3)
+    for _ in range(2):
+        lines: dict[int, int] = {}
+        assert cache(LocalSourceFile(str(rules)), workflow, lines, None, 3) == expected
+        assert lines == expected_lines
+    assert translated == [3] and len(store) == 1
+    cache(LocalSourceFile(str(rules)), workflow, {}, None, 4)
+    rules.write_text(rules.read_text().replace("X = 1", "X = 2"))
+    code, _ = cache(LocalSourceFile(str(rules)), workflow, {}, None, 3)
+    assert translated == [3, 4, 3] and len(store) == 3
+    assert "X = 2" in code

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from snakemake_launcher import ParseCache
 from workflow_helpers import REPO, config_leaves
 
 from neuroflow.config import ConfigError, load_schema, validate_config
@@ -171,24 +172,6 @@ def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import neuroflow.config
 
-    parse = snakemake.workflow.parse
-    parsed: dict[tuple, tuple[str, int, dict[int, int]]] = {}
-
-    def cached_parse(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
-        name = (
-            str(path.get_path_or_uri(secret_free=True))
-            if hasattr(path, "get_path_or_uri")
-            else str(path)
-        )
-        key = (name, Path(name).read_bytes(), overwrite_shellcmd, rulecount)
-        if key not in parsed:
-            lines: dict[int, int] = {}
-            code, count = parse(path, workflow, lines, overwrite_shellcmd, rulecount)
-            parsed[key] = (code, count, lines)
-        code, count, lines = parsed[key]
-        linemap.update(lines)
-        return code, count
-
     load_configfile = snakemake.common.configfile.load_configfile
     configs: dict[tuple[str, bytes], Any] = {}
 
@@ -200,7 +183,7 @@ def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     schema = functools.cache(neuroflow.config.load_schema)
     monkeypatch.setattr(snakemake.common.configfile, "load_configfile", cached_configfile)
-    monkeypatch.setattr(snakemake.workflow, "parse", cached_parse)
+    monkeypatch.setattr(snakemake.workflow, "parse", ParseCache(snakemake.workflow.parse, {}))
     monkeypatch.setattr(neuroflow.config, "load_schema", lambda path: copy.deepcopy(schema(path)))
 
 
