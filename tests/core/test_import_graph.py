@@ -54,6 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "neuroflow.io.events",
             "neuroflow.io.bids",
             "neuroflow.io.bids_eeg",
+            "neuroflow.io.timeseries",
             "neuroflow.trial_split",
             "neuroflow.models",
         ),

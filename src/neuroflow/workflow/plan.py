@@ -253,7 +253,7 @@ class WorkflowPlan:
         fmri: list[FmriRun] = []
         betas: list[BetasSession] = []
         if ds["source"] == "timeseries":
-            from neuroflow.preprocessing.fmri.timeseries import index_timeseries_runs
+            from neuroflow.io.timeseries import index_timeseries_runs
 
             fmri = index_timeseries_runs(root, strict=False, seen=seen, **filters)
         elif ds["source"] == "betas":
@@ -649,7 +649,7 @@ class WorkflowPlan:
         if self.is_demo:
             return int(self.config["demo"]["fmri"]["n_volumes"])
         if run.kind == "timeseries":
-            from neuroflow.preprocessing.fmri.timeseries import timeseries_length
+            from neuroflow.io.timeseries import timeseries_length
 
             return timeseries_length(Path(run.bold), run.container_key)
         from neuroflow.io.files import load_nifti

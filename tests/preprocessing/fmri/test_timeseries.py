@@ -14,14 +14,10 @@ import pytest
 
 from neuroflow.artifacts import open_dataset
 from neuroflow.io.bids import read_sidecar
-from neuroflow.preprocessing.fmri import (
-    index_timeseries_runs,
-    preprocess_fmri_run,
-    preprocess_timeseries_run,
-)
+from neuroflow.io.timeseries import index_timeseries_runs, timeseries_length
+from neuroflow.preprocessing.fmri import preprocess_fmri_run, preprocess_timeseries_run
 from neuroflow.preprocessing.fmri.clean import clean_signals, cleaning_basis
 from neuroflow.preprocessing.fmri.single_trial import estimate_single_trials
-from neuroflow.preprocessing.fmri.timeseries import timeseries_length
 
 PROV = {"stage": "preprocess_fmri", "version": "test"}
 EVENTS = "onset\tduration\ttrial_type\tstim_file\n0\t2\tface\ta.png\n10\t2\tn/a\tb.png\n"
