@@ -95,6 +95,32 @@ def test_texts_sorted_by_length_come_back_in_order(tmp_path):
     np.testing.assert_allclose(open_dataset(out["a"])["features"].values, _table(), rtol=1e-6)
 
 
+def test_equal_texts_are_computed_once_and_get_equal_rows(tmp_path, monkeypatch):
+    """Stimuli sharing a caption share its features; each distinct text is extracted once."""
+    seen: list[str] = []
+    extract = Lookup.extract
+
+    def spy(self, batch):
+        seen.extend(text for _, text in batch)
+        return extract(self, batch)
+
+    monkeypatch.setattr(Lookup, "extract", spy)
+    rows = [3, 1, 3, 0, 1, 3, 2, 0, 4]  # the row each stimulus's caption names
+    captions = {s: f"{r} " + "word " * r for s, r in zip(IDS, rows, strict=True)}
+    out = extract_features(
+        stimuli_dir=tmp_path,
+        stimulus_ids=IDS,
+        captions=captions,
+        output=tmp_path / "repeated",
+        config={"extractor": "test_lookup", "batch_size": 2},
+        provenance={},
+    )
+    ds = open_dataset(out["a"])
+    np.testing.assert_allclose(ds["features"].values, _table()[rows], rtol=1e-6)
+    assert list(ds["stimulus"].values) == IDS
+    assert sorted(seen) == sorted(set(captions.values()))
+
+
 def test_pca_is_fitted_on_training_stimuli_only(tmp_path):
     from sklearn.decomposition import PCA
 

@@ -331,7 +331,10 @@ def extract_features(
             for name in names
         }
         if modality == "text":
-            blocks = _text_blocks(extractor, texts, entry["batch_size"])
+            # equal texts (with their context) are computed once and get equal rows
+            unique_rows = _source_rows(["\x00".join(text) for text in texts])
+            first = np.unique(unique_rows, return_index=True)[1]
+            blocks = _text_blocks(extractor, [texts[i] for i in first], entry["batch_size"])
         elif clips and modality in extractor.window_modalities:
             blocks = _window_blocks(extractor, clips, entry, modality)
         elif clips:
