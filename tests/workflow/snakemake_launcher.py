@@ -145,7 +145,6 @@ def _run(conn: socket.socket, request: tuple) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)
-        _before = set(sys.modules)
         try:
             _main(module, list(args))
             status = 0
@@ -159,8 +158,6 @@ def _run(conn: socket.socket, request: tuple) -> None:
             status = 1
         with contextlib.suppress(BaseException):
             child_atexit._run_exitfuncs()
-        with open(f"/tmp/child_mods/{os.getpid()}.txt", "w") as _f:
-            _f.write(" ".join(args) + "\n" + "\n".join(sorted(set(sys.modules) - _before)))
     finally:
         with contextlib.suppress(BaseException):
             sys.stdout.flush()
