@@ -59,11 +59,11 @@ IDS = [f"s{i}.png" for i in range(N_STIM)]
 CAPTIONS = {s: str(i) for i, s in enumerate(IDS)}
 
 
-def _run(tmp_path: Path, name: str, **config) -> dict[str, Path]:
+def _run(tmp_path: Path, name: str, captions: dict = CAPTIONS, **config) -> dict[str, Path]:
     return extract_features(
         stimuli_dir=tmp_path,
         stimulus_ids=IDS,
-        captions=CAPTIONS,
+        captions=captions,
         output=tmp_path / name,
         config={"extractor": "test_lookup", "batch_size": 2, **config},
         provenance={"stage": "extract_features"},
@@ -84,14 +84,7 @@ def test_streamed_chunks_hold_every_row(tmp_path, monkeypatch):
 
 def test_texts_sorted_by_length_come_back_in_order(tmp_path):
     captions = {s: f"{i} " + "word " * ((5 * i) % 7) for i, s in enumerate(IDS)}
-    out = extract_features(
-        stimuli_dir=tmp_path,
-        stimulus_ids=IDS,
-        captions=captions,
-        output=tmp_path / "sorted",
-        config={"extractor": "test_lookup", "batch_size": 2},
-        provenance={},
-    )
+    out = _run(tmp_path, "sorted", captions)
     np.testing.assert_allclose(open_dataset(out["a"])["features"].values, _table(), rtol=1e-6)
 
 
@@ -107,14 +100,7 @@ def test_equal_texts_are_computed_once_and_get_equal_rows(tmp_path, monkeypatch)
     monkeypatch.setattr(Lookup, "extract", spy)
     rows = [3, 1, 3, 0, 1, 3, 2, 0, 4]  # the row each stimulus's caption names
     captions = {s: f"{r} " + "word " * r for s, r in zip(IDS, rows, strict=True)}
-    out = extract_features(
-        stimuli_dir=tmp_path,
-        stimulus_ids=IDS,
-        captions=captions,
-        output=tmp_path / "repeated",
-        config={"extractor": "test_lookup", "batch_size": 2},
-        provenance={},
-    )
+    out = _run(tmp_path, "repeated", captions)
     ds = open_dataset(out["a"])
     np.testing.assert_allclose(ds["features"].values, _table()[rows], rtol=1e-6)
     assert list(ds["stimulus"].values) == IDS

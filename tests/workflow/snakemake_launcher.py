@@ -181,7 +181,7 @@ class _Folder(MutableMapping):
             raise KeyError(key) from err
 
     def __setitem__(self, key: str, value: Any) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.folder)
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".")  # hidden until replaced
         with os.fdopen(fd, "wb") as f:
             pickle.dump(value, f)
         os.replace(tmp, self.folder / key)
@@ -190,7 +190,7 @@ class _Folder(MutableMapping):
         (self.folder / key).unlink()
 
     def __iter__(self):
-        return (p.name for p in self.folder.iterdir())
+        return (p.name for p in self.folder.iterdir() if not p.name.startswith("."))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
