@@ -10,6 +10,7 @@ from neuroflow.evaluation import analysis_plotting
 from neuroflow.evaluation.plotting import (
     DIVERGING_CMAP,
     MAX_FIGURE_WIDTH,
+    MAX_ROI_PANELS,
     SEQUENTIAL_CMAP,
     GlassBrainCanvas,
     map_cmap,
@@ -21,6 +22,7 @@ from neuroflow.evaluation.plotting import (
     save_figure,
 )
 from neuroflow.io.files import scores_to_nifti
+from neuroflow.io.records import natural_key
 
 
 def test_scores_to_nifti_places_values():
@@ -288,3 +290,45 @@ def test_time_course_legend_is_outside_its_axes(tmp_path, monkeypatch, rng):
     box = ax.get_legend().get_window_extent(renderer)
     assert not _overlaps(box, ax.get_window_extent(renderer))
     assert box.x1 <= fig.bbox.x1 + 1
+
+
+def test_many_rois_are_drawn_as_one_map_of_the_subject_means(rng):
+    """An atlas of 41 parcels x 5 models: one model x ROI map of the across-subject means
+    (a cell without a finite score stays NaN, drawn grey), within the width limit."""
+    rois = [f"7Networks_LH_Vis_{i}" for i in range(41)]
+    models = ["visual", "semantic", "joint", "efficientnet:blocks.2", "efficientnet:blocks.10"]
+    rows = [
+        {"subject": s, "model": m, "roi": r, "mean_r": rng.normal(0.2, 0.2)}
+        for s in ("01", "02", "03")
+        for m in models
+        for r in rois
+    ]
+    df = pd.DataFrame(rows)
+    df.loc[(df["model"] == "joint") & (df["roi"] == rois[3]), "mean_r"] = np.nan
+    df.loc[
+        (df["model"] == "visual") & (df["roi"] == rois[5]) & (df["subject"] == "02"), "mean_r"
+    ] = np.inf
+    fig = plot_roi_bars(df, title="mean_r per ROI")
+    assert len(fig.axes) == 2  # the map and its colour bar
+    ax = fig.axes[0]
+    (image,) = ax.get_images()
+    shown = image.get_array()
+    order = sorted(rois, key=natural_key)
+    names = sorted(models, key=natural_key)
+    assert shown.shape == (len(names), len(rois))
+    assert [t.get_text() for t in ax.get_yticklabels()] == names
+    assert [t.get_text() for t in ax.get_xticklabels()] == order
+    expected = df[np.isfinite(df["mean_r"])].groupby(["model", "roi"])["mean_r"].mean()
+    for i, m in enumerate(names):
+        for j, r in enumerate(order):
+            if (m, r) == ("joint", rois[3]):
+                assert np.ma.is_masked(shown[i, j])
+            else:
+                assert shown[i, j] == pytest.approx(expected[m, r])
+    assert image.norm.vmin == -image.norm.vmax  # scores of both signs: centred on 0
+    assert fig.axes[1].get_ylabel() == "mean_r"
+    assert fig.get_size_inches()[0] <= MAX_FIGURE_WIDTH
+    assert fig.get_suptitle() == "mean_r per ROI: colour mean over subjects"
+    # up to twelve ROIs keep a bar panel each
+    few = df[df["roi"].isin(rois[:MAX_ROI_PANELS])]
+    assert len([ax for ax in plot_roi_bars(few).axes if ax.get_visible()]) == MAX_ROI_PANELS

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import nibabel as nib
 import numpy as np
 import pandas as pd
@@ -49,6 +50,11 @@ SEQUENTIAL_CMAP = "viridis"
 MAX_FIGURE_WIDTH = 16.0
 #: ROI panels per row of :func:`plot_roi_bars`.
 ROI_PANELS_PER_ROW = 4
+#: Most ROIs :func:`plot_roi_bars` draws as bar panels; more (parcels of an atlas) are
+#: drawn as one model x ROI map, whose size and drawing time do not grow by a panel each.
+MAX_ROI_PANELS = 12
+#: Most ROIs named along the map of :func:`plot_roi_bars`; more are named every k-th.
+MAX_ROI_LABELS = 60
 
 
 def map_cmap(data: np.ndarray) -> str:
@@ -332,7 +338,10 @@ def plot_roi_bars(
     Panels are laid out :data:`ROI_PANELS_PER_ROW` to a row and share their axes: the
     models are named once, down the left of each row, so the figure stays at most
     :data:`MAX_FIGURE_WIDTH` inches wide whatever the number of ROIs and models, and
-    needs no legend.
+    needs no legend. More than :data:`MAX_ROI_PANELS` ROIs (the parcels of an atlas)
+    are drawn instead as one map of the across-subject means, a row per model and a
+    column per ROI (NaN cells grey; no subject dots or ceilings), at most
+    :data:`MAX_FIGURE_WIDTH` inches wide.
 
     Parameters
     ----------
@@ -345,13 +354,15 @@ def plot_roi_bars(
         Column drawn as a dashed tick across each bar (mean across subjects); skipped
         when absent or all NaN.
     title : str | None
-        Figure title.
+        Figure title; what the marks show is added to it (bars, dots and dashes, or the
+        map's colours).
 
     Returns
     -------
     fig : matplotlib.figure.Figure
         The figure; its axes are the ROI panels in ROI order (titled with the ROI),
-        then any unused panel of the last row (hidden).
+        then any unused panel of the last row (hidden); or, for many ROIs, the map and
+        its colour bar.
     """
     for column in ("subject", "model", "roi", metric):
         if column not in subjects.columns:
@@ -360,6 +371,10 @@ def plot_roi_bars(
             )
     rois = sorted(subjects["roi"].unique().tolist(), key=lambda v: natural_key(str(v))) or [""]
     models = sorted(subjects["model"].unique().tolist(), key=lambda v: natural_key(str(v)))
+    if len(rois) > MAX_ROI_PANELS:
+        key = f"{title}: colour mean over subjects" if title else None
+        return _roi_map(_group_means(subjects, models, rois, metric), models, rois, metric, key)
+    drawn_ceiling = False
     n_cols = min(len(rois), ROI_PANELS_PER_ROW)
     n_rows = -(-len(rois) // n_cols)
     names_width = min(0.075 * max((len(str(m)) for m in models), default=1) + 0.4, 4.0)
@@ -388,6 +403,7 @@ def plot_roi_bars(
                 c = rows[ceiling].astype(float).to_numpy()
                 if np.isfinite(c).any():
                     ceilings[m] = np.nanmean(c)
+                    drawn_ceiling = True
         ax.barh(y, np.nan_to_num(means), height=0.75, color=colours, alpha=0.8)
         if np.isfinite(ceilings).any():
             ax.vlines(ceilings, y - 0.4, y + 0.4, colors="0.3", linestyles="--")
@@ -408,8 +424,70 @@ def plot_roi_bars(
         ax.set_xlabel(metric)
         ax.tick_params(labelbottom=True)
     if title:
+        title += ": bars mean over subjects, dots subjects"
+        title += ", dashes noise ceiling" if drawn_ceiling else ""
+    _finish(fig, title)
+    return fig
+
+
+def _finish(fig: Figure, title: str | None) -> None:
+    """Title ``fig`` (above its panels, which keep their own titles) and lay it out."""
+    top = 1.0
+    if title:
         fig.suptitle(title, fontsize="medium")
-    fig.tight_layout()
+        top = 1.0 - 0.35 / fig.get_size_inches()[1]  # a line of text above the panels
+    fig.tight_layout(rect=(0.0, 0.0, 1.0, top))
+
+
+def _group_means(
+    subjects: pd.DataFrame, models: Sequence[Any], rois: Sequence[Any], metric: str
+) -> np.ndarray:
+    """Across-subject mean of ``metric`` per model and ROI (NaN without a finite value),
+    shape (n_models, n_rois)."""
+    values = pd.to_numeric(subjects[metric], errors="coerce").astype(float)
+    finite = subjects.assign(_value=values.where(np.isfinite(values)))
+    means = finite.groupby(["model", "roi"], sort=False)["_value"].mean()
+    table = means.unstack("roi").reindex(index=list(models), columns=list(rois))
+    return table.to_numpy(dtype=float)
+
+
+def _roi_map(
+    means: np.ndarray,
+    models: Sequence[Any],
+    rois: Sequence[Any],
+    metric: str,
+    title: str | None,
+) -> Figure:
+    """A model x ROI map of ``means`` (n_models, n_rois), for more ROIs than bar panels."""
+    n_models, n_rois = means.shape
+    names_width = min(0.075 * max((len(str(m)) for m in models), default=1) + 0.4, 4.0)
+    labels_height = min(0.075 * max((len(str(r)) for r in rois), default=1) + 0.3, 3.0)
+    size = (
+        min(MAX_FIGURE_WIDTH, names_width + 1.8 + 0.2 * n_rois),
+        0.3 * n_models + labels_height + 1.0,
+    )
+    fig = new_figure(size)
+    ax = fig.add_subplot()
+    finite = means[np.isfinite(means)]
+    cmap = map_cmap(finite if finite.size else np.zeros(1))
+    span = float(np.abs(finite).max()) if finite.size else 1.0
+    limits = (-span, span) if cmap == DIVERGING_CMAP else (0.0, span)
+    image = ax.imshow(
+        np.ma.masked_invalid(means),
+        aspect="auto",
+        cmap=matplotlib.colormaps[cmap].with_extremes(bad="0.85"),
+        vmin=limits[0],
+        vmax=limits[1] or 1.0,
+        interpolation="nearest",
+    )
+    step = -(-n_rois // MAX_ROI_LABELS)  # every ROI, or every k-th of very many
+    ticks = np.arange(0, n_rois, step)
+    ax.set_xticks(ticks, [str(rois[i]) for i in ticks], rotation=90, fontsize="x-small")
+    ax.set_yticks(np.arange(n_models), [str(m) for m in models], fontsize="small")
+    ax.set_xlabel(f"ROI ({n_rois})")
+    bar = fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
+    bar.set_label(metric)
+    _finish(fig, title)
     return fig
 
 

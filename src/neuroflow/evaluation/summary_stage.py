@@ -30,7 +30,6 @@ from neuroflow.evaluation.plotting import (
 )
 from neuroflow.evaluation.stage import _NA, VARIANT_DIM, _with_defaults, flatten_targets
 from neuroflow.evaluation.summary import (
-    GROUP_SUBJECT,
     METRIC_COLUMNS,
     WIDE_COLUMNS,
     group_summary,
@@ -499,10 +498,7 @@ def summarize_scores(
                     bars,
                     metric=metric,
                     ceiling="noise_ceiling_r" if metric == "mean_r" else None,
-                    title=(
-                        f"{metric} per ROI: bars {GROUP_SUBJECT} mean, dots subjects"
-                        + (", dashes noise ceiling" if metric == "mean_r" else "")
-                    ),
+                    title=f"{metric} per ROI",
                 )
                 save_figure(fig, tmp / f"roi_{metric}", plots["formats"], dpi=plots["dpi"])
     _write_table(full, table)
