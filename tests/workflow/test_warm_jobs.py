@@ -208,9 +208,13 @@ def test_what_the_server_imports_sets_no_other_variable():
     that imported it differ from a shared server that did not (:data:`SET_ON_IMPORT`);
     one that starts a thread would make the server's forks unsafe."""
     modules = [*PRELOAD, *IDLE_PRELOAD, *HF_PRELOAD, "neuroflow.workflow.plan"]
+    assert "neuroflow.workflow.warm_jobs:load_compiled_code" in modules
     code = (
         "import importlib, json, os, sys, threading; before = dict(os.environ)\n"
-        f"for name in {modules!r}: importlib.import_module(name)\n"
+        f"for name in {modules!r}:\n"
+        "    module, _, function = name.partition(':')\n"
+        "    imported = importlib.import_module(module)\n"
+        "    getattr(imported, function)() if function else None\n"
         "assert threading.active_count() == 1, threading.enumerate()\n"
         "json.dump(sorted(k for k in {**before, **os.environ} "
         "if before.get(k) != os.environ.get(k)), sys.stdout)"
@@ -515,3 +519,21 @@ def test_a_job_collects_garbage_without_visiting_the_servers_objects(tmp_path):
     # the server's imports (NumPy, pandas, xarray, zarr, ...) are frozen; the job's own
     # objects are collected as usual
     assert seen["enabled"] and seen["frozen"] > 10_000
+
+
+def test_the_server_loads_compiled_code_before_it_forks():
+    """``load_compiled_code`` (an idle entry of the server, after numba and MNE) leaves
+    the machine code of the numba functions jobs call loaded, so forks do not load it
+    each; in a new interpreter, as the server calls it."""
+    code = (
+        "from neuroflow.rsa import kendall\n"
+        "from neuroflow.workflow.warm_jobs import load_compiled_code\n"
+        "assert not kendall._pair_counts.signatures\n"
+        "load_compiled_code()\n"
+        "assert kendall._pair_counts.signatures\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    order = list(IDLE_PRELOAD)
+    entry = order.index("neuroflow.workflow.warm_jobs:load_compiled_code")
+    assert order.index("mne") < entry and order.index("numba") < entry

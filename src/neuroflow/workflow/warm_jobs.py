@@ -83,6 +83,7 @@ __all__ = [
     "idle_preload",
     "install",
     "job_environment",
+    "load_compiled_code",
     "receive_exactly",
     "receive_message",
     "run_warm",
@@ -109,7 +110,8 @@ PRELOAD: tuple[str, ...] = (
 #: fitting, extraction, decoding, quality-control and figure jobs need them (PyTorch alone
 #: takes 1-2 s to import), the others lose nothing. Then the stages' own modules and what
 #: they import besides, roughly in the order a run reaches them (0.1-0.3 s per job that
-#: would import them itself).
+#: would import them itself). An entry ``"module:function"`` imports the module and calls
+#: the function (:func:`load_compiled_code`).
 IDLE_PRELOAD: tuple[str, ...] = (
     "torch",
     "sklearn",
@@ -122,6 +124,7 @@ IDLE_PRELOAD: tuple[str, ...] = (
     "neuroflow.preprocessing.fmri",
     "neuroflow.preprocessing.eeg.stage",
     "numba",
+    "neuroflow.workflow.warm_jobs:load_compiled_code",
     "neuroflow.features.align",
     "neuroflow.features.extract",
     "neuroflow.encoding.stage",
@@ -481,9 +484,35 @@ def _job(
 
 
 def _import(names: Iterable[str]) -> None:
+    """Import each module of ``names``; call the function of a ``"module:function"``."""
     for name in names:
+        module, _, function = name.partition(":")
         with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+            imported = importlib.import_module(module)
+            if function:
+                getattr(imported, function)()
+
+
+def load_compiled_code() -> None:
+    """Load the numba-compiled functions that jobs call, once in the server.
+
+    Each is compiled once per installation and cached on disk, but a process loads the
+    machine code (and numba's compiler) at its first call: 0.15 s in every job that
+    reads an EEG recording (MNE computes its time axis with numba), or that compares
+    RDMs by Kendall's tau-a, when the server has not. Calls public functions on tiny
+    inputs; does nothing where numba or MNE is missing.
+    """
+    import numpy as np
+
+    with contextlib.suppress(ImportError):
+        import mne
+
+        info = mne.create_info(1, 1.0, "eeg")
+        _ = mne.io.RawArray(np.zeros((1, 2)), info, verbose="error").times
+    with contextlib.suppress(ImportError):
+        from neuroflow.rsa.kendall import pair_counts
+
+        pair_counts(np.arange(3.0), np.array([2.0, 0.0, 1.0]))
 
 
 def _import_next(idle: list[str], hf_environment: dict[str, str] | None) -> dict | None:
