@@ -579,6 +579,7 @@ def decide_scope(plan: WorkflowPlan) -> tuple[PlanScope, dict[str, list[str]]]:
         plan,
         eeg=decoding and bool(spaces["decoding"]),
         fmri=decoding_fmri and bool(spaces["decoding"]),
+        eeg_labels=eeg_labels,
     )
     run_models = models if test_runs else []
     # a transformer learns from time series across subjects: no single-trial or

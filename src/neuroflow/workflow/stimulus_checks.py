@@ -418,13 +418,18 @@ def _choose(
     return HeldOutStimuli(int(test.size), int(n_train), how)
 
 
-def eeg_test_stimuli(plan: WorkflowPlan) -> dict[str, HeldOutStimuli]:
+def eeg_test_stimuli(
+    plan: WorkflowPlan, labels: Mapping[str, tuple[list[str], list[str]] | None] | None = None
+) -> dict[str, HeldOutStimuli]:
     """Test stimuli of each subject's EEG identification, where the plan can count them.
 
     Parameters
     ----------
     plan : WorkflowPlan
         The plan (its recordings and design facts are read).
+    labels : dict of str to (list of str, list of str) | None
+        The :func:`eeg_epoch_labels` of recordings (by key) that the caller has read
+        already; the others are read here.
 
     Returns
     -------
@@ -436,6 +441,7 @@ def eeg_test_stimuli(plan: WorkflowPlan) -> dict[str, HeldOutStimuli]:
     prep = plan.config["preprocess_eeg"]
     test_condition = plan.config["decoding"]["identification"].get("test_condition")
     out: dict[str, HeldOutStimuli] = {}
+    known = labels or {}
     for subject in sorted({r.subject for r in plan.eeg_recordings}):
         condition: list[str] = []
         stimulus: list[str] = []
@@ -443,13 +449,17 @@ def eeg_test_stimuli(plan: WorkflowPlan) -> dict[str, HeldOutStimuli]:
             table = plan.design.eeg_tables.get(rec.key)
             if rec.epoched or table is None or prep["event_source"] not in ("auto", "events_tsv"):
                 break
-            labels = eeg_epoch_labels(
-                table, prep, plan.stimulus_events, where=rec.events or rec.key
+            found = (
+                known[rec.key]
+                if rec.key in known
+                else eeg_epoch_labels(
+                    table, prep, plan.stimulus_events, where=rec.events or rec.key
+                )
             )
-            if labels is None:
+            if found is None:
                 break
-            condition += labels[0]
-            stimulus += labels[1]
+            condition += found[0]
+            stimulus += found[1]
         else:
             if stimulus:
                 out[subject] = _choose(
@@ -498,7 +508,13 @@ def fmri_test_stimuli(plan: WorkflowPlan) -> dict[str, HeldOutStimuli]:
     }
 
 
-def identification_notes(plan: WorkflowPlan, *, eeg: bool, fmri: bool) -> list[str]:
+def identification_notes(
+    plan: WorkflowPlan,
+    *,
+    eeg: bool,
+    fmri: bool,
+    eeg_labels: Mapping[str, tuple[list[str], list[str]] | None] | None = None,
+) -> list[str]:
     """Check ``decoding.identification.top_k`` against every subject's test stimuli.
 
     Parameters
@@ -508,6 +524,8 @@ def identification_notes(plan: WorkflowPlan, *, eeg: bool, fmri: bool) -> list[s
     eeg, fmri : bool
         Whether EEG identification (``decode_eeg``, with feature spaces) and fMRI
         identification (``decode_fmri``) run.
+    eeg_labels : dict of str to (list of str, list of str) | None
+        Epoch labels of the EEG recordings the caller has read (:func:`eeg_test_stimuli`).
 
     Returns
     -------
@@ -526,7 +544,7 @@ def identification_notes(plan: WorkflowPlan, *, eeg: bool, fmri: bool) -> list[s
     top_k = [int(k) for k in ident["top_k"]]
     partial: dict[tuple[str, tuple[int, ...], int, str, str], list[str]] = {}
     groups = (
-        ("decoding", "EEG", eeg_test_stimuli if eeg else None),
+        ("decoding", "EEG", (lambda p: eeg_test_stimuli(p, eeg_labels)) if eeg else None),
         ("decoding_fmri", "single-trial", fmri_test_stimuli if fmri else None),
     )
     for stage, kind, count in groups:
