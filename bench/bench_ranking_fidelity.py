@@ -37,13 +37,18 @@ penalty grid and cross-validation): the ratio measures what the alignment path l
 second oracle, ordinary least squares on the planted columns alone, also knows which
 columns matter; the pipeline cannot, and loses to it what estimating the other columns'
 weights costs (most for the slow embedding, whose runs hold few independent values).
+Every run is scored once: folds of two runs each are held out in turn, the pipeline and
+both oracles fitted on the other runs of the same fold, and a voxel's test R² is that of
+its predictions pooled over the folds (``--folds last`` scores the last two runs only,
+as the tests do: a weak model's R² on two runs is noisy).
 Printed, R² averaged over the seeds' datasets: pipeline / oracle mean test R² per feature
 space per ROI (for the spaces planted in that ROI whose planted oracle explains at least
 :data:`MIN_ORACLE_R2`), whether the pipeline ranks the four models in each ROI as the
 oracle does, the R² themselves, and each seed's lowest ratio and spread.
 
 Usage: ``python bench/bench_ranking_fidelity.py [--small] [--seed 0] [--seeds 8]
-[--compare] [--hrf-model NAME ...] [--event-penalty P]``; ``--compare`` adds the
+[--folds all|last] [--runs N] [--compare] [--hrf-model NAME ...] [--event-penalty P]``;
+``--runs`` sets the runs per dataset (6 with ``--small``, else 10); ``--compare`` adds the
 event-related design aligned as before ``method: auto`` (average within TRs and the
 encoder's HRF) and as ``config/presets/event_related.yaml`` did before the per-event rows
 were centred;
@@ -352,7 +357,10 @@ def _r2(y, pred):
 
 
 def _ridge(blocks, ds, train, test, voxels=None, events=None, event_penalty=None):
-    """Stage-like ridge fit of one design (list over runs); test R² and CV score per voxel.
+    """Stage-like ridge fit of one design (list over runs); test predictions and CV score.
+
+    Returns the predictions of the test runs' volumes (n_test_volumes, n_voxels) and the
+    cross-validation score of each voxel on the training runs (n_voxels,).
 
     ``events``: mask of the event-regressor columns, whose scale is divided by
     ``1 / sqrt(event_penalty)`` as the encoding stage does (default: the stage's
@@ -379,10 +387,22 @@ def _ridge(blocks, ds, train, test, voxels=None, events=None, event_penalty=None
         splits=run_splits(runs[tr_mask]),
     )
     pred = result.predict(Z[te_mask] - z_mean) + y_mean
-    return _r2(Y[te_mask], pred), np.asarray(result.cv_score)
+    return pred, np.asarray(result.cv_score)
 
 
-def pipeline_r2(
+def _test_bold(ds: Dataset, test) -> np.ndarray:
+    """The BOLD of the test runs, in run order (n_test_volumes, n_voxels)."""
+    return np.concatenate([ds.bold[r] for r in sorted(test)])
+
+
+def pipeline_r2(ds: Dataset, space: str, train, test, **options) -> tuple[np.ndarray, dict]:
+    """Test R² per voxel of the pipeline's model of one feature space (options: as
+    :func:`pipeline_predictions`) and the alignment it resolved."""
+    pred, alignment = pipeline_predictions(ds, space, train, test, **options)
+    return _r2(_test_bold(ds, test), pred), alignment
+
+
+def pipeline_predictions(
     ds: Dataset,
     space: str,
     train,
@@ -392,7 +412,7 @@ def pipeline_r2(
     hrf_model=None,
     event_penalty=None,
 ) -> tuple[np.ndarray, dict]:
-    """Test R² per voxel of the pipeline's model of one feature space.
+    """Test-run predictions (n_test_volumes, n_voxels) of the pipeline's model of one space.
 
     ``mode``: ``"auto"`` (the alignment ``method: auto`` resolves to), ``"average"``
     (average within TRs and the encoder's HRF, the path before ``auto``) or
@@ -452,16 +472,22 @@ def pipeline_r2(
 
 
 def _best_in_cv(fits) -> np.ndarray:
-    """Per voxel, the test R² of the fit (one per HRF model) with the best CV score."""
+    """Per voxel, the test predictions of the fit (one per HRF model) with the best CV score."""
     scores = np.stack([f[1] for f in fits])
     choice = np.argmax(scores, 0)
-    return np.stack([f[0] for f in fits])[choice, np.arange(choice.size)]
+    return np.stack([f[0] for f in fits])[choice, :, np.arange(choice.size)].T
 
 
-def oracle_r2(
+def oracle_r2(ds: Dataset, space: str, train, test, **options) -> np.ndarray:
+    """Test R² per voxel of :func:`oracle_predictions` (same options)."""
+    return _r2(_test_bold(ds, test), oracle_predictions(ds, space, train, test, **options))
+
+
+def oracle_predictions(
     ds: Dataset, space: str, train, test, *, columns: str = "all", estimator: str = "ridge"
 ) -> np.ndarray:
-    """Test R² per voxel of a model of one space on the exact regressors (each voxel's HRF).
+    """Test-run predictions (n_test_volumes, n_voxels) of a model of one space on the exact
+    regressors (each voxel's HRF).
 
     ``columns``: ``"all"``, every column of the space, as the pipeline is given them (the
     oracle knows the HRF and the timing, not which columns matter), or ``"planted"``, only
@@ -472,34 +498,70 @@ def oracle_r2(
     runs = np.concatenate([np.full(ds.n_volumes, r) for r in range(len(ds.bold))])
     tr_mask, te_mask = np.isin(runs, train), np.isin(runs, test)
     Y = np.concatenate(ds.bold)
-    out = np.zeros(Y.shape[1])
+    out = np.zeros((int(te_mask.sum()), Y.shape[1]))
     for h in range(regressors[0].shape[0]):
         voxels = np.flatnonzero(ds.hrf_index == h)
         blocks = [reg[h] for reg in regressors]
         if estimator == "ridge":
-            out[voxels] = _ridge(blocks, ds, train, test, voxels)[0]
+            out[:, voxels] = _ridge(blocks, ds, train, test, voxels)[0]
             continue
         X = np.concatenate(blocks)
         X = np.column_stack([X, np.ones(len(X))])
         coef = np.linalg.lstsq(X[tr_mask], Y[tr_mask][:, voxels], rcond=None)[0]
-        out[voxels] = _r2(Y[te_mask][:, voxels], X[te_mask] @ coef)
+        out[:, voxels] = X[te_mask] @ coef
     return out
 
 
+def held_out_folds(n_runs: int, n_test: int, folds: str = "last") -> list[list[int]]:
+    """The test runs of each fit: the last ``n_test`` runs (``folds="last"``), or every run
+    once, ``n_test`` consecutive runs per fold (``folds="all"``; a last, shorter fold takes
+    what is left)."""
+    runs = list(range(n_runs))
+    if folds == "last":
+        return [runs[-n_test:]]
+    if folds == "all":
+        return [runs[i : i + n_test] for i in range(0, n_runs, n_test)]
+    raise ValueError(f"`folds` must be 'last' or 'all', got {folds!r} instead.")
+
+
 def scores(
-    ds: Dataset, *, n_test: int, mode: str = "auto", hrf_model=None, event_penalty=None
+    ds: Dataset,
+    *,
+    n_test: int,
+    folds: str = "last",
+    mode: str = "auto",
+    hrf_model=None,
+    event_penalty=None,
 ) -> dict:
-    """Mean test R² (space x ROI) of the pipeline and of both oracles on one dataset."""
+    """Mean test R² (space x ROI) of the pipeline and of both oracles on one dataset.
+
+    Each fold of :func:`held_out_folds` is fitted on the other runs; the R² of a voxel is
+    that of its test predictions pooled over the folds (every run once with
+    ``folds="all"``), for the pipeline and both oracles on the same folds.
+    """
     runs = list(range(len(ds.bold)))
-    train, test = runs[:-n_test], runs[-n_test:]
+    splits = [
+        ([r for r in runs if r not in test], test)
+        for test in held_out_folds(len(runs), n_test, folds)
+    ]
+    y = np.concatenate([_test_bold(ds, test) for _, test in splits])
     out = {name: np.zeros((4, 4)) for name in ("pipeline", "oracle", "oracle_planted")}
     alignment = None
+    options = {"mode": mode, "hrf_model": hrf_model, "event_penalty": event_penalty}
     for s, space in enumerate(SPACES):
-        p, alignment = pipeline_r2(
-            ds, space, train, test, mode=mode, hrf_model=hrf_model, event_penalty=event_penalty
+        fits = [pipeline_predictions(ds, space, train, test, **options) for train, test in splits]
+        alignment = fits[0][1]
+        p = _r2(y, np.concatenate([f[0] for f in fits]))
+        o = _r2(y, np.concatenate([oracle_predictions(ds, space, *split) for split in splits]))
+        op = _r2(
+            y,
+            np.concatenate(
+                [
+                    oracle_predictions(ds, space, *split, columns="planted", estimator="ols")
+                    for split in splits
+                ]
+            ),
         )
-        o = oracle_r2(ds, space, train, test)
-        op = oracle_r2(ds, space, train, test, columns="planted", estimator="ols")
         for k in range(4):
             in_roi = ds.roi == k
             out["pipeline"][s, k], out["oracle"][s, k] = p[in_roi].mean(), o[in_roi].mean()
@@ -555,13 +617,10 @@ def summarise(results: list[dict]) -> dict:
     }
 
 
-def fidelity(
-    ds: Dataset, *, n_test: int, mode: str = "auto", hrf_model=None, event_penalty=None
-) -> dict:
-    """:func:`summarise` of one dataset: ratios, rankings and the resolved alignment."""
-    return summarise(
-        [scores(ds, n_test=n_test, mode=mode, hrf_model=hrf_model, event_penalty=event_penalty)]
-    )
+def fidelity(ds: Dataset, **options) -> dict:
+    """:func:`summarise` of one dataset (``options``: as :func:`scores`): ratios, rankings
+    and the resolved alignment."""
+    return summarise([scores(ds, **options)])
 
 
 def _print(title: str, result: dict) -> None:
@@ -610,10 +669,22 @@ def share_weights(ds: Dataset, others) -> None:
 
 
 def run(
-    small: bool, seeds: list[int], compare: bool, hrf_model=None, event_penalty=None
+    small: bool,
+    seeds: list[int],
+    compare: bool,
+    hrf_model=None,
+    event_penalty=None,
+    folds: str = "all",
+    n_runs: int | None = None,
 ) -> dict[str, dict]:
-    """Print the tables (R² averaged over the seeds' datasets); return them by design."""
+    """Print the tables (R² averaged over the seeds' datasets); return them by design.
+
+    ``folds``: ``"all"`` scores every run once (folds of 2 runs), ``"last"`` the last 2.
+    ``n_runs``: runs per dataset instead of the size's (6 small, 10 full).
+    """
     size = {"n_runs": 6, "n_volumes": 120} if small else {"n_runs": 10, "n_volumes": 160}
+    if n_runs is not None:
+        size["n_runs"] = n_runs
     out = {}
     designs = [
         ("event_related", "canonical", "auto"),
@@ -637,13 +708,20 @@ def run(
                 share_weights(cache[kind, hrf, seed], cache.values())
             ds = cache[kind, hrf, seed]
             per_seed.append(
-                scores(ds, n_test=2, mode=mode, hrf_model=hrf_model, event_penalty=event_penalty)
+                scores(
+                    ds,
+                    n_test=2,
+                    folds=folds,
+                    mode=mode,
+                    hrf_model=hrf_model,
+                    event_penalty=event_penalty,
+                )
             )
         result = summarise(per_seed)
         key = f"{kind}/{mode}" if hrf == "canonical" else f"{kind}/{mode}/{hrf} HRFs"
         out[key] = result
         took = time.perf_counter() - t0
-        _print(f"{kind}, {hrf} HRFs ({mode}, seeds {seeds}, {took:.1f} s)", result)
+        _print(f"{kind}, {hrf} HRFs ({mode}, {folds} folds, seeds {seeds}, {took:.1f} s)", result)
         for seed, one in zip(seeds, per_seed, strict=True):
             alone = summarise([one])
             print(
@@ -671,9 +749,16 @@ def main() -> None:
         help="relative ridge penalty of the event regressor (default: the encoding stage's; "
         "1 penalises it like a feature)",
     )
+    parser.add_argument(
+        "--folds",
+        choices=("all", "last"),
+        default="all",
+        help="score every run once, 2 runs per fold (all), or the last 2 runs only (last)",
+    )
+    parser.add_argument("--runs", type=int, help="runs per dataset (default: 6 small, 10 full)")
     args = parser.parse_args()
     seeds = list(range(args.seed, args.seed + args.seeds))
-    run(args.small, seeds, args.compare, args.hrf_model, args.event_penalty)
+    run(args.small, seeds, args.compare, args.hrf_model, args.event_penalty, args.folds, args.runs)
 
 
 if __name__ == "__main__":

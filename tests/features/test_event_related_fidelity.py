@@ -153,3 +153,36 @@ def test_blocked_designs_take_the_event_related_path(bench):
     assert averaged["alignment"]["method"] == "average"
     modulator = bench.SPACES.index("modulator")
     assert averaged["ratio"][modulator, modulator] < 0.5, averaged["ratio"]
+
+
+def test_every_run_is_held_out_once_when_the_bench_scores_all_folds(bench, datasets):
+    """``folds="all"``: folds of two runs (a shorter last one), each run held out once;
+    the R² pool every fold's predictions, the planted OLS oracle's included."""
+    assert bench.held_out_folds(6, 2, "all") == [[0, 1], [2, 3], [4, 5]]
+    assert bench.held_out_folds(5, 2, "all") == [[0, 1], [2, 3], [4]]
+    assert bench.held_out_folds(6, 2, "last") == [[4, 5]]
+    with pytest.raises(ValueError, match="`folds` must be 'last' or 'all', got 'every'"):
+        bench.held_out_folds(6, 2, "every")
+    ds = datasets[SEEDS[0]][0]
+    pooled = bench.scores(ds, n_test=2, folds="all")
+    folds = bench.held_out_folds(len(ds.bold), 2, "all")
+    y = np.concatenate(ds.bold)
+    space = bench.SPACES.index("condition")
+    pred = np.concatenate(
+        [
+            bench.oracle_predictions(
+                ds,
+                "condition",
+                [r for r in range(len(ds.bold)) if r not in test],
+                test,
+                columns="planted",
+                estimator="ols",
+            )
+            for test in folds
+        ]
+    )
+    r2 = 1 - ((y - pred) ** 2).sum(0) / ((y - y.mean(0)) ** 2).sum(0)
+    expected = [r2[ds.roi == k].mean() for k in range(4)]
+    np.testing.assert_allclose(pooled["oracle_planted"][space], expected)
+    last = bench.scores(ds, n_test=2)
+    assert not np.allclose(pooled["oracle_planted"], last["oracle_planted"])
