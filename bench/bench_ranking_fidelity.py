@@ -395,13 +395,6 @@ def _test_bold(ds: Dataset, test) -> np.ndarray:
     return np.concatenate([ds.bold[r] for r in sorted(test)])
 
 
-def pipeline_r2(ds: Dataset, space: str, train, test, **options) -> tuple[np.ndarray, dict]:
-    """Test R² per voxel of the pipeline's model of one feature space (options: as
-    :func:`pipeline_predictions`) and the alignment it resolved."""
-    pred, alignment = pipeline_predictions(ds, space, train, test, **options)
-    return _r2(_test_bold(ds, test), pred), alignment
-
-
 def pipeline_predictions(
     ds: Dataset,
     space: str,
@@ -478,11 +471,6 @@ def _best_in_cv(fits) -> np.ndarray:
     return np.stack([f[0] for f in fits])[choice, :, np.arange(choice.size)].T
 
 
-def oracle_r2(ds: Dataset, space: str, train, test, **options) -> np.ndarray:
-    """Test R² per voxel of :func:`oracle_predictions` (same options)."""
-    return _r2(_test_bold(ds, test), oracle_predictions(ds, space, train, test, **options))
-
-
 def oracle_predictions(
     ds: Dataset, space: str, train, test, *, columns: str = "all", estimator: str = "ridge"
 ) -> np.ndarray:
@@ -548,19 +536,14 @@ def scores(
     out = {name: np.zeros((4, 4)) for name in ("pipeline", "oracle", "oracle_planted")}
     alignment = None
     options = {"mode": mode, "hrf_model": hrf_model, "event_penalty": event_penalty}
+    planted = {"columns": "planted", "estimator": "ols"}
     for s, space in enumerate(SPACES):
-        fits = [pipeline_predictions(ds, space, train, test, **options) for train, test in splits]
+        fits = [pipeline_predictions(ds, space, *split, **options) for split in splits]
         alignment = fits[0][1]
-        p = _r2(y, np.concatenate([f[0] for f in fits]))
+        p = _r2(y, np.concatenate([pred for pred, _ in fits]))
         o = _r2(y, np.concatenate([oracle_predictions(ds, space, *split) for split in splits]))
         op = _r2(
-            y,
-            np.concatenate(
-                [
-                    oracle_predictions(ds, space, *split, columns="planted", estimator="ols")
-                    for split in splits
-                ]
-            ),
+            y, np.concatenate([oracle_predictions(ds, space, *sp, **planted) for sp in splits])
         )
         for k in range(4):
             in_roi = ds.roi == k
@@ -584,7 +567,7 @@ def summarise(results: list[dict]) -> dict:
 
     ``ratio`` and ``rank_equal`` compare the pipeline with the oracle that fits every
     column of each space on its exact regressors by the pipeline's ridge
-    (:func:`oracle_r2` defaults); ``ratio_planted`` and ``rank_equal_planted`` with OLS
+    (:func:`oracle_predictions` defaults); ``ratio_planted`` and ``rank_equal_planted`` with OLS
     on the planted columns only. Ratios are shown where the space is planted in the ROI
     and the planted oracle explains at least :data:`MIN_ORACLE_R2`. ``lowest``: the
     smallest ratio; ``spread``: the largest minus the smallest. ``rank_equal``: per ROI,

@@ -377,7 +377,7 @@ def plot_roi_bars(
     drawn_ceiling = False
     n_cols = min(len(rois), ROI_PANELS_PER_ROW)
     n_rows = -(-len(rois) // n_cols)
-    names_width = min(0.075 * max((len(str(m)) for m in models), default=1) + 0.4, 4.0)
+    names_width = _names_width(models)
     size = (
         min(MAX_FIGURE_WIDTH, names_width + 2.8 * n_cols),
         n_rows * (0.28 * max(len(models), 1) + 0.9) + 0.5,
@@ -430,6 +430,12 @@ def plot_roi_bars(
     return fig
 
 
+def _names_width(names: Sequence[Any], pad: float = 0.4, most: float = 4.0) -> float:
+    """Inches that the longest of ``names`` takes along an axis, with ``pad``, at most
+    ``most``."""
+    return min(0.075 * max((len(str(n)) for n in names), default=1) + pad, most)
+
+
 def _finish(fig: Figure, title: str | None) -> None:
     """Title ``fig`` (above its panels, which keep their own titles) and lay it out."""
     top = 1.0
@@ -460,24 +466,21 @@ def _roi_map(
 ) -> Figure:
     """A model x ROI map of ``means`` (n_models, n_rois), for more ROIs than bar panels."""
     n_models, n_rois = means.shape
-    names_width = min(0.075 * max((len(str(m)) for m in models), default=1) + 0.4, 4.0)
-    labels_height = min(0.075 * max((len(str(r)) for r in rois), default=1) + 0.3, 3.0)
+    labels_height = _names_width(rois, pad=0.3, most=3.0)  # ROI names run up from the axis
     size = (
-        min(MAX_FIGURE_WIDTH, names_width + 1.8 + 0.2 * n_rois),
+        min(MAX_FIGURE_WIDTH, _names_width(models) + 1.8 + 0.2 * n_rois),
         0.3 * n_models + labels_height + 1.0,
     )
     fig = new_figure(size)
     ax = fig.add_subplot()
-    finite = means[np.isfinite(means)]
-    cmap = map_cmap(finite if finite.size else np.zeros(1))
-    span = float(np.abs(finite).max()) if finite.size else 1.0
-    limits = (-span, span) if cmap == DIVERGING_CMAP else (0.0, span)
+    cmap = map_cmap(means)
+    _, vmax = map_color_limits(means, percentile=100.0)  # the largest |mean|
     image = ax.imshow(
         np.ma.masked_invalid(means),
         aspect="auto",
         cmap=matplotlib.colormaps[cmap].with_extremes(bad="0.85"),
-        vmin=limits[0],
-        vmax=limits[1] or 1.0,
+        vmin=-vmax if cmap == DIVERGING_CMAP else 0.0,
+        vmax=vmax,
         interpolation="nearest",
     )
     step = -(-n_rois // MAX_ROI_LABELS)  # every ROI, or every k-th of very many

@@ -500,16 +500,17 @@ def load_compiled_code() -> None:
     machine code (and numba's compiler) at its first call: 0.15 s in every job that
     reads an EEG recording (MNE computes its time axis with numba), or that compares
     RDMs by Kendall's tau-a, when the server has not. Calls public functions on tiny
-    inputs; does nothing where numba or MNE is missing.
+    inputs; a failure (numba or MNE missing, an unreadable cache) is left to the jobs,
+    which load the code themselves: a warm-up never stops the server.
     """
     import numpy as np
 
-    with contextlib.suppress(ImportError):
+    with contextlib.suppress(Exception):
         import mne
 
         info = mne.create_info(1, 1.0, "eeg")
         _ = mne.io.RawArray(np.zeros((1, 2)), info, verbose="error").times
-    with contextlib.suppress(ImportError):
+    with contextlib.suppress(Exception):
         from neuroflow.rsa.kendall import pair_counts
 
         pair_counts(np.arange(3.0), np.array([2.0, 0.0, 1.0]))
