@@ -451,3 +451,54 @@ def test_depth_plot_draws_the_interval_of_the_best_depth(stores):
     labels = [t.get_text() for t in ax.texts]
     assert len(labels) == 3 and all(label.endswith("%") for label in labels)
     assert "100%" in labels  # `late`: the last layer in every resample
+
+
+def _pivot_selection(subjects: pd.DataFrame, criterion: str) -> pd.DataFrame:
+    """Reference: the selection columns from one pandas pivot per group."""
+    keys = ["stage", "sweep", "metric", "roi"]
+    rows = []
+    for key, part in subjects.groupby(keys, sort=False, dropna=False):
+        scores = part.pivot_table(
+            index="subject", columns="position", values=criterion, aggfunc="mean", dropna=False
+        ).sort_index(axis=1)
+        positions = scores.columns.to_numpy()
+        depth = part.groupby("position")["depth"].first().reindex(positions).to_numpy(float)
+        frequency, interval = np.full(positions.size, np.nan), np.full(2, np.nan)
+        if len(scores) >= 3:
+            frequency, interval = best_layer_frequencies([scores.to_numpy(float)], depth)
+        rows += [
+            {**dict(zip(keys, key, strict=True)), "position": p, "selection_frequency": f}
+            | {"best_depth_lower": interval[0], "best_depth_upper": interval[1]}
+            for p, f in zip(positions, frequency, strict=True)
+        ]
+    return pd.DataFrame(rows)
+
+
+def test_selection_uncertainty_equals_a_pivot_per_group():
+    """Groups of 1 to 4 subjects, positions missing in some groups and subjects, repeated
+    rows averaged, NaN scores and depths: the same table as one pivot per group."""
+    from neuroflow.evaluation.layer_sweep import _selection_uncertainty
+
+    rng = np.random.default_rng(11)
+    rows = []
+    for g, (stage, roi) in enumerate([("rsa", "V1"), ("rsa", "V4"), ("evaluation", "V1")] * 2):
+        metric = "r" if g < 3 else "r2"
+        for subject in ["03", "01", "04", "02"][: 1 + g % 4]:
+            for position in rng.permutation(5)[: 3 + g % 3]:
+                for _ in range(1 + (position == 2)):
+                    rows.append(
+                        {
+                            "stage": stage,
+                            "sweep": "cnn" if g % 2 else "vit",
+                            "metric": metric,
+                            "roi": roi,
+                            "subject": subject,
+                            "position": int(position),
+                            "depth": np.nan if (g, position) == (2, 0) else position / 4,
+                            "score": rng.normal() if rng.random() > 0.1 else np.nan,
+                        }
+                    )
+    subjects = pd.DataFrame(rows)
+    got = _selection_uncertainty(subjects, "score", None).drop(columns="selection_resampled")
+    pd.testing.assert_frame_equal(got, _pivot_selection(subjects, "score"))
+    assert got["selection_frequency"].notna().any() and got["selection_frequency"].isna().any()

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from neuroflow.models.transformer import (
+    HostDropout,
     MultimodalEncoder,
     SubjectData,
     _batches,
@@ -95,6 +96,50 @@ def test_modality_dropout_never_drops_every_space():
     assert (keep.sum(1) >= 1).all()
     ablated = _keep_mask(4, 3, 0.0, gen, drop=1)
     np.testing.assert_array_equal(ablated.numpy(), [[1, 0, 1]] * 4)
+
+
+def test_host_dropout_matches_torch_dropout_in_distribution():
+    """Share zeroed near p, survivors scaled by 1/(1-p), gradients masked alike, identity
+    in evaluation, and the same masks from the same seed."""
+    p, shape = 0.3, (37, 11, 23)
+    x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    drop = HostDropout(p, np.random.default_rng(5))
+    y = drop(x)
+    kept = y != 0
+    share = 1.0 - kept.double().mean().item()
+    se = np.sqrt(p * (1 - p) / kept.numel())
+    assert abs(share - p) < 4 * se, share
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, kept.double() / (1 - p))
+    again = HostDropout(p, np.random.default_rng(5))(x.detach())
+    torch.testing.assert_close(again, y.detach())
+    assert not torch.equal(drop(x.detach()), y.detach())  # the generator moves on
+    drop.eval()
+    assert drop(x) is x
+    assert HostDropout(0.0, np.random.default_rng(0))(x) is x
+    assert repr(drop) == "HostDropout(p=0.3)"
+
+
+def test_every_dropout_of_the_encoder_draws_from_one_seeded_generator():
+    """Each encoder layer gets its own HostDropout modules, all sharing the model's one
+    generator, which torch's seed fixes."""
+    opts = resolve_options({})
+
+    def build(seed: int) -> MultimodalEncoder:
+        torch.manual_seed(seed)
+        return MultimodalEncoder({"a": 3, "b": 5}, {"s": 4}, opts)
+
+    model = build(0)
+    drops = [m for m in model.modules() if isinstance(m, HostDropout)]
+    # one per projector, three per encoder layer, one in the output layer
+    assert len(drops) == 2 + 3 * opts["n_layers"] + 1
+    assert len({id(m) for m in drops}) == len(drops)
+    assert len({id(m.generator) for m in drops}) == 1
+    assert not any(type(m) is torch.nn.Dropout for m in model.modules())
+    first = build(0).projectors["a"][3].generator.random(4)
+    np.testing.assert_array_equal(first, build(0).projectors["a"][3].generator.random(4))
+    assert not np.array_equal(first, build(1).projectors["a"][3].generator.random(4))
 
 
 def test_training_shapes_determinism_and_curves(rng):

@@ -294,15 +294,40 @@ def _selection_uncertainty(
     """
     keys = ["stage", "sweep", "metric", "roi"]
     out = []
-    for key, part in subjects.groupby(keys, sort=False, dropna=False):
-        scores = part.pivot_table(
-            index="subject", columns="position", values=criterion, aggfunc="mean", dropna=False
-        ).sort_index(axis=1)
-        positions = scores.columns.to_numpy()
-        depth = part.groupby("position")["depth"].first().reindex(positions).to_numpy(float)
+    # one (group, subject, position) array of mean scores for every (stage, sweep,
+    # metric, ROI) group, subjects and positions sorted: a pivot per group cost ~5 ms
+    group_code = subjects.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    _, first_row = np.unique(group_code, return_index=True)
+    group_keys = [tuple(row) for row in subjects[keys].to_numpy(object)[first_row]]
+    _, subject_code = np.unique(subjects["subject"].to_numpy(), return_inverse=True)
+    all_positions, position_code = np.unique(subjects["position"].to_numpy(), return_inverse=True)
+    shape = (len(group_keys), int(subject_code.max()) + 1, all_positions.size)
+    cells = np.ravel_multi_index((group_code, subject_code, position_code), shape)
+    values = subjects[criterion].to_numpy(float)
+    finite = np.isfinite(values)
+    size = int(np.prod(shape))
+    total = np.bincount(cells[finite], values[finite], minlength=size).reshape(shape)
+    count = np.bincount(cells[finite], minlength=size).reshape(shape)
+    means = np.divide(total, count, out=np.full(shape, np.nan), where=count > 0)
+    seen_subject = np.zeros(shape[:2], bool)
+    seen_subject[group_code, subject_code] = True
+    seen_position = np.zeros((shape[0], shape[2]), bool)
+    seen_position[group_code, position_code] = True
+    # each group's depth of a position: its first finite value (as groupby.first)
+    depth_values = subjects["depth"].to_numpy(float)
+    has_depth = np.flatnonzero(np.isfinite(depth_values))
+    pairs = group_code[has_depth] * shape[2] + position_code[has_depth]
+    pairs, first = np.unique(pairs, return_index=True)
+    depths = np.full(shape[0] * shape[2], np.nan)
+    depths[pairs] = depth_values[has_depth[first]]
+    depths = depths.reshape(shape[0], shape[2])
+    for g, key in enumerate(group_keys):
+        columns = np.flatnonzero(seen_position[g])
+        scores = means[g][np.ix_(np.flatnonzero(seen_subject[g]), columns)]
+        positions, depth = all_positions[columns], depths[g, columns]
         blocks, how = [], ""
         if len(scores) >= MIN_RESAMPLED_SUBJECTS:
-            blocks, how = [scores.to_numpy(float)], "subjects"
+            blocks, how = [scores], "subjects"
         elif targets and key in targets:
             blocks = _target_blocks(targets[key], positions)
             how = "targets" if blocks else ""
