@@ -10,9 +10,11 @@ checks that every output path the two graphs share has the same rule, params and
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import shutil
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -160,15 +162,19 @@ def _jobs(workdir: Path, overrides: Mapping[str, Any]) -> dict[str, tuple[str, s
 @pytest.fixture
 def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parse and compile each workflow file, read the config file and load the config
-    schema once for all job graphs.
+    schema once for all job graphs, and read each input or params function's parameters
+    once for all its jobs.
 
-    All four depend on the files only, never on the overrides: each of the ~370 graphs
+    The first four depend on the files only, never on the overrides: each of the ~370 graphs
     below is still built from its own config (a fresh copy of the file's values with its
     overrides) by executing the compiled workflow files anew, without its ~0.2 s of
     parsing, compiling and loading.
     """
     import snakemake.api  # first: snakemake.workflow alone is a circular import
+    import snakemake.common
     import snakemake.common.configfile
+    import snakemake.jobs
+    import snakemake.rules
     import snakemake.workflow
 
     import neuroflow.config
@@ -183,6 +189,23 @@ def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return copy.deepcopy(configs[key])
 
     schema = functools.cache(neuroflow.config.load_schema)
+    # A function's parameters (inspect.signature, ~20 us) are read at every job of its
+    # rule: once per input or params function of each graph is enough (weak keys: the
+    # functions, and the plans they hold, go with their graph).
+    get_function_params = snakemake.common.get_function_params
+    seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def function_params(func):
+        try:
+            return seen[func]
+        except (KeyError, TypeError):  # TypeError: no weak reference to it
+            params = get_function_params(func)
+            with contextlib.suppress(TypeError):
+                seen[func] = params
+            return params
+
+    for module in (snakemake.common, snakemake.rules, snakemake.jobs):
+        monkeypatch.setattr(module, "get_function_params", function_params)
     monkeypatch.setattr(snakemake.common.configfile, "load_configfile", cached_configfile)
     monkeypatch.setattr(snakemake.workflow, "parse", ParseCache(snakemake.workflow.parse, {}))
     # Workflow.include compiles each file's translation: a code object per (text, file)
