@@ -115,6 +115,11 @@ def test_host_dropout_matches_torch_dropout_in_distribution():
     again = HostDropout(p, np.random.default_rng(5))(x.detach())
     torch.testing.assert_close(again, y.detach())
     assert not torch.equal(drop(x.detach()), y.detach())  # the generator moves on
+    # another device keeps torch's dropout: NumPy's generator is not touched
+    state = drop.generator.bit_generator.state
+    on_meta = drop(torch.empty(shape, device="meta"))
+    assert on_meta.device.type == "meta" and on_meta.shape == shape
+    assert drop.generator.bit_generator.state == state
     drop.eval()
     assert drop(x) is x
     assert HostDropout(0.0, np.random.default_rng(0))(x) is x
