@@ -219,3 +219,21 @@ def test_bad_inputs_name_what_was_expected(rng: np.random.Generator) -> None:
         decode_concepts(X, labels, ["a", "b"], splits, alphas=[1.0, 0.0])
     with pytest.raises(ValueError, match="`C` must be positive, got -1"):
         decode_concepts(X, labels, ["a", "b"], splits, decoder="logistic", C=-1)
+
+
+def test_wide_patterns_choose_ridgecv_penalties(rng: np.random.Generator) -> None:
+    """More voxels than training stimuli (the singular basis spans the targets): each
+    fold's leave-one-out penalty per concept is RidgeCV's, and so is its decision."""
+    X = rng.standard_normal((41, 120))
+    labels = rng.random((41, 4)) < np.array([0.3, 0.5, 0.4, 0.25])
+    X[:, :3] += 1.5 * labels[:, :3]  # three concepts leave a trace, of unequal strength
+    splits = list(KFold(4, shuffle=True, random_state=1).split(X))
+    result = decode_concepts(X, labels, list("abcd"), splits, n_permutations=0)
+    for f, (train, test) in enumerate(splits):
+        scaler = StandardScaler().fit(X[train])
+        xtr, xte = scaler.transform(X[train]), scaler.transform(X[test])
+        targets = np.where(labels[train], 1.0, -1.0)
+        cv = RidgeCV(alphas=DEFAULT_ALPHAS, alpha_per_target=True).fit(xtr, targets)
+        np.testing.assert_array_equal(result.alpha[f], cv.alpha_)
+        np.testing.assert_allclose(result.decision[test], cv.predict(xte), rtol=1e-9, atol=1e-10)
+    assert len(set(result.alpha.ravel())) > 1  # the choice is not one penalty everywhere
