@@ -249,11 +249,9 @@ def fmri_qc_figures(
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for kind in FIGURE_KINDS:
-        fig = _FIGURES[kind](qc, bold)
         path = out_dir / f"{prefix}_qc-{kind}.png"
-        try:
-            fig.savefig(path, dpi=_DPI)
-        finally:
-            fig.clear()
+        # outside pyplot: the figure goes with its last reference (clearing it first
+        # rebuilt every axis's ticks, a tenth of the drawing time)
+        _FIGURES[kind](qc, bold).savefig(path, dpi=_DPI)
         paths.append(path)
     return paths
