@@ -88,6 +88,15 @@ def _planted(seed: int = 4, n_stimuli: int = 96, n_voxels: int = 37):
     return X, labels
 
 
+def _ridgecv_fold(X, labels, train, test):
+    """RidgeCV (leave-one-out penalty per concept) on one fold's training-standardised
+    patterns, with the standardised training and test patterns."""
+    scaler = StandardScaler().fit(X[train])
+    xtr, xte = scaler.transform(X[train]), scaler.transform(X[test])
+    targets = np.where(labels[train], 1.0, -1.0)
+    return RidgeCV(alphas=DEFAULT_ALPHAS, alpha_per_target=True).fit(xtr, targets), xtr, xte
+
+
 def _scored(result, splits):
     """Decision values standardised within each test fold."""
     scored = result.decision.copy()
@@ -117,10 +126,7 @@ def test_planted_concepts_are_decoded_and_the_unrelated_one_is_not() -> None:
     # fold by fold: RidgeCV's leave-one-out choice of penalty per concept, and
     # RidgeClassifier's decision function with it, on the training-standardised patterns
     for f, (train, test) in enumerate(splits):
-        scaler = StandardScaler().fit(X[train])
-        xtr, xte = scaler.transform(X[train]), scaler.transform(X[test])
-        targets = np.where(labels[train], 1.0, -1.0)
-        cv = RidgeCV(alphas=DEFAULT_ALPHAS, alpha_per_target=True).fit(xtr, targets)
+        cv, xtr, xte = _ridgecv_fold(X, labels, train, test)
         np.testing.assert_array_equal(result.alpha[f], cv.alpha_)
         for j in range(3):
             model = RidgeClassifier(alpha=result.alpha[f, j]).fit(xtr, labels[train, j])
@@ -230,10 +236,7 @@ def test_wide_patterns_choose_ridgecv_penalties(rng: np.random.Generator) -> Non
     splits = list(KFold(4, shuffle=True, random_state=1).split(X))
     result = decode_concepts(X, labels, list("abcd"), splits, n_permutations=0)
     for f, (train, test) in enumerate(splits):
-        scaler = StandardScaler().fit(X[train])
-        xtr, xte = scaler.transform(X[train]), scaler.transform(X[test])
-        targets = np.where(labels[train], 1.0, -1.0)
-        cv = RidgeCV(alphas=DEFAULT_ALPHAS, alpha_per_target=True).fit(xtr, targets)
+        cv, _, xte = _ridgecv_fold(X, labels, train, test)
         np.testing.assert_array_equal(result.alpha[f], cv.alpha_)
         np.testing.assert_allclose(result.decision[test], cv.predict(xte), rtol=1e-9, atol=1e-10)
     assert len(set(result.alpha.ravel())) > 1  # the choice is not one penalty everywhere
