@@ -328,25 +328,14 @@ def _ridge_fold_decisions(
     U, s = fold.U, fold.s
     n = U.shape[0]
     mean = Y.mean(axis=0)
-    centred = Y - mean
-    UtY = U.T @ centred  # (rank, n_columns)
-    # the part of the targets outside the singular basis, the same for every penalty
-    # (none when the basis spans the training stimuli, as with more features than them)
-    outside = centred - U @ UtY
-    outside = outside if np.abs(outside).max(initial=0.0) > 1e-10 * n else None
+    UtY = U.T @ (Y - mean)  # (rank, n_columns)
     s2 = s**2
     errors = np.empty((alphas.size, Y.shape[1]))
-    residual = np.empty_like(centred)  # reused: one (n_train, n_columns) buffer
     for i, a in enumerate(alphas):
         shrink = s2 / (s2 + a)
         leverage = 1.0 / n + (U**2) @ shrink  # the intercept's 1/n included
-        scale = 1.0 / (1.0 - leverage)
-        # leave-one-out residuals: (centred - U shrink U'Y) / (1 - leverage), row-scaled
-        # in the small factor, then squared and averaged without a temporary
-        np.matmul(U * scale[:, None], (1.0 - shrink)[:, None] * UtY, out=residual)
-        if outside is not None:
-            residual += outside * scale[:, None]
-        errors[i] = np.einsum("ij,ij->j", residual, residual) / n
+        residual = (Y - mean) - U @ (shrink[:, None] * UtY)
+        errors[i] = ((residual / (1.0 - leverage)[:, None]) ** 2).mean(axis=0)
     pick = select_penalty(-errors, alphas)
     decision = np.empty((fold.test.size, Y.shape[1]))
     for i in np.unique(pick):
