@@ -281,21 +281,27 @@ def best_layer_frequencies(
     return frequency, interval
 
 
-def _selection_uncertainty(
-    subjects: pd.DataFrame,
-    criterion: str,
-    targets: Mapping[tuple, Mapping[str, Mapping[int, np.ndarray]]] | None,
-) -> pd.DataFrame:
-    """Selection frequency per layer and best-depth interval per stage, sweep, metric, ROI.
+def _group_arrays(
+    subjects: pd.DataFrame, keys: list[str], criterion: str
+) -> tuple[list[tuple], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean ``criterion`` per (group of ``keys``, subject, position), in one array.
 
-    ``targets``: (stage, sweep, metric, roi) -> subject -> position -> the per-target
-    selection scores (resampled when there are fewer than
-    :data:`MIN_RESAMPLED_SUBJECTS` subjects).
+    A pivot per group cost ~5 ms; one binning serves every group. Subjects and positions
+    are sorted.
+
+    Returns
+    -------
+    group_keys : list of tuple
+        Each group's key values, in order of first appearance.
+    means : ndarray, shape (n_groups, n_subjects, n_positions)
+        NaN where a group has no finite score for the pair.
+    seen_subject : ndarray of bool, shape (n_groups, n_subjects)
+    seen_position : ndarray of bool, shape (n_groups, n_positions)
+        Whether the group has a row of the subject / position.
+    positions : ndarray, shape (n_positions,)
+    depths : ndarray, shape (n_groups, n_positions)
+        Each group's first finite depth of a position (as ``groupby.first``).
     """
-    keys = ["stage", "sweep", "metric", "roi"]
-    out = []
-    # one (group, subject, position) array of mean scores for every (stage, sweep,
-    # metric, ROI) group, subjects and positions sorted: a pivot per group cost ~5 ms
     group_code = subjects.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     _, first_row = np.unique(group_code, return_index=True)
     group_keys = [tuple(row) for row in subjects[keys].to_numpy(object)[first_row]]
@@ -321,6 +327,25 @@ def _selection_uncertainty(
     depths = np.full(shape[0] * shape[2], np.nan)
     depths[pairs] = depth_values[has_depth[first]]
     depths = depths.reshape(shape[0], shape[2])
+    return group_keys, means, seen_subject, seen_position, all_positions, depths
+
+
+def _selection_uncertainty(
+    subjects: pd.DataFrame,
+    criterion: str,
+    targets: Mapping[tuple, Mapping[str, Mapping[int, np.ndarray]]] | None,
+) -> pd.DataFrame:
+    """Selection frequency per layer and best-depth interval per stage, sweep, metric, ROI.
+
+    ``targets``: (stage, sweep, metric, roi) -> subject -> position -> the per-target
+    selection scores (resampled when there are fewer than
+    :data:`MIN_RESAMPLED_SUBJECTS` subjects).
+    """
+    keys = ["stage", "sweep", "metric", "roi"]
+    out = []
+    group_keys, means, seen_subject, seen_position, all_positions, depths = _group_arrays(
+        subjects, keys, criterion
+    )
     for g, key in enumerate(group_keys):
         columns = np.flatnonzero(seen_position[g])
         scores = means[g][np.ix_(np.flatnonzero(seen_subject[g]), columns)]

@@ -110,7 +110,7 @@ class HostDropout(nn.Module):
 
     Same operation as :class:`torch.nn.Dropout` (each element zeroed with probability
     ``p`` in training, the others scaled by ``1 / (1 - p)``), but a CPU mask is drawn by
-    NumPy, 2.5 to 3.5 times faster than torch's CPU Bernoulli sampling (a 64 x 12 x 128
+    NumPy, about 2.5 times faster than torch's CPU Bernoulli sampling (a 64 x 12 x 128
     batch: 0.24 ms against 0.61 ms); the demo's default transformer encoder (two seeds,
     one thread) trains about 10 % faster. Tensors on another device use
     :func:`torch.nn.functional.dropout`. The generator is shared by every dropout of a
