@@ -231,6 +231,21 @@ def test_pool_spans_photos_and_image_statistics():
     assert np.all(z.max(axis=0) - z.min(axis=0) > 2.5)
 
 
+def test_rendered_shots_are_fresh_copies_of_one_rendering():
+    """A shot rendered again is the same image, in an array of its own: writing into one
+    rendering changes neither the next nor another size's."""
+    shot = _planned({"pool": {"n_images": 3}})[1][1]
+    first = render_shot(shot, 24)
+    assert first.shape == (24, 24, 3) and first.dtype == np.uint8 and first.flags.writeable
+    kept = first.copy()
+    first[:] = 0
+    again = render_shot(shot, 24)
+    np.testing.assert_array_equal(again, kept)
+    assert again.flags.writeable and not np.shares_memory(again, first)
+    assert render_shot(shot, 25).shape == (25, 25, 3)
+    assert kept.any()
+
+
 def test_pool_is_seeded_and_grows_by_appending():
     """Same seed, same pool; a larger pool keeps the smaller one; another seed differs."""
     _, small = _planned({**TINY, "pool": {"n_images": 5}})
