@@ -92,6 +92,30 @@ def test_schema_refs_are_inlined(tmp_path: Path) -> None:
     assert fill_defaults({}, schema)["encoding"]["solver"] == "eigh"
 
 
+def test_schema_is_read_again_when_a_file_it_came_from_changes(tmp_path: Path) -> None:
+    """Each call returns a schema of its own; an edited section file is read again."""
+    import os
+
+    section = tmp_path / "section.schema.yaml"
+    section.write_text(yaml.safe_dump(SCHEMA["properties"]["encoding"]))
+    main = {"type": "object", "properties": {"encoding": {"$ref": "section.schema.yaml"}}}
+    (tmp_path / "config.schema.yaml").write_text(yaml.safe_dump(main))
+    first = load_schema(tmp_path / "config.schema.yaml")
+    first["properties"]["encoding"]["properties"].clear()
+    again = load_schema(tmp_path / "config.schema.yaml")
+    assert again["properties"]["encoding"]["properties"]["n_folds"]["default"] == 5
+    edited = yaml.safe_load(section.read_text())
+    edited["properties"]["n_folds"]["default"] = 7
+    section.write_text(yaml.safe_dump(edited))
+    stamp = section.stat().st_mtime_ns + 10**9  # a file system with coarse times
+    os.utime(section, ns=(stamp, stamp))
+    reread = load_schema(tmp_path / "config.schema.yaml")
+    assert reread["properties"]["encoding"]["properties"]["n_folds"]["default"] == 7
+    section.unlink()
+    with pytest.raises(ConfigError, match=r"section\.schema\.yaml referenced from .* not exist"):
+        load_schema(tmp_path / "config.schema.yaml")
+
+
 def test_load_config_reports_file_name(tmp_path: Path) -> None:
     schema_path = tmp_path / "s.yaml"
     schema_path.write_text(yaml.safe_dump(SCHEMA))

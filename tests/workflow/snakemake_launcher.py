@@ -250,6 +250,12 @@ def serve(address: str, alive_fd: int) -> None:
 
     parsed = _Folder(Path(address).parent / "parsed")
     snakemake.workflow.parse = ParseCache(snakemake.workflow.parse, parsed)
+    # the config schema as every run reads it first (each run still reads any file of
+    # it that changed since: neuroflow.config.load_schema compares their stamps)
+    with contextlib.suppress(Exception):
+        from neuroflow.config import load_schema
+
+        load_schema(_HERE.parents[1] / "workflow" / "schemas" / "config.schema.yaml")
     gc.freeze()
     while True:
         ready, _, _ = select.select([listener, alive_fd], [], [])
