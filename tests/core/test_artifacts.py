@@ -22,6 +22,7 @@ from neuroflow.artifacts import (
     is_partial,
     open_dataset,
     read_provenance,
+    software_versions,
     version_id,
     write_dataset,
 )
@@ -78,6 +79,18 @@ def test_write_and_read_roundtrip(tmp_path: Path, rng: np.random.Generator) -> N
     assert {"python", "numpy", "xarray", "zarr"} <= set(record["software"])
     # Plain xarray opens it too.
     assert xr.open_zarr(out)["bold"].shape == (7, 9)
+
+
+def test_software_versions_are_the_installed_ones_in_a_dict_of_its_own() -> None:
+    import importlib.metadata
+    import platform
+
+    first = software_versions()
+    assert first["python"] == platform.python_version()
+    assert first["numpy"] == importlib.metadata.version("numpy") == np.__version__
+    first["numpy"] = "0"
+    assert software_versions()["numpy"] == np.__version__
+    assert build_provenance(stage="s", version="v", config={})["software"] == software_versions()
 
 
 def test_text_is_written_without_zarr_spec_warnings(

@@ -106,13 +106,15 @@ PRELOAD: tuple[str, ...] = (
     "neuroflow.workflow.runner",
     "neuroflow.workflow.warm_jobs",
 )
-#: Imported when the server is first idle (no job waiting), one module at a time: most
+#: Imported when the server is first idle (no job waiting), one module at a time, after
+#: the versions of the installed packages every store records (~8 ms per job): most
 #: fitting, extraction, decoding, quality-control and figure jobs need them (PyTorch alone
 #: takes 1-2 s to import), the others lose nothing. Then the stages' own modules and what
 #: they import besides, roughly in the order a run reaches them (0.1-0.3 s per job that
 #: would import them itself). An entry ``"module:function"`` imports the module and calls
 #: the function (:func:`load_compiled_code`).
 IDLE_PRELOAD: tuple[str, ...] = (
+    "neuroflow.artifacts:software_versions",
     "torch",
     "sklearn",
     "scipy.signal",
