@@ -10,6 +10,7 @@ them (one-sided, ~2.3% chance of failing a calibrated test). The full-size versi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import warnings
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy.ndimage import gaussian_filter1d
+from threadpoolctl import ThreadpoolController
 
 from neuroflow.analysis_inputs import SubjectEpochs
 from neuroflow.decoding.eeg_analyses import _classification
@@ -447,6 +449,17 @@ def _eeg_runs(seed: int, design: str, n_runs: int = 4, n_stim: int = 20) -> Subj
     )
 
 
+@functools.cache
+def _thread_pools() -> ThreadpoolController:
+    """The BLAS and OpenMP pools loaded, found once (a search takes ~20 ms)."""
+    return ThreadpoolController()
+
+
+def _one_thread():
+    """Limit every thread pool to one thread for the block (as the jobs run)."""
+    return _thread_pools().limit(limits=1)
+
+
 def _point_p(score: np.ndarray, null: np.ndarray) -> np.ndarray:
     """Per-point permutation p-values, ``(1 + #{null >= score}) / (1 + n)``."""
     return (1.0 + (null >= score[None] - 1e-12).sum(axis=0)) / (1.0 + null.shape[0])
@@ -459,8 +472,6 @@ def _eeg_p(seed: int, design: str, generalization: bool = False) -> dict[str, np
     p-value the stage computed (1 without a cluster). Features: ridge decoding of 3
     random stimulus-level targets (not for ``epoch`` designs, whose stimuli are unnamed).
     """
-    from threadpoolctl import threadpool_limits
-
     sub = _eeg_runs(seed, design)
     cfg = resolve_config(
         {
@@ -469,7 +480,7 @@ def _eeg_p(seed: int, design: str, generalization: bool = False) -> dict[str, np
         }
     )
     X = sub.data.astype(np.float64)
-    with threadpool_limits(1):
+    with _one_thread():
         out = _classification(sub, X, cfg, seed)
         res = {
             "classification_point": _point_p(out["score"], out["null"]),
@@ -623,8 +634,6 @@ def test_order_permutations_keep_neighbours():
 def _concept_p(seed: int, *, keep_order: bool, n_permutations: int = 199) -> np.ndarray:
     """Concept p-values (mAP, mean AUC) of one null subject: 6 runs of 30 shots shown
     once, 3 concepts that last over runs of consecutive shots (scenes)."""
-    from threadpoolctl import threadpool_limits
-
     from neuroflow.decoding.concepts import decode_concepts, run_sets
     from neuroflow.decoding.fmri import concept_folds
     from neuroflow.decoding.identification import presentation_order
@@ -637,7 +646,7 @@ def _concept_p(seed: int, *, keep_order: bool, n_permutations: int = 199) -> np.
     labels = (np.cumsum(switch, axis=0) + rng.integers(2, size=3)) % 2 == 1
     splits, grouping = concept_folds(stim, runs, stim, n_splits=5, seed=seed)
     assert grouping == "run"
-    with threadpool_limits(1):
+    with _one_thread():
         res = decode_concepts(
             X, labels, ["a", "b", "c"], splits, n_permutations=n_permutations, seed=seed,
             order=presentation_order(stim) if keep_order else None,

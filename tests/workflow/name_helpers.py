@@ -113,8 +113,10 @@ def misspellings(
     sweeps : dict of str to str
         Sweep -> its extractor (see :func:`run_sweeps`).
     """
+    # a loose spelling holds each alphanumeric part of the layer as it is: a token
+    # without the longest part cannot match, and most tokens are skipped by that test
     checked = [
-        (extractor, layer, _loose(layer))
+        (extractor, layer, _loose(layer), max(re.split(r"[^A-Za-z0-9]+", layer), key=len))
         for extractor, names in layers.items()
         for layer in names
         if re.search(r"[^A-Za-z0-9]", layer)
@@ -123,7 +125,9 @@ def misspellings(
     bad = []
     for where, text in strings:
         for token in _TOKEN.findall(text):
-            for extractor, layer, pattern in checked:
+            for extractor, layer, pattern, part in checked:
+                if part not in token:
+                    continue
                 for match in pattern.finditer(token):
                     prefix = token[: match.start()]
                     if not _spelled_right(prefix, match[0], layer, owners[extractor]):
