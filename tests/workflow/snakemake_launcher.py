@@ -88,6 +88,15 @@ PRELOAD = (
     "neuroflow.workflow.runs",
     "neuroflow.workflow.concurrent_runs",
     "neuroflow.cli",
+    # the feature extractors the plan looks up (neuroflow.features.registry's built-ins)
+    "neuroflow.features.hf",
+    "neuroflow.features.hf_audio",
+    "neuroflow.features.sentence",
+    "neuroflow.features.baselines",
+    "neuroflow.features.events",
+    "neuroflow.features.torch_module",
+    "neuroflow.features.clip",
+    "neuroflow.features.video",
 )
 _HERE = Path(__file__).resolve().parent
 
