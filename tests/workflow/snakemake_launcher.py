@@ -88,15 +88,6 @@ PRELOAD = (
     "neuroflow.workflow.runs",
     "neuroflow.workflow.concurrent_runs",
     "neuroflow.cli",
-    # the feature extractors the plan looks up (neuroflow.features.registry's built-ins)
-    "neuroflow.features.hf",
-    "neuroflow.features.hf_audio",
-    "neuroflow.features.sentence",
-    "neuroflow.features.baselines",
-    "neuroflow.features.events",
-    "neuroflow.features.torch_module",
-    "neuroflow.features.clip",
-    "neuroflow.features.video",
 )
 _HERE = Path(__file__).resolve().parent
 
@@ -260,11 +251,14 @@ def serve(address: str, alive_fd: int) -> None:
     parsed = _Folder(Path(address).parent / "parsed")
     snakemake.workflow.parse = ParseCache(snakemake.workflow.parse, parsed)
     # the config schema as every run reads it first (each run still reads any file of
-    # it that changed since: neuroflow.config.load_schema compares their stamps)
+    # it that changed since: neuroflow.config.load_schema compares their stamps), and the
+    # built-in feature extractors, which the plan of every run imports to look them up
     with contextlib.suppress(Exception):
         from neuroflow.config import load_schema
+        from neuroflow.features.registry import available_extractors
 
         load_schema(_HERE.parents[1] / "workflow" / "schemas" / "config.schema.yaml")
+        available_extractors()
     gc.freeze()
     while True:
         ready, _, _ = select.select([listener, alive_fd], [], [])
