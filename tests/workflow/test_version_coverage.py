@@ -196,14 +196,14 @@ def _collected_every(n_graphs: int) -> Iterator[Callable[[], None]]:
 
 @pytest.fixture
 def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Parse and compile each workflow file, read the config file and load the config
-    schema once for all job graphs, and read each input or params function's parameters
-    once for all its jobs.
+    """Parse and compile each workflow file and read the config file once for all job
+    graphs, and read each input or params function's parameters once for all its jobs
+    (the config schema is read once per process by :func:`neuroflow.config.load_schema`).
 
-    The first four depend on the files only, never on the overrides: each of the ~370 graphs
-    below is still built from its own config (a fresh copy of the file's values with its
-    overrides) by executing the compiled workflow files anew, without its ~0.2 s of
-    parsing, compiling and loading.
+    The first three depend on the files only, never on the overrides: each of the ~370
+    graphs below is still built from its own config (a fresh copy of the file's values
+    with its overrides) by executing the compiled workflow files anew, without its
+    ~0.2 s of parsing, compiling and loading.
     """
     import snakemake.api  # first: snakemake.workflow alone is a circular import
     import snakemake.common
@@ -211,8 +211,6 @@ def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import snakemake.jobs
     import snakemake.rules
     import snakemake.workflow
-
-    import neuroflow.config
 
     load_configfile = snakemake.common.configfile.load_configfile
     configs: dict[tuple[str, bytes], Any] = {}
@@ -223,7 +221,6 @@ def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
             configs[key] = load_configfile(path)
         return copy.deepcopy(configs[key])
 
-    schema = functools.cache(neuroflow.config.load_schema)
     # A function's parameters (inspect.signature, ~20 us) are read at every job of its
     # rule: once per input or params function of each graph is enough (weak keys: the
     # functions, and the plans they hold, go with their graph).
@@ -245,7 +242,6 @@ def parse_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(snakemake.workflow, "parse", ParseCache(snakemake.workflow.parse, {}))
     # Workflow.include compiles each file's translation: a code object per (text, file)
     monkeypatch.setattr(snakemake.workflow, "compile", functools.lru_cache(compile), raising=False)
-    monkeypatch.setattr(neuroflow.config, "load_schema", lambda path: copy.deepcopy(schema(path)))
 
 
 @pytest.mark.usefixtures("parse_once")
